@@ -1,0 +1,153 @@
+"""Resolve a configuration into one explicit launch plan.
+
+The plan is everything that decides a measurement and nothing else: engine,
+runtime, image, argv, env, address, workload and the harness version. It is
+passed to Snakemake as canonical JSON (sorted keys), so that reordering keys
+or editing an unrelated configuration reruns nothing, while any change that
+alters what would be measured reruns exactly that configuration.
+
+Merge order, later wins: the schema's built-in defaults, the top-level
+``defaults``, the configurations named in ``extends`` (in order), the entry.
+Mappings (``server_args``, ``env``, ``workload``) are deep-merged; other
+values are replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specsweep import HARNESS_VERSION
+from specsweep.config import as_list, load_schema
+
+PLAN_FORMAT_VERSION = 1
+# Keys of a configuration that do not change what is measured, kept out of
+# the plan so that editing them reruns only the report.
+_NOT_IN_PLAN = {"description", "extends"}
+
+
+def canonical_json(obj: Any) -> str:
+    """The one serialisation used for params and plan files: sorted, compact, stable."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def plan_digest(plan: Mapping) -> str:
+    return hashlib.sha256(canonical_json(plan).encode()).hexdigest()[:16]
+
+
+def deep_merge(base: Mapping, override: Mapping) -> dict:
+    """Merge ``override`` onto ``base``; nested mappings merge, everything else is replaced."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
+    """Built-in default of a schema node, descending into object properties."""
+    for ref_holder in [node] + list(node.get("allOf", [])):
+        ref = ref_holder.get("$ref")
+        if ref:
+            node = {**defs[ref.rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k not in ("$ref", "allOf")}}
+    if node.get("type") == "object" and "properties" in node:
+        out = copy.deepcopy(node.get("default", {}))
+        for key, sub in node["properties"].items():
+            value = _schema_defaults(sub, defs)
+            if value is not _MISSING:
+                out[key] = value
+        return out
+    return copy.deepcopy(node["default"]) if "default" in node else _MISSING
+
+
+_MISSING = object()
+
+
+def builtin_defaults(schema: Mapping | None = None) -> dict:
+    """Defaults of a configuration entry as written in the schema (``default:`` keys)."""
+    schema = schema if schema is not None else load_schema()
+    defs = schema["$defs"]
+    entry = _schema_defaults(defs["config_entry"], defs)
+    entry["workload"] = _schema_defaults(defs["workload"], defs)
+    entry.pop("description", None)
+    entry.pop("extends", None)
+    return entry
+
+
+def merged_entry(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """The configuration ``name`` with defaults and ``extends`` parents merged in."""
+    configurations = config["configurations"]
+
+    def own(entry_name: str) -> dict:
+        entry = dict(configurations[entry_name] or {})
+        merged: dict = {}
+        for parent in as_list(entry.get("extends")):
+            merged = deep_merge(merged, own(parent))
+        return deep_merge(merged, entry)
+
+    base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
+    return deep_merge(base, own(name))
+
+
+def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
+    """Environment values as the strings the process will see; null drops the key."""
+    return {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(env.items()) if v is not None}
+
+
+def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """Resolve configuration ``name`` of a checked ``config`` into its launch plan."""
+    from specsweep.engines import get_engine
+
+    entry = merged_entry(config, name, defaults)
+    engine = get_engine(entry["engine"])
+    server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
+    plan = {k: v for k, v in entry.items() if k not in _NOT_IN_PLAN}
+    plan.update(
+        format_version=PLAN_FORMAT_VERSION,
+        harness_version=HARNESS_VERSION,
+        name=name,
+        server_args=server_args,
+        argv=engine.launch_argv("python3", server_args),
+        env=_env_strings(entry["env"]),
+        variant=sorted(as_list(entry.get("variant"))),
+    )
+    if plan["runtime"] != "docker":
+        plan["image"] = None
+    return plan
+
+
+def resolve_plans(config: Mapping) -> dict[str, dict]:
+    """Plans of every configuration, by name."""
+    defaults = builtin_defaults()
+    return {name: build_plan(config, name, defaults) for name in sorted(config["configurations"])}
+
+
+def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:
+    """Checks on resolved plans (what only exists after merging)."""
+    problems = []
+    for name, plan in plans.items():
+        if plan["runtime"] == "docker" and not plan.get("image"):
+            problems.append(f"configurations.{name}.image: runtime 'docker' needs an image (a name under images:)")
+    return problems
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` atomically unless ``path`` already holds exactly it.
+
+    Leaving an unchanged file untouched keeps its mtime, so nothing downstream
+    reruns because a harmless upstream job ran again.
+    """
+    path = Path(path)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return True
