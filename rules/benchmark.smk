@@ -1,0 +1,36 @@
+rule benchmark_server:
+    input:
+        plan="results/{config}/plan.json",
+        preflight="results/{config}/preflight.json",
+        image=image_manifest_input,
+    output:
+        launch="results/{config}/launch.json",
+        server_log="results/{config}/server.log",
+        warmup="results/{config}/warmup.jsonl",
+        requests="results/{config}/requests.jsonl",
+        outcome="results/{config}/outcome.json",
+    log:
+        "results/{config}/logs/benchmark_server.log",
+    benchmark:
+        "results/{config}/logs/benchmark_server.tsv"
+    resources:
+        gpu=gpus_of,
+        server=1,
+    script:
+        "../scripts/benchmark_server.py"
+
+
+rule summarize_config:
+    input:
+        plan="results/{config}/plan.json",
+        launch="results/{config}/launch.json",
+        server_log="results/{config}/server.log",
+        warmup="results/{config}/warmup.jsonl",
+        requests="results/{config}/requests.jsonl",
+        outcome="results/{config}/outcome.json",
+    output:
+        "results/{config}/summary.json",
+    log:
+        "results/{config}/logs/summarize_config.log",
+    script:
+        "../scripts/summarize_config.py"

@@ -1,0 +1,10 @@
+rule resolve_plan:
+    output:
+        "results/{config}/plan.json",
+    params:
+        plan=plan_json,
+    log:
+        "results/{config}/logs/resolve_plan.log",
+    localrule: True
+    script:
+        "../scripts/resolve_plan.py"

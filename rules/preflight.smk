@@ -1,0 +1,27 @@
+rule make_parser_env:
+    input:
+        "envs/sglang-parser.txt",
+    output:
+        "{parser_env}/ready.json",
+    log:
+        "{parser_env}/make_parser_env.log",
+    script:
+        "../scripts/make_parser_env.py"
+
+
+rule preflight_config:
+    input:
+        plan="results/{config}/plan.json",
+        parser=parser_env_input,
+    output:
+        "results/{config}/preflight.json",
+    log:
+        "results/{config}/logs/preflight_config.log",
+    script:
+        "../scripts/preflight_config.py"
+
+
+rule preflight:
+    input:
+        expand("results/{config}/preflight.json", config=CONFIGS),
+    localrule: True

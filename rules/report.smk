@@ -1,0 +1,18 @@
+rule render_report:
+    input:
+        summaries=expand("results/{config}/summary.json", config=CONFIGS),
+    output:
+        csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
+        md=report("results/report.md", caption="../report/report_md.rst", category="Summary"),
+        plots=[
+            report("results/plots/tok_s.png", caption="../report/tok_s.rst", category="Plots"),
+            report("results/plots/cycle_time.png", caption="../report/cycle_time.rst", category="Plots"),
+            report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
+        ],
+    params:
+        report=report_params,
+    log:
+        "results/logs/render_report.log",
+    localrule: True
+    script:
+        "../scripts/render_report.py"

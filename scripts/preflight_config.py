@@ -1,0 +1,9 @@
+"""Parse one configuration's argv with its engine's own parser; fail the job on errors."""
+
+import sys
+
+from specsweep.pipeline import preflight_config
+
+with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
+    sys.stderr = log
+    sys.exit(preflight_config(snakemake.input.plan, snakemake.input.parser, snakemake.output[0], log))  # noqa: F821
