@@ -16,6 +16,8 @@ rule benchmark_server:
     resources:
         gpu=gpus_of,
         server=1,
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/benchmark_server.py"
 
@@ -32,5 +34,7 @@ rule summarize_config:
         "results/{config}/summary.json",
     log:
         "results/{config}/logs/summarize_config.log",
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/summarize_config.py"

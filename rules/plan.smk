@@ -6,5 +6,7 @@ rule resolve_plan:
     log:
         "results/{config}/logs/resolve_plan.log",
     localrule: True
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/resolve_plan.py"

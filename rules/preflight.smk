@@ -5,6 +5,8 @@ rule make_parser_env:
         "{parser_env}/ready.json",
     log:
         "{parser_env}/make_parser_env.log",
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/make_parser_env.py"
 
@@ -17,6 +19,8 @@ rule preflight_config:
         "results/{config}/preflight.json",
     log:
         "results/{config}/logs/preflight_config.log",
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/preflight_config.py"
 

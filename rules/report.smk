@@ -14,5 +14,7 @@ rule render_report:
     log:
         "results/logs/render_report.log",
     localrule: True
+    conda:
+        "../envs/specsweep.yaml"
     script:
         "../scripts/render_report.py"

@@ -18,7 +18,6 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from specsweep import HARNESS_VERSION
@@ -136,18 +135,3 @@ def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:
             problems.append(f"configurations.{name}.image: runtime 'docker' needs an image (a name under images:)")
     return problems
 
-
-def write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` atomically unless ``path`` already holds exactly it.
-
-    Leaving an unchanged file untouched keeps its mtime, so nothing downstream
-    reruns because a harmless upstream job ran again.
-    """
-    path = Path(path)
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return True
