@@ -1,0 +1,428 @@
+"""Metrics computed from raw request records, one small function each.
+
+Every function states its formula and unit. A value that cannot be computed
+is returned as ``Absent(reason)``, never as 0. Only records with
+``phase == "measured"`` and ``status == "ok"`` of the run being summarised
+enter the metrics (``select_measured``); the others are counted.
+
+Time stamps are ``time.perf_counter_ns`` integers from the client. A
+*token chunk* is a stream chunk that carried at least one new token
+(``chunk_tokens`` > 0, or ``None`` = the endpoint does not say, which an
+OpenAI text delta with non-empty text is); chunks with 0 new tokens (e.g. a
+final meta-only chunk) do not move TTFT or ITL.
+
+First token convention: the first token chunk ends the prefill (TTFT). The
+decode time of a request is ``t_last_token_chunk - t_first_token_chunk``
+(= e2e - TTFT with e2e measured to the last token chunk), and
+``spec_verify_ct`` verify cycles are assumed to lie in it: the first token
+is produced by the prefill forward, not by a verify. When the first chunk
+already carries several tokens (prefill and a verify merged), that verify's
+time is attributed to TTFT and the cycle time is slightly underestimated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, NamedTuple, Sequence
+
+from specsweep.stats import (
+    PERCENTILE_METHOD_NAME,
+    bootstrap_median_ci,
+    distribution,
+    per_repeat_medians,
+)
+
+NS_PER_S = 1e9
+NS_PER_MS = 1e6
+
+
+class Absent(NamedTuple):
+    """A metric that cannot be computed, and why."""
+
+    reason: str
+
+
+Value = float | Absent
+
+
+def _token_chunks(rec: dict[str, Any]) -> list[int]:
+    """Arrival times (ns) of the chunks that carried new tokens."""
+    return [t for t, n in zip(rec["chunk_ns"], rec["chunk_tokens"]) if n is None or n > 0]
+
+
+# --------------------------------------------------------------- per request
+
+
+def ttft_ms(rec: dict[str, Any]) -> Value:
+    """Time to first token, ms: ``(t_first_token_chunk - send_ns) / 1e6``."""
+    chunks = _token_chunks(rec)
+    if not chunks:
+        return Absent("no chunk carried a token")
+    return (chunks[0] - rec["send_ns"]) / NS_PER_MS
+
+
+def itl_ms(rec: dict[str, Any]) -> list[float]:
+    """Inter-chunk latencies, ms: gaps between consecutive token chunks.
+
+    With speculation a chunk carries several tokens, so this is the latency
+    between deliveries as the user sees it, not per token (see ``tpot_ms``).
+    A request with fewer than two token chunks contributes no gap.
+    """
+    chunks = _token_chunks(rec)
+    return [(b - a) / NS_PER_MS for a, b in zip(chunks, chunks[1:])]
+
+
+def decode_ms(rec: dict[str, Any]) -> Value:
+    """Decode time, ms: ``(t_last_token_chunk - t_first_token_chunk) / 1e6`` (= e2e - TTFT)."""
+    chunks = _token_chunks(rec)
+    if not chunks:
+        return Absent("no chunk carried a token")
+    return (chunks[-1] - chunks[0]) / NS_PER_MS
+
+
+def tpot_ms(rec: dict[str, Any]) -> Value:
+    """Time per output token after the first, ms: ``decode_ms / (completion_tokens - 1)``."""
+    ct = rec.get("completion_tokens")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    if ct < 2:
+        return Absent(f"completion_tokens = {ct} < 2")
+    d = decode_ms(rec)
+    return d if isinstance(d, Absent) else d / (ct - 1)
+
+
+def e2e_ms(rec: dict[str, Any]) -> Value:
+    """End-to-end latency, ms: ``(end_ns - send_ns) / 1e6``, end = the ``[DONE]`` terminator."""
+    if rec.get("end_ns") is None:
+        return Absent("no end time")
+    return (rec["end_ns"] - rec["send_ns"]) / NS_PER_MS
+
+
+def output_tok_s(rec: dict[str, Any]) -> Value:
+    """Per-request output throughput, tok/s: ``completion_tokens / e2e_s`` (includes TTFT)."""
+    ct = rec.get("completion_tokens")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    e2e = e2e_ms(rec)
+    if isinstance(e2e, Absent):
+        return e2e
+    if e2e <= 0:
+        return Absent("non-positive e2e latency")
+    return ct / (e2e / 1e3)
+
+
+def decode_tok_s(rec: dict[str, Any]) -> Value:
+    """Decode rate, tok/s: ``(completion_tokens - 1) / decode_s`` = 1000 / TPOT_ms."""
+    t = tpot_ms(rec)
+    if isinstance(t, Absent):
+        return t
+    if t <= 0:
+        return Absent("decode time is 0 (all tokens in one chunk)")
+    return 1e3 / t
+
+
+def accept_length(rec: dict[str, Any]) -> Value:
+    """Accept length of one request, tokens/verify: ``completion_tokens / spec_verify_ct``."""
+    ct, vc = rec.get("completion_tokens"), rec.get("spec_verify_ct")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    if vc is None:
+        return Absent("server reported no spec_verify_ct")
+    if vc <= 0:
+        return Absent(f"spec_verify_ct = {vc}")
+    return ct / vc
+
+
+def cycle_time_ms(rec: dict[str, Any]) -> Value:
+    """Speculation cycle time, ms: ``decode_ms / spec_verify_ct`` (draft steps + one verify)."""
+    vc = rec.get("spec_verify_ct")
+    if vc is None:
+        return Absent("server reported no spec_verify_ct")
+    if vc <= 0:
+        return Absent(f"spec_verify_ct = {vc}")
+    d = decode_ms(rec)
+    return d if isinstance(d, Absent) else d / vc
+
+
+# ------------------------------------------------------------------ aggregate
+
+
+def aggregate_output_tok_s(records: Sequence[dict[str, Any]]) -> Value:
+    """Aggregate output throughput of one round, tok/s:
+    ``sum(completion_tokens) / (max(end_ns) - min(send_ns)) * 1e9``."""
+    if not records:
+        return Absent("no ok requests")
+    if any(r.get("completion_tokens") is None for r in records):
+        return Absent("a request lacks completion_tokens")
+    span = max(r["end_ns"] for r in records) - min(r["send_ns"] for r in records)
+    if span <= 0:
+        return Absent("non-positive time span")
+    return sum(r["completion_tokens"] for r in records) / (span / NS_PER_S)
+
+
+def accept_length_weighted(records: Sequence[dict[str, Any]]) -> Value:
+    """Run accept length, tokens/verify: ``sum(completion_tokens) / sum(spec_verify_ct)``.
+
+    Absent unless every request reports both counts (a partial sum would be a
+    silently different population).
+    """
+    if not records:
+        return Absent("no ok measured requests")
+    lacking = sum(r.get("spec_verify_ct") is None or r.get("completion_tokens") is None for r in records)
+    if lacking:
+        return Absent(f"{lacking} of {len(records)} requests lack spec_verify_ct or completion_tokens")
+    verify = sum(r["spec_verify_ct"] for r in records)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(r["completion_tokens"] for r in records) / verify
+
+
+def cycle_time_weighted_ms(records: Sequence[dict[str, Any]]) -> Value:
+    """Run cycle time, ms: ``sum(decode_ms) / sum(spec_verify_ct)``."""
+    if not records:
+        return Absent("no ok measured requests")
+    if any(r.get("spec_verify_ct") is None for r in records):
+        return Absent("a request lacks spec_verify_ct")
+    decode = [decode_ms(r) for r in records]
+    if any(isinstance(d, Absent) for d in decode):
+        return Absent("a request has no token chunk")
+    verify = sum(r["spec_verify_ct"] for r in records)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(decode) / verify  # type: ignore[arg-type]
+
+
+def _timing_records(records: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]] | Absent:
+    if not records:
+        return Absent("no ok measured requests")
+    missing = sum(not isinstance(r.get("timing"), dict) or r["timing"].get(key) is None for r in records)
+    if missing == len(records):
+        return Absent(f"engine reported no timing.{key}")
+    if missing:
+        return Absent(f"{missing} of {len(records)} requests lack timing.{key}")
+    return list(records)
+
+
+def timing_per_cycle_ms(records: Sequence[dict[str, Any]], key: str) -> Value:
+    """Engine-reported time per speculation cycle, ms:
+    ``sum(timing[key]) / sum(spec_verify_ct) * 1e3`` for ``key`` in
+    ``draft_s``, ``verify_s``, ``verify_comm_s``."""
+    recs = _timing_records(records, key)
+    if isinstance(recs, Absent):
+        return recs
+    if any(r.get("spec_verify_ct") is None for r in recs):
+        return Absent("a request lacks spec_verify_ct")
+    verify = sum(r["spec_verify_ct"] for r in recs)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(r["timing"][key] for r in recs) / verify * 1e3
+
+
+def verify_compute_per_cycle_ms(records: Sequence[dict[str, Any]]) -> Value:
+    """Verify compute per cycle, ms: ``verify_ms_per_cycle - verify_comm_ms_per_cycle``
+    (communication is part of the verify time)."""
+    v = timing_per_cycle_ms(records, "verify_s")
+    c = timing_per_cycle_ms(records, "verify_comm_s")
+    if isinstance(v, Absent):
+        return v
+    if isinstance(c, Absent):
+        return c
+    if c > v:
+        return Absent(f"verify_comm ({c:.3f} ms) exceeds verify ({v:.3f} ms): inconsistent timing")
+    return v - c
+
+
+def verify_comm_share(records: Sequence[dict[str, Any]]) -> Value:
+    """Share of verify time spent communicating, fraction 0..1:
+    ``sum(timing.verify_comm_s) / sum(timing.verify_s)``."""
+    for key in ("verify_s", "verify_comm_s"):
+        recs = _timing_records(records, key)
+        if isinstance(recs, Absent):
+            return recs
+    total = sum(r["timing"]["verify_s"] for r in records)
+    if total <= 0:
+        return Absent("sum of timing.verify_s is 0")
+    return sum(r["timing"]["verify_comm_s"] for r in records) / total
+
+
+def allreduce_per_forward(records: Sequence[dict[str, Any]]) -> Value:
+    """All-reduces per target forward, count: ``sum(timing.allreduce_ct) / sum(timing.forward_ct)``."""
+    for key in ("allreduce_ct", "forward_ct"):
+        recs = _timing_records(records, key)
+        if isinstance(recs, Absent):
+            return recs
+    fwd = sum(r["timing"]["forward_ct"] for r in records)
+    if fwd <= 0:
+        return Absent("sum of timing.forward_ct is 0")
+    return sum(r["timing"]["allreduce_ct"] for r in records) / fwd
+
+
+def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) -> float:
+    """Accept length at which speculation equals the baseline, tokens/verify:
+    ``cycle_time_s x baseline_tok_s`` (DOMAIN: 0.030 s x 82 tok/s = 2.46).
+
+    Speculation pays iff ``accept_length > break_even``, because its decode
+    rate is ``accept_length / cycle_time_s``. ``baseline_tok_s`` must be the
+    baseline's decode rate (tok/s excluding TTFT), matching a cycle time
+    that counts decode only.
+    """
+    return cycle_time_ms_value / 1e3 * baseline_tok_s
+
+
+def warmup_windows_tok_s(records: Sequence[dict[str, Any]], window: int) -> list[float | None]:
+    """Throughput of each full warmup window, tok/s (``None`` = no ok request in it).
+
+    Records are taken in completion order (``end_ns``) and grouped by their
+    ``window`` index; a window's throughput is
+    ``sum(completion_tokens of its ok requests) / (end of its last request -
+    end of the previous window's last request)``, the first window measured
+    from the first send. Only complete windows (``window`` requests) count.
+    """
+    by: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("window") is not None:
+            by.setdefault(int(r["window"]), []).append(r)
+    out: list[float | None] = []
+    sends = [r["send_ns"] for r in records]
+    prev_end = min(sends) if sends else 0
+    for w in sorted(by):
+        group = by[w]
+        if len(group) < window:
+            break
+        end = max(r["end_ns"] for r in group if r["end_ns"] is not None)
+        ok = [r for r in group if r["status"] == "ok" and r.get("completion_tokens") is not None]
+        span = (end - prev_end) / NS_PER_S
+        out.append(sum(r["completion_tokens"] for r in ok) / span if ok and span > 0 else None)
+        prev_end = end
+    return out
+
+
+# ----------------------------------------------------------- whole run
+
+
+def select_measured(records: Iterable[dict[str, Any]], run_id: str | None = None) -> dict[str, Any]:
+    """Split records into those that enter the metrics and counts of the rest.
+
+    Enter: ``phase == "measured"``, ``status == "ok"``, and ``run_id`` equal to
+    the run being summarised (default: the run of the last measured record,
+    i.e. the run that wrote the file). Requests of other runs (e.g. sent
+    before this run) and warmup requests never enter.
+    """
+    records = list(records)
+    measured = [r for r in records if r.get("phase") == "measured"]
+    if run_id is None and measured:
+        run_id = measured[-1].get("run_id")
+    this_run = [r for r in measured if r.get("run_id") == run_id]
+    counts = {
+        "records": len(records),
+        "warmup_excluded": sum(r.get("phase") == "warmup" for r in records),
+        "other_run_excluded": len(measured) - len(this_run),
+        "measured": len(this_run),
+        "ok": sum(r["status"] == "ok" for r in this_run),
+        "error": sum(r["status"] == "error" for r in this_run),
+        "incomplete": sum(r["status"] == "incomplete" for r in this_run),
+    }
+    ok = [r for r in this_run if r["status"] == "ok"]
+    errors = list(dict.fromkeys(r.get("error") or r["status"] for r in this_run if r["status"] != "ok"))[:5]
+    return {"run_id": run_id, "ok": ok, "counts": counts, "errors": errors}
+
+
+def _put(metrics: dict[str, Any], absent: dict[str, str], name: str, value: Value, unit: str, definition: str) -> None:
+    if isinstance(value, Absent):
+        absent[name] = value.reason
+    else:
+        metrics[name] = {"value": value, "unit": unit, "definition": definition}
+
+
+def _values(records: Sequence[dict[str, Any]], fn: Any) -> tuple[list[float], list[int], list[str]]:
+    vals, reps, reasons = [], [], []
+    for r in records:
+        v = fn(r)
+        if isinstance(v, Absent):
+            reasons.append(v.reason)
+        else:
+            vals.append(v)
+            reps.append(r["repeat"])
+    return vals, reps, reasons
+
+
+def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | None = None) -> dict[str, Any]:
+    """All metrics of one run from its raw records (see ``select_measured``).
+
+    Returns ``{"run_id", "counts", "errors", "percentile_method", <metric>:
+    {...}, "absent": {metric: reason}, "samples": {...}}``. Distribution
+    metrics hold ``n, p50, p90, p99, mean, min, max, unit``; scalar metrics
+    ``value, unit, definition``.
+    """
+    sel = select_measured(records, run_id)
+    ok: list[dict[str, Any]] = sel["ok"]
+    m: dict[str, Any] = {
+        "run_id": sel["run_id"],
+        "counts": sel["counts"],
+        "errors": sel["errors"],
+        "percentile_method": PERCENTILE_METHOD_NAME,
+        "repeats": sorted({r["repeat"] for r in ok}),
+    }
+    absent: dict[str, str] = {}
+    missing_ct = sum(r.get("completion_tokens") is None for r in ok)
+    m["counts"]["ok_without_completion_tokens"] = missing_ct
+
+    def dist(name: str, fn: Any, unit: str, definition: str, ci: bool = False) -> None:
+        vals, reps, reasons = _values(ok, fn)
+        if not vals:
+            absent[name] = reasons[0] if reasons else "no ok measured requests"
+            return
+        d = distribution(vals, unit)
+        d["definition"] = definition
+        if reasons:
+            d["absent_in"] = {"requests": len(reasons), "first_reason": reasons[0]}
+        if ci:
+            d["median_ci"] = bootstrap_median_ci(vals, seed)
+            d["per_repeat_median"] = per_repeat_medians(vals, reps)
+            m.setdefault("samples", {})[name] = {"values": vals, "repeat": reps}
+        m[name] = d
+
+    dist("output_tok_s", output_tok_s, "tok/s", "completion_tokens / e2e_s per request", ci=True)
+    dist("decode_tok_s", decode_tok_s, "tok/s", "(completion_tokens - 1) / decode_s per request", ci=True)
+    dist("ttft_ms", ttft_ms, "ms", "first token chunk - send")
+    dist("tpot_ms", tpot_ms, "ms", "decode_ms / (completion_tokens - 1)")
+    dist("e2e_ms", e2e_ms, "ms", "[DONE] - send")
+    gaps = [g for r in ok for g in itl_ms(r)]
+    if gaps:
+        m["itl_ms"] = distribution(gaps, "ms") | {"definition": "gap between consecutive token chunks (pooled)"}
+    else:
+        absent["itl_ms"] = "no request had two token chunks"
+    dist("accept_length_per_request", accept_length, "tokens/verify", "completion_tokens / spec_verify_ct")
+    dist("cycle_time_ms_per_request", cycle_time_ms, "ms", "decode_ms / spec_verify_ct")
+
+    per_repeat: list[float] = []
+    for rep in m["repeats"]:
+        v = aggregate_output_tok_s([r for r in ok if r["repeat"] == rep])
+        if isinstance(v, Absent):
+            absent["aggregate_output_tok_s"] = f"repeat {rep}: {v.reason}"
+            break
+        per_repeat.append(v)
+    else:
+        if per_repeat:
+            m["aggregate_output_tok_s"] = {
+                "per_repeat": per_repeat,
+                "unit": "tok/s",
+                "definition": "sum(completion_tokens) / (last end - first send) per repeat",
+            }
+        else:
+            absent["aggregate_output_tok_s"] = "no ok measured requests"
+
+    _put(m, absent, "accept_length", accept_length_weighted(ok), "tokens/verify",
+         "sum(completion_tokens) / sum(spec_verify_ct)")
+    _put(m, absent, "cycle_time_ms", cycle_time_weighted_ms(ok), "ms", "sum(decode_ms) / sum(spec_verify_ct)")
+    for key, name in (("draft_s", "draft_ms_per_cycle"), ("verify_s", "verify_ms_per_cycle"),
+                      ("verify_comm_s", "verify_comm_ms_per_cycle")):
+        _put(m, absent, name, timing_per_cycle_ms(ok, key), "ms",
+             f"sum(timing.{key}) / sum(spec_verify_ct) x 1e3")
+    _put(m, absent, "verify_compute_ms_per_cycle", verify_compute_per_cycle_ms(ok), "ms",
+         "verify_ms_per_cycle - verify_comm_ms_per_cycle")
+    _put(m, absent, "verify_comm_share", verify_comm_share(ok), "fraction",
+         "sum(timing.verify_comm_s) / sum(timing.verify_s)")
+    _put(m, absent, "allreduce_per_forward", allreduce_per_forward(ok), "count",
+         "sum(timing.allreduce_ct) / sum(timing.forward_ct)")
+    m["absent"] = absent
+    return m

@@ -1,0 +1,216 @@
+"""Request payload builders and stream-chunk parsers, one small pair per endpoint.
+
+The timing loop lives once, in ``specsweep.client``; this module only knows
+what each endpoint wants in the body and how to read one decoded SSE
+``data:`` object. Token counts always come from the server (SGLang's final
+``meta_info`` or OpenAI ``usage``), never from counting chunks: under
+speculation one chunk carries several tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from specsweep.records import TIMING_FIELDS
+
+# Synthetic /generate prompts draw token ids from this range: above the
+# special/control ids of common tokenizers and below the smallest vocabulary
+# a served model plausibly has (32k for Llama-2-style vocabularies).
+TOKEN_ID_LOW = 1000
+TOKEN_ID_HIGH = 30000
+
+# Synthetic /v1/completions prompts are space-separated common English words,
+# each of which is one token in BPE vocabularies of modern LLMs, so the prompt
+# is close to ``input_len`` tokens; the server's ``prompt_tokens`` is recorded.
+_WORDS = (
+    "time year people way day man thing woman life child world school state "
+    "family student group country problem hand part place case week company "
+    "system program question work government number night point home water "
+    "room mother area money story fact month lot right study book eye job word "
+    "business issue side kind head house service friend father power hour game "
+    "line end member law car city community name president team minute idea"
+).split()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A deterministic synthetic prompt: token ids and an equivalent-length text."""
+
+    input_ids: list[int]
+    text: str
+
+
+def make_prompt(seed: int, phase: str, repeat: int | None, index: int, input_len: int) -> Prompt:
+    """Build the prompt of one request from ``(seed, phase, repeat, index)``.
+
+    Every request gets a distinct prompt (no prefix-cache hits between
+    requests); the same key always gives the same prompt.
+    """
+    rng = random.Random(f"specsweep:{seed}:{phase}:{repeat}:{index}")
+    ids = [rng.randrange(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(input_len)]
+    text = " ".join(_WORDS[i % len(_WORDS)] for i in ids)
+    return Prompt(input_ids=ids, text=text)
+
+
+@dataclass
+class StreamState:
+    """What a parser has learnt from the chunks of one response so far."""
+
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    e2e_latency_s: float | None = None
+    timing: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    _prev_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EndpointAdapter(Protocol):
+    """Per-endpoint knowledge: where to POST, what to send, how to read a chunk."""
+
+    name: str
+    path: str
+
+    def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]: ...
+
+    def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
+        """Update ``state`` from one decoded chunk; return the chunk's new tokens
+        (``None`` when the endpoint does not say)."""
+        ...
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _float_or_none(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _read_meta(state: StreamState, meta: dict[str, Any]) -> None:
+    """Copy the per-request instrumentation fields of a meta_info/usage dict."""
+    for key in ("completion_tokens", "prompt_tokens", "spec_verify_ct"):
+        if key in meta and meta[key] is not None:
+            setattr(state, key, _int_or_none(meta[key]))
+    if meta.get("spec_accept_length") is not None:
+        state.spec_accept_length = _float_or_none(meta["spec_accept_length"])
+    if meta.get("e2e_latency") is not None:
+        state.e2e_latency_s = _float_or_none(meta["e2e_latency"])
+    timing = meta.get("timing")
+    if isinstance(timing, dict):
+        state.timing = {k: timing[k] for k in TIMING_FIELDS if k in timing}
+    fr = meta.get("finish_reason")
+    if fr is not None:
+        # SGLang: {"type": "length", "length": N}; OpenAI: "length".
+        state.finish_reason = fr.get("type") if isinstance(fr, dict) else str(fr)
+
+
+def _error_text(obj: dict[str, Any]) -> str | None:
+    err = obj.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
+
+
+class GenerateAdapter:
+    """SGLang native ``POST /generate`` with ``stream: true``.
+
+    Each chunk: ``{"text": cumulative, "output_ids": cumulative, "meta_info":
+    {..., "completion_tokens": cumulative}}``; the stream ends with
+    ``data: [DONE]``.
+    """
+
+    name = "generate"
+    path = "/generate"
+
+    def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "input_ids": prompt.input_ids,
+            "sampling_params": {
+                "max_new_tokens": int(workload["output_len"]),
+                "temperature": float(workload["temperature"]),
+                "ignore_eos": True,
+            },
+            "stream": True,
+        }
+
+    def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
+        err = _error_text(obj)
+        if err is not None:
+            state.error = err
+            return 0
+        meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            _read_meta(state, meta)
+        # New tokens in this chunk: delta of the cumulative count; meta_info's
+        # completion_tokens first, else the cumulative output_ids length.
+        if isinstance(meta, dict) and _int_or_none(meta.get("completion_tokens")) is not None:
+            cum = int(meta["completion_tokens"])
+        elif isinstance(obj.get("output_ids"), list):
+            cum = len(obj["output_ids"])
+        else:
+            return None
+        new = cum - state._prev_tokens
+        state._prev_tokens = cum
+        return new
+
+
+class CompletionsAdapter:
+    """OpenAI-compatible ``POST /v1/completions`` with ``stream: true``.
+
+    Chunks carry text deltas in ``choices[0].text``; token counts come from the
+    final ``usage`` chunk (``stream_options.include_usage``). Engines that add
+    a ``meta_info`` dict (or spec fields in ``usage``) have those read too.
+    """
+
+    name = "completions"
+    path = "/v1/completions"
+
+    def __init__(self, model: str = "default") -> None:
+        self.model = model
+
+    def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model": workload.get("model", self.model),
+            "prompt": prompt.text,
+            "max_tokens": int(workload["output_len"]),
+            "temperature": float(workload["temperature"]),
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
+        err = _error_text(obj)
+        if err is not None:
+            state.error = err
+            return 0
+        for key in ("usage", "meta_info"):
+            meta = obj.get(key)
+            if isinstance(meta, dict):
+                _read_meta(state, meta)
+        new: int | None = 0
+        choices = obj.get("choices") or []
+        if choices:
+            choice = choices[0]
+            if choice.get("text"):
+                new = None  # a text delta holds one or more tokens; the server does not say
+            if choice.get("finish_reason") is not None:
+                state.finish_reason = str(choice["finish_reason"])
+        return new
+
+
+def get_adapter(endpoint: str) -> EndpointAdapter:
+    """The adapter for a workload's ``endpoint`` key."""
+    if endpoint == "generate":
+        return GenerateAdapter()
+    if endpoint == "completions":
+        return CompletionsAdapter()
+    raise ValueError(f"unknown endpoint {endpoint!r}; allowed: ['generate', 'completions']")

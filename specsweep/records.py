@@ -1,0 +1,159 @@
+"""Raw per-request records (JSONL) and atomic file writers.
+
+One JSON object per line, one line per request, written by
+``specsweep.client`` and read back by ``specsweep.metrics`` /
+``specsweep.summary``. Metrics are always computed from these files, never
+from the client's memory, so that a result can be recomputed and audited.
+
+Record fields (``RECORD_FORMAT_VERSION`` = 1):
+
+==================  =====================  ===========================================
+field               type                   meaning
+==================  =====================  ===========================================
+format_version      int                    record schema version
+run_id              str                    one id per ``run_workload`` call (warmup and
+                                           measured records of one run share it)
+request_id          str                    unique within the run, e.g. ``m1-0007``
+phase               "warmup"|"measured"    only ``measured`` enters the metrics
+repeat              int | null             measured round index (null for warmup)
+window              int | null             warmup window index by completion order
+                                           (null for measured, and for warmup requests
+                                           that completed after warmup had stopped)
+index               int                    request index within its phase/repeat
+endpoint            "generate"|"completions"
+input_len           int                    prompt tokens requested (synthetic prompt)
+output_len          int                    max_new_tokens sent (ignore_eos is true)
+scheduled_ns        int | null             intended send time in request-rate mode
+send_ns             int                    ``time.perf_counter_ns()`` just before the POST
+chunk_ns            list[int]              arrival time of every SSE data chunk
+chunk_tokens        list[int | null]       new tokens in that chunk (null: unknown, e.g.
+                                           an OpenAI text delta; 0: no new token)
+end_ns              int | null             stream terminator (``[DONE]``) or failure time
+http_status         int | null
+prompt_tokens       int | null             from the server (meta_info / usage)
+completion_tokens   int | null             from the server's final meta_info / usage,
+                                           never counted from chunks
+spec_verify_ct      int | null             verify forwards this request took part in
+spec_accept_length  float | null           engine-reported (completion / verify)
+e2e_latency_s       float | null           engine-reported end-to-end latency
+timing              dict | null            engine timing: draft_s, verify_s,
+                                           verify_comm_s, allreduce_ct, forward_ct
+finish_reason       str | null
+status              "ok"|"error"|"incomplete"
+error               str | null             error text (status != ok)
+==================  =====================  ===========================================
+
+``perf_counter_ns`` values are only comparable within one process (one run);
+on Linux they are CLOCK_MONOTONIC, so also across processes of one host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+RECORD_FORMAT_VERSION = 1
+
+PHASES = ("warmup", "measured")
+STATUSES = ("ok", "error", "incomplete")
+
+#: Every record carries exactly these keys.
+RECORD_FIELDS = (
+    "format_version",
+    "run_id",
+    "request_id",
+    "phase",
+    "repeat",
+    "window",
+    "index",
+    "endpoint",
+    "input_len",
+    "output_len",
+    "scheduled_ns",
+    "send_ns",
+    "chunk_ns",
+    "chunk_tokens",
+    "end_ns",
+    "http_status",
+    "prompt_tokens",
+    "completion_tokens",
+    "spec_verify_ct",
+    "spec_accept_length",
+    "e2e_latency_s",
+    "timing",
+    "finish_reason",
+    "status",
+    "error",
+)
+
+#: Keys of the engine's per-request ``timing`` dict.
+TIMING_FIELDS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
+
+
+def validate_record(record: dict[str, Any]) -> list[str]:
+    """Return schema problems of one record ([] = valid)."""
+    problems = [f"missing field {k!r}" for k in RECORD_FIELDS if k not in record]
+    if record.get("phase") not in PHASES:
+        problems.append(f"phase {record.get('phase')!r} not in {PHASES}")
+    if record.get("status") not in STATUSES:
+        problems.append(f"status {record.get('status')!r} not in {STATUSES}")
+    chunks, toks = record.get("chunk_ns"), record.get("chunk_tokens")
+    if isinstance(chunks, list) and isinstance(toks, list) and len(chunks) != len(toks):
+        problems.append("chunk_ns and chunk_tokens differ in length")
+    return problems
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same directory + rename.
+
+    ``os.replace`` is atomic on POSIX within one file system, so a reader (or a
+    crash) sees either the old file, no file, or the complete new file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Remove the partial temp file, then let the error propagate.
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    """Write one JSON object per line to ``path`` atomically (temp + rename)."""
+    lines = [json.dumps(r, separators=(",", ":"), allow_nan=False) for r in records]
+    _atomic_write_bytes(Path(path), ("\n".join(lines) + ("\n" if lines else "")).encode())
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically.
+
+    NaN/inf are refused (``allow_nan=False``): a value that cannot be computed
+    must be absent with a reason, not a float that JSON cannot carry.
+    """
+    text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    _atomic_write_bytes(Path(path), text.encode())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file; a missing file is an error (the caller decides what it means)."""
+    out: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from exc
+    return out

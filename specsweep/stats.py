@@ -1,0 +1,171 @@
+"""Statistics with named methods: percentiles, bootstrap intervals, verdicts.
+
+* Percentiles: numpy ``method="linear"`` = Hyndman & Fan (1996) type 7, the
+  default of numpy, R and Excel's PERCENTILE.INC.
+* Confidence interval of a median: percentile bootstrap, seeded, with the
+  number of resamples stated in the output.
+* Verdict against the baseline: percentile bootstrap of the ratio of medians
+  (configuration / baseline, each side resampled independently), plus a
+  noise floor from the spread of per-repeat medians; below a minimum sample
+  count the verdict is ``insufficient samples``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD_NAME = "numpy method='linear' (Hyndman & Fan 1996 type 7)"
+PERCENTILES = (50, 90, 99)
+
+BOOTSTRAP_RESAMPLES = 10_000
+CI_LEVEL = 0.95
+CI_METHOD = "percentile bootstrap of the median"
+
+#: Fewer successful requests than this on either side: no verdict.
+MIN_SAMPLES = 10
+VERDICT_METHOD = (
+    f"percentile bootstrap of the ratio of medians (configuration/baseline, each side "
+    f"resampled independently, {BOOTSTRAP_RESAMPLES} resamples, {CI_LEVEL:.0%} interval); "
+    "a difference is called only if the interval excludes 1 and |ratio - 1| exceeds the "
+    "run noise = the larger relative spread (max - min) / median of per-repeat medians of "
+    f"the two sides; fewer than {MIN_SAMPLES} successful requests on a side: insufficient samples"
+)
+
+VERDICTS = ("faster", "slower", "no significant difference", "insufficient samples")
+
+WARMUP_CRITERION = (
+    "converged when the last min_windows warmup windows all have a throughput and "
+    "max/min - 1 <= tolerance"
+)
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float] = PERCENTILES) -> dict[str, float]:
+    """``{"p50": ..., ...}`` by numpy's ``linear`` method (Hyndman-Fan type 7)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("percentiles of an empty sample")
+    got = np.percentile(arr, list(qs), method=PERCENTILE_METHOD)
+    return {f"p{q:g}": float(v) for q, v in zip(qs, got)}
+
+
+def distribution(values: Sequence[float], unit: str) -> dict[str, Any]:
+    """n, mean, min, max and p50/p90/p99 of ``values`` with the unit and method named."""
+    arr = np.asarray(values, dtype=float)
+    out: dict[str, Any] = {"unit": unit, "n": int(arr.size)}
+    out.update(percentiles(arr))
+    out.update(mean=float(arr.mean()), min=float(arr.min()), max=float(arr.max()))
+    out["percentile_method"] = PERCENTILE_METHOD_NAME
+    return out
+
+
+def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
+    idx = rng.integers(0, values.size, size=(n_resamples, values.size))
+    return np.median(values[idx], axis=1)
+
+
+def bootstrap_median_ci(
+    values: Sequence[float], seed: int, n_resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL
+) -> dict[str, Any]:
+    """Percentile-bootstrap confidence interval of the median of ``values``.
+
+    ``n_resamples`` resamples with replacement of the same size, drawn from
+    ``numpy.random.default_rng(seed)``; the interval is the ``(1-level)/2`` and
+    ``(1+level)/2`` quantiles (type 7) of the resampled medians.
+    """
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("bootstrap of an empty sample")
+    meds = _bootstrap_medians(arr, np.random.default_rng(seed), n_resamples)
+    lo, hi = np.percentile(meds, [50 * (1 - level), 50 * (1 + level)], method=PERCENTILE_METHOD)
+    return {
+        "low": float(lo),
+        "high": float(hi),
+        "level": level,
+        "method": CI_METHOD,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
+
+
+def per_repeat_medians(values: Sequence[float], repeats: Sequence[int]) -> list[float]:
+    """Median of ``values`` within each repeat index, in repeat order."""
+    by: dict[int, list[float]] = {}
+    for v, r in zip(values, repeats):
+        by.setdefault(int(r), []).append(float(v))
+    return [float(np.median(by[r])) for r in sorted(by)]
+
+
+def relative_spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median; ``None`` for fewer than 2 values (spread unknown)."""
+    if len(values) < 2:
+        return None
+    med = float(np.median(values))
+    if med == 0:
+        return None
+    return (max(values) - min(values)) / med
+
+
+def compare_to_baseline(
+    samples: Sequence[float],
+    baseline_samples: Sequence[float],
+    repeat_medians: Sequence[float],
+    baseline_repeat_medians: Sequence[float],
+    seed: int,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = CI_LEVEL,
+    min_samples: int = MIN_SAMPLES,
+) -> dict[str, Any]:
+    """Verdict of a configuration's per-request throughput against the baseline's.
+
+    Method: ``VERDICT_METHOD``. Returns ``{"verdict", "ratio", "ratio_ci",
+    "noise", "method", "n", "n_baseline"}``; ``ratio`` is median / baseline
+    median (>1 = faster).
+    """
+    a, b = np.asarray(samples, float), np.asarray(baseline_samples, float)
+    out: dict[str, Any] = {
+        "method": VERDICT_METHOD,
+        "n": int(a.size),
+        "n_baseline": int(b.size),
+        "min_samples": min_samples,
+    }
+    if a.size < min_samples or b.size < min_samples:
+        out["verdict"] = "insufficient samples"
+        return out
+    med_b = float(np.median(b))
+    if med_b <= 0:
+        out["verdict"] = "insufficient samples"
+        out["note"] = "baseline median is not positive"
+        return out
+    ratio = float(np.median(a)) / med_b
+    rng = np.random.default_rng(seed)
+    ra = _bootstrap_medians(a, rng, n_resamples)
+    rb = _bootstrap_medians(b, rng, n_resamples)
+    ratios = ra / rb
+    lo, hi = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], method=PERCENTILE_METHOD)
+    spreads = [s for s in (relative_spread(repeat_medians), relative_spread(baseline_repeat_medians)) if s is not None]
+    noise = max(spreads) if spreads else None
+    out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level, n_resamples=n_resamples, seed=seed)
+    beyond_noise = noise is None or abs(ratio - 1) > noise
+    if lo > 1 and beyond_noise:
+        out["verdict"] = "faster"
+    elif hi < 1 and beyond_noise:
+        out["verdict"] = "slower"
+    else:
+        out["verdict"] = "no significant difference"
+    if noise is None:
+        out["note"] = "fewer than 2 repeats on both sides: no repeat-noise floor applied"
+    return out
+
+
+def windows_converged(windows_tok_s: Sequence[float | None], tolerance: float, min_windows: int) -> bool:
+    """True when the last ``min_windows`` windows agree: see ``WARMUP_CRITERION``."""
+    if min_windows < 1 or len(windows_tok_s) < min_windows:
+        return False
+    last = windows_tok_s[-min_windows:]
+    if any(v is None or not math.isfinite(v) or v <= 0 for v in last):
+        return False
+    return max(last) / min(last) - 1 <= tolerance  # type: ignore[type-var]
