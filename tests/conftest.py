@@ -1,0 +1,31 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# What a copy of the workflow needs to run in a temporary directory.
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config"]
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO
+
+
+def copy_workflow(dest: Path) -> Path:
+    """A private copy of the workflow (the package itself is imported from the checkout)."""
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name)
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    # The reference engine's model configs are read by relative path.
+    shutil.copytree(REPO / "specsweep" / "refengine" / "configs", dest / "specsweep" / "refengine" / "configs")
+    return dest
