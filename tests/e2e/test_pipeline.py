@@ -1,0 +1,202 @@
+"""The whole DAG against the real reference engine: results, failures, reruns, interrupts.
+
+One pipeline run (module fixture) on a small workload serves the rerun tests,
+which then only ask Snakemake what it would do (`-n`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import copy_workflow  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+SMALL_WORKLOAD = {
+    "num_prompts": 3,
+    "output_len": 16,
+    "repeats": 2,
+    "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3},
+}
+
+
+def small_config() -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["defaults"]["workload"].update(SMALL_WORKLOAD)
+    # A server that dies during startup: preflight accepts the flags, the engine
+    # cannot find a model there. Its failure is a result; the others complete.
+    config["configurations"]["crashes"] = {
+        "description": "model directory that does not exist",
+        "extends": "nospec",
+        "server_args": {"model-path": "specsweep/refengine/configs/does-not-exist"},
+    }
+    return config
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+
+
+def planned_jobs(work: Path, *extra: str) -> list[tuple[str, str]]:
+    """(rule, config) of every job a dry run would execute."""
+    result = run(SNAKEMAKE + ["-n", "all", *extra], work)
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if head and head[1] != "all":
+            cfg = re.search(r"wildcards: config=([a-z0-9_-]+)", block)
+            jobs.append((head[1], cfg[1] if cfg else ""))
+    return sorted(jobs)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    work = copy_workflow(tmp_path_factory.mktemp("pipeline"))
+    (work / "config.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
+    t0 = time.monotonic()
+    result = run(SNAKEMAKE + ["all"], work)
+    print(f"pipeline took {time.monotonic() - t0:.0f} s")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work
+
+
+def summary(work: Path, name: str) -> dict:
+    return json.loads((work / "results" / name / "summary.json").read_text())
+
+
+def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):
+    ok = {name: summary(pipeline, name) for name in ("nospec", "eagle3-gloo", "eagle3-shm")}
+    for name, s in ok.items():
+        assert s["status"] == "ok", (name, s.get("reason"), s.get("detail"))
+    tok_s = {name: s["metrics"]["output_tok_s"]["median"] for name, s in ok.items()}
+    assert len(set(tok_s.values())) == 3, tok_s
+    # Communication matters: the same speculation over shared memory beats gloo.
+    assert tok_s["eagle3-shm"] > tok_s["eagle3-gloo"], tok_s
+    assert ok["eagle3-shm"]["metrics"]["accept_length"]["value"] > 1.0
+    assert "accept_length" not in ok["nospec"]["metrics"] or ok["nospec"]["metrics"]["accept_length"].get("value") is None
+    csv_text = (pipeline / "results" / "summary.csv").read_text()
+    report = (pipeline / "results" / "report.md").read_text()
+    for name in ok:
+        assert name in csv_text and name in report
+
+
+def test_a_server_that_crashes_at_startup_is_a_failed_result(pipeline):
+    s = summary(pipeline, "crashes")
+    assert s["status"] == "failed"
+    assert s["stage"] == "launch" and s["reason"] == "server_exited"
+    assert s["log_tail"], "the log tail says why"
+    assert "crashes" in (pipeline / "results" / "report.md").read_text()
+
+
+def test_nothing_reruns_when_nothing_changed(pipeline):
+    assert planned_jobs(pipeline) == []
+
+
+def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
+    config = yaml.safe_load((pipeline / "config.yaml").read_text())
+    original = (pipeline / "config.yaml").read_text()
+    try:
+        config["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert planned_jobs(pipeline) == sorted(
+            [
+                ("resolve_plan", "eagle3-shm"),
+                ("preflight_config", "eagle3-shm"),
+                ("benchmark_server", "eagle3-shm"),
+                ("summarize_config", "eagle3-shm"),
+                ("render_report", ""),
+            ]
+        )
+    finally:
+        (pipeline / "config.yaml").write_text(original)
+
+
+def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
+    original = (pipeline / "config.yaml").read_text()
+    try:
+        config = yaml.safe_load(original)
+        config["configurations"] = dict(reversed(list(config["configurations"].items())))
+        config["defaults"] = dict(reversed(list(config["defaults"].items())))
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert planned_jobs(pipeline) == []
+        config["configurations"]["nospec"]["description"] = "edited"
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert planned_jobs(pipeline) == [("render_report", "")]
+    finally:
+        (pipeline / "config.yaml").write_text(original)
+
+
+def test_reformatting_harness_code_reruns_nothing(pipeline):
+    script = pipeline / "scripts" / "benchmark_server.py"
+    original = script.read_text()
+    try:
+        script.write_text("# a comment changes no measurement\n" + original)
+        assert planned_jobs(pipeline) == []
+    finally:
+        script.write_text(original)
+
+
+def test_retry_failed_configurations_only(pipeline):
+    failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
+    assert failed == ["results/crashes/outcome.json"]
+    assert planned_jobs(pipeline, "-R", *failed) == sorted(
+        [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("render_report", "")]
+    )
+
+
+def _group_alive(pgid: int) -> list[int]:
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(stat[2]) == pgid and stat[0] not in ("Z", "X"):
+            alive.append(int(proc.name))
+    return alive
+
+
+def test_sigint_during_benchmark_leaves_no_server(tmp_path):
+    work = copy_workflow(tmp_path)
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["configurations"] = {"long": config["configurations"]["eagle3-gloo"] | {"extends": []}}
+    config["baseline"] = None
+    config["configurations"]["long"]["server_args"] = dict(
+        config["defaults"]["server_args"], **config["configurations"]["long"]["server_args"]
+    )
+    config["defaults"]["workload"].update(num_prompts=200, output_len=64)
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launch = work / "results" / "long" / "launch.json"
+    job_log = work / "results" / "long" / "logs" / "benchmark_server.log"
+    deadline = time.monotonic() + 180
+    while not (launch.exists() and "ready after" in job_log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"
+        time.sleep(0.2)
+    pid = json.loads(launch.read_text())["pid"]
+    time.sleep(2)  # inside the benchmark now
+    assert _group_alive(pid), "the server should be running before the interrupt"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+    proc.wait(timeout=120)
+    deadline = time.monotonic() + 30
+    while _group_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
+    assert not (work / "results" / "long" / "summary.json").exists()

@@ -1,0 +1,97 @@
+"""The workflow without running servers: lint, job counts, bad input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import copy_workflow  # noqa: E402
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)  # noqa: S603
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run, as {rule: count}."""
+    table = output.split("Job stats:", 1)[1]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", table, flags=re.M) if m[1] != "total"}
+
+
+def test_lint_is_clean(tmp_path):
+    work = copy_workflow(tmp_path)
+    result = run([sys.executable, "-m", "snakemake", "--lint"], work)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+def test_dry_run_shows_every_stage_per_configuration(tmp_path):
+    work = copy_workflow(tmp_path)
+    (work / "config.yaml").write_text((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
+    result = run(SNAKEMAKE + ["-n", "all"], work)
+    assert result.returncode == 0, result.stderr
+    n = len(yaml.safe_load((work / "config.yaml").read_text())["configurations"])
+    counts = job_counts(result.stdout)
+    assert counts == {
+        "resolve_plan": n,
+        "preflight_config": n,
+        "benchmark_server": n,
+        "summarize_config": n,
+        "render_report": 1,
+        "all": 1,
+    }
+
+
+def _write_config(work: Path, mutate) -> None:
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
+    mutate(config)
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def test_bad_config_fails_before_any_job_with_key_path_and_allowed_values(tmp_path):
+    work = copy_workflow(tmp_path)
+    _write_config(work, lambda c: c["configurations"]["nospec"].update(engine="sglng"))
+    result = run(SNAKEMAKE + ["all"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config.yaml" in out
+    assert "configurations.nospec.engine" in out and "['reference', 'sglang']" in out
+    assert not (work / "results").exists(), "nothing may run before the config is valid"
+
+
+def test_invalid_configuration_name_is_refused(tmp_path):
+    work = copy_workflow(tmp_path)
+    _write_config(work, lambda c: c["configurations"].update({"Bad Name": {"extends": "nospec"}}))
+    result = run(SNAKEMAKE + ["-n", "all"], work)
+    assert result.returncode != 0
+    assert "configurations.Bad Name" in result.stdout + result.stderr
+    assert "a-z, 0-9" in result.stdout + result.stderr
+
+
+def test_duplicate_configuration_name_is_refused(tmp_path):
+    work = copy_workflow(tmp_path)
+    text = (Path(__file__).resolve().parents[2] / "config.yaml").read_text()
+    text += "\n  nospec:\n    description: a second entry of the same name\n"
+    (work / "config.yaml").write_text(text)
+    result = run(SNAKEMAKE + ["-n", "all"], work)
+    assert result.returncode != 0
+    assert "duplicate key 'nospec'" in result.stdout + result.stderr
+
+
+def test_unknown_flag_fails_preflight_before_launch(tmp_path):
+    work = copy_workflow(tmp_path)
+    _write_config(work, lambda c: c["configurations"]["eagle3-shm"]["server_args"].update({"speculative-num-stepz": 3}))
+    result = run(SNAKEMAKE + ["preflight", "--keep-going"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    log = (work / "results" / "eagle3-shm" / "logs" / "preflight_config.log").read_text()
+    assert "eagle3-shm" in log and "speculative-num-stepz" in log
+    assert not list((work / "results").glob("*/launch.json")), "no server may have been launched"
+    assert (work / "results" / "nospec" / "preflight.json").exists(), out
