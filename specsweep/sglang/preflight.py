@@ -1,0 +1,231 @@
+"""Preflight of SGLang plans: static rules, then SGLang 0.5.23's own argument parser.
+
+Why: a typo'd or removed flag, or an unsupported combination, otherwise shows
+up only after an 8-GPU server has spent minutes loading a 1T-parameter model
+(or, for a silent fallback, never). Everything here runs on a CPU-only host:
+
+1. :mod:`specsweep.sglang.rules` (in-process, no SGLang needed);
+2. every argv through ``sglang.srt.server_args.prepare_server_args`` of the
+   pinned wheel, inside a separate venv built by :func:`ensure_parser_env`
+   (``--system-site-packages`` to reuse the host's CPU torch, sglang installed
+   ``--no-deps``), driven by :mod:`specsweep.sglang.parse_check` over JSON.
+
+The parser is the authority for "does 0.5.23 accept this argv": no copy of its
+flag list is kept here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specsweep.argv import args_to_argv
+from specsweep.sglang.engine import SGLangEngine
+from specsweep.sglang.rules import check_plan
+
+PARSE_CHECK = Path(__file__).resolve().parent / "parse_check.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_REQUIREMENTS = REPO_ROOT / "envs" / "sglang-parser.txt"
+_MARKER = ".specsweep-requirements.sha256"
+# Environment variables of this host that must not change the parser's verdict.
+_HOST_ENV_DROP = ("SGLANG_", "NCCL_", "PYTHON")
+
+
+class ParserEnvError(RuntimeError):
+    """The parser venv could not be built or the parser could not run (not a verdict on a plan)."""
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _venv_python(venv_dir: Path) -> Path:
+    return Path(venv_dir) / "bin" / "python"
+
+
+def _run(argv: list[str], log: Path, timeout: float) -> None:
+    with open(log, "a") as fh:
+        fh.write(f"$ {argv!r}\n")
+        fh.flush()
+        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        tail = Path(log).read_text(errors="replace")[-3000:]
+        raise ParserEnvError(f"command {argv!r} failed with exit status {proc.returncode}; log {log}:\n{tail}")
+
+
+def ensure_parser_env(
+    venv_dir: Path,
+    requirements: Path = DEFAULT_REQUIREMENTS,
+    python: str = sys.executable,
+    timeout_s: float = 1800,
+) -> str:
+    """Create (or reuse) the SGLang parser venv and return its python's path.
+
+    Idempotent and keyed on the sha256 of ``requirements``: an existing venv
+    whose marker matches and whose python imports ``sglang.srt.server_args`` is
+    reused; otherwise it is rebuilt from scratch, so a changed pin never mixes
+    with old packages. Raises :class:`ParserEnvError` (never returns a broken
+    env), so a test that needs the parser fails instead of skipping.
+    """
+    venv_dir = Path(venv_dir).resolve()
+    requirements = Path(requirements).resolve()
+    digest = _sha256(requirements)
+    marker = venv_dir / _MARKER
+    vpy = _venv_python(venv_dir)
+    if marker.exists() and marker.read_text().strip() == digest and vpy.exists():
+        return str(vpy)
+    if venv_dir.exists():
+        if not (venv_dir / "pyvenv.cfg").exists() and any(venv_dir.iterdir()):
+            raise ParserEnvError(f"{venv_dir} exists and is not a venv; refusing to replace it")
+        shutil.rmtree(venv_dir)
+    venv_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = venv_dir.parent / f"{venv_dir.name}.build.log"
+    log.write_text("")
+    _run([python, "-m", "venv", "--system-site-packages", str(venv_dir)], log, timeout_s)
+    # --no-deps for the whole file: every line is an exact pin and the closure
+    # is listed by hand; sglang's declared deps are CUDA wheels the parser never imports.
+    _run(
+        [str(vpy), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "-r", str(requirements)],
+        log,
+        timeout_s,
+    )
+    _run([str(vpy), "-I", "-c", "import sglang.srt.server_args"], log, timeout_s)
+    marker.write_text(digest + "\n")
+    return str(vpy)
+
+
+def _flags(plan: Mapping[str, Any], engine: SGLangEngine) -> list[str]:
+    """The server flags of a plan as SGLang would see them, address included."""
+    argv = list(plan.get("argv") or [])
+    if argv[1:3] == ["-m", "sglang.launch_server"]:
+        flags = argv[3:]
+    else:
+        flags = args_to_argv(plan.get("server_args") or {})
+    port = plan.get("port") or engine.container_port
+    return flags + engine.address_args(plan.get("host") or "127.0.0.1", int(port))
+
+
+def _parser_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_HOST_ENV_DROP)}
+    # The parser never needs a GPU; keep it off any that this host has.
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_parser(items: list[dict], parser_python: str, timeout_s: float = 600) -> dict:
+    """Run :mod:`parse_check` in the parser venv over ``items`` and return its JSON."""
+    proc = subprocess.run(
+        [parser_python, "-I", str(PARSE_CHECK)],
+        input=json.dumps({"items": items}),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=_parser_env(),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ParserEnvError(
+            f"SGLang parser check exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
+        )
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise ParserEnvError(f"SGLang parser check printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
+
+
+def preflight_plans(
+    plans: list[dict],
+    parser_python: str,
+    images: Mapping[str, Any] | None = None,
+) -> dict[str, dict]:
+    """Check every plan; return ``{name: {"ok", "errors", "warnings", "argv", "sglang_version"}}``.
+
+    ``errors`` and ``warnings`` are messages that name the configuration and
+    the flag (``configurations.<name>...``). ``images`` (the config's
+    ``images:`` mapping) lets the fusion rule recognise a patched image by its
+    target/patches rather than only by name. Plans of other engines are not
+    SGLang's to judge and are returned ok with a warning. All SGLang plans go
+    through one parser process (one ~3 s import).
+    """
+    engine = SGLangEngine()
+    out: dict[str, dict] = {}
+    items: list[dict] = []
+    for plan in plans:
+        name = plan["name"]
+        argv = list(plan.get("argv") or engine.launch_argv("python3", plan.get("server_args") or {}))
+        if plan.get("engine", "sglang") != "sglang":
+            out[name] = {
+                "ok": True,
+                "errors": [],
+                "warnings": [f"configurations.{name}: engine {plan.get('engine')!r}, not checked by SGLang's parser"],
+                "argv": argv,
+                "sglang_version": None,
+            }
+            continue
+        findings = check_plan(plan, images)
+        out[name] = {
+            "ok": True,
+            "errors": [f.message for f in findings if f.severity == "error"],
+            "warnings": [f.message for f in findings if f.severity == "warning"],
+            "argv": argv,
+            "sglang_version": None,
+        }
+        items.append({"name": name, "argv": _flags(plan, engine), "env": dict(plan.get("env") or {})})
+    if items:
+        report = run_parser(items, parser_python)
+        for item in items:
+            name = item["name"]
+            verdict = report["results"][name]
+            out[name]["sglang_version"] = report.get("sglang_version")
+            out[name]["errors"] += [f"configurations.{name}.server_args: {e}" for e in verdict["errors"]]
+            out[name]["warnings"] += [f"configurations.{name}.server_args: {w}" for w in verdict["warnings"]]
+    for result in out.values():
+        result["ok"] = not result["errors"]
+    return out
+
+
+def load_configs(paths: list[Path]) -> dict:
+    """Load one or more config files merged in order, as ``snakemake --configfile A B`` does.
+
+    Snakemake deep-merges several config files (later wins); the weight-free
+    overlay (``config/kimi-k25-8gpu-dummy.yaml``) relies on it. The merged
+    result is validated like a single file.
+    """
+    from specsweep.config import check_config, load_yaml_strict
+    from specsweep.plan import deep_merge
+
+    merged: dict = {}
+    for path in paths:
+        merged = deep_merge(merged, load_yaml_strict(Path(path)))
+    return check_config(merged, " + ".join(str(p) for p in paths))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m specsweep.sglang.preflight CONFIG.yaml [OVERLAY.yaml ...]``: check every configuration, print JSON."""
+    from specsweep.plan import resolve_plans
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")
+    ap.add_argument("--parser-env", type=Path, default=None, help="venv dir (default: config's parser_env)")
+    ap.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
+    args = ap.parse_args(argv)
+    config = load_configs(args.config)
+    venv = args.parser_env or Path(config.get("parser_env") or "results/envs/sglang-parser")
+    python = ensure_parser_env(venv, args.requirements)
+    plans = resolve_plans(config)
+    results = preflight_plans(list(plans.values()), python, config.get("images"))
+    json.dump(results, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
