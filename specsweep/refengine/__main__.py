@@ -1,0 +1,8 @@
+"""``python -m specsweep.refengine``: run the reference engine server."""
+
+import sys
+
+from .server import main
+
+if __name__ == "__main__":
+    sys.exit(main())

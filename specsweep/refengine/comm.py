@@ -1,0 +1,375 @@
+"""All-reduce backends behind one interface, with per-call instrumentation.
+
+The engine's question is "what share of a verify step is communication", so
+every backend counts its calls and times them: on the CPU with
+``perf_counter`` around the (synchronous) call, on CUDA with a pair of CUDA
+events per call that are read only when the caller asks for the totals (one
+synchronisation per forward, which the engine does anyway to read logits).
+
+Backends:
+
+* ``gloo``: ``torch.distributed`` on CPU tensors (the slow, generic path).
+* ``shm``: a shared-memory all-reduce between the local ranks, the CPU
+  analogue of a custom all-reduce kernel: each rank copies its tensor into its
+  own slot of a ``/dev/shm`` segment, bumps a generation flag, spins until
+  every peer's flag reached the same generation, then sums the slots in rank
+  order (so every rank gets bit-identical results). Slots are double-buffered
+  by generation parity, which makes one barrier per call enough: a rank can
+  only overwrite parity ``p`` at generation ``g+2`` after every peer has
+  published ``g+1``, i.e. finished reading ``g``.
+* ``nccl``: ``torch.distributed`` NCCL on CUDA tensors.
+* ``symm_mem``: PyTorch symmetric memory on CUDA: the input is copied into a
+  symmetric buffer and reduced by ``torch.ops.symm_mem.one_shot_all_reduce_out``
+  (peer loads, no multicast). NVLink multicast is never used.
+
+A requested backend that cannot work raises ``CommError``; there is no
+silent fallback. With one rank every backend is validated and then a no-op.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CACHE_LINE = 64
+ALIGN = 4096
+SAFE_CUDA_ENV = {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0"}
+
+
+class CommError(RuntimeError):
+    """A requested all-reduce backend is unavailable or a peer stopped answering."""
+
+
+@dataclass
+class CommSpec:
+    """Everything a rank needs to join the communicator (picklable, made by rank 0)."""
+
+    backend: str
+    world_size: int
+    device: str = "cpu"
+    master_port: int | None = None
+    shm_path: str | None = None
+    max_bytes: int = 1 << 20
+    timeout_s: float = 600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (for the torch.distributed store)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def shm_segment_bytes(world_size: int, max_bytes: int) -> int:
+    """Size of the shm segment: one flag line per rank, then 2 x world slots."""
+    return _shm_data_offset(world_size) + 2 * world_size * _round_up(max_bytes, ALIGN)
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def _shm_data_offset(world_size: int) -> int:
+    return _round_up(world_size * CACHE_LINE, ALIGN)
+
+
+def create_shm_segment(world_size: int, max_bytes: int) -> str:
+    """Create the zeroed shm file rank 0 hands to the others; returns its path."""
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(os.environ.get("TMPDIR", "/tmp"))
+    path = base / f"specsweep-refengine-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with open(path, "wb") as f:
+        f.truncate(shm_segment_bytes(world_size, max_bytes))
+    return str(path)
+
+
+def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20) -> CommSpec:
+    """Rank 0's half of the rendezvous: pick a port or create the shm segment."""
+    if backend not in ("gloo", "shm", "nccl", "symm_mem"):
+        raise CommError(f"unknown all-reduce backend {backend!r}")
+    spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes)
+    if world_size > 1:
+        if backend == "shm":
+            spec.shm_path = create_shm_segment(world_size, max_bytes)
+        else:
+            spec.master_port = free_port()
+    return spec
+
+
+class Communicator:
+    """Base class: in-place sum all-reduce plus call counting and timing."""
+
+    name = "base"
+
+    def __init__(self, rank: int, world_size: int, device: torch.device, timed: bool = True) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.device = device
+        self.timed = timed
+        self.count = 0
+        self._seconds = 0.0
+        self._events: list[tuple[Any, Any]] = []
+
+    def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` over all ranks in place and return it."""
+        self.count += 1
+        if self.world_size == 1:
+            return t
+        if not self.timed:
+            self._all_reduce(t)
+        elif self.device.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            self._all_reduce(t)
+            end.record()
+            self._events.append((start, end))
+        else:
+            t0 = time.perf_counter()
+            self._all_reduce(t)
+            self._seconds += time.perf_counter() - t0
+        return t
+
+    def _all_reduce(self, t: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> tuple[int, float]:
+        """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event."""
+        if self._events:
+            self._events[-1][1].synchronize()
+            self._seconds += sum(s.elapsed_time(e) for s, e in self._events) / 1000.0
+            self._events.clear()
+        return self.count, self._seconds
+
+    def reset_stats(self) -> None:
+        self.stats()
+        self.count = 0
+        self._seconds = 0.0
+
+    def describe(self) -> str:
+        note = ", all-reduce is a no-op" if self.world_size == 1 else ""
+        return f"{self.name} (world_size={self.world_size}{note})"
+
+    def close(self) -> None:
+        """Release resources; safe to call twice."""
+
+
+class ShmComm(Communicator):
+    """Shared-memory all-reduce between local CPU ranks (see module docstring)."""
+
+    name = "shm"
+
+    def __init__(self, rank: int, spec: CommSpec, timed: bool = True) -> None:
+        super().__init__(rank, spec.world_size, torch.device("cpu"), timed)
+        self.max_bytes = spec.max_bytes
+        self.timeout_s = spec.timeout_s
+        self.gen = 0
+        self._views: dict[tuple[torch.dtype, int], tuple[list[torch.Tensor], list[list[torch.Tensor]]]] = {}
+        self._mm: mmap.mmap | None = None
+        self._ppid = os.getppid()
+        if spec.world_size == 1:
+            return
+        if spec.shm_path is None:
+            raise CommError("shm backend: no shared-memory segment was created by rank 0")
+        fd = os.open(spec.shm_path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size != shm_segment_bytes(spec.world_size, spec.max_bytes):
+                raise CommError(f"shm backend: segment {spec.shm_path} has size {size}, expected another layout")
+            self._mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        ws = spec.world_size
+        self.flags = np.frombuffer(self._mm, dtype=np.int64, count=ws * CACHE_LINE // 8)
+        self._flag_idx = [r * CACHE_LINE // 8 for r in range(ws)]
+        slot = _round_up(spec.max_bytes, ALIGN)
+        base = _shm_data_offset(ws)
+        self._slots = [
+            [torch.frombuffer(self._mm, dtype=torch.uint8, count=slot, offset=base + (p * ws + r) * slot) for r in range(ws)]
+            for p in range(2)
+        ]
+        self._peers = [self._flag_idx[r] for r in range(ws) if r != rank]
+        self._mine = self._flag_idx[rank]
+
+    def _views_for(self, dtype: torch.dtype, numel: int) -> tuple[list[torch.Tensor], list[list[torch.Tensor]]]:
+        key = (dtype, numel)
+        v = self._views.get(key)
+        if v is None:
+            nbytes = numel * torch.empty((), dtype=dtype).element_size()
+            if nbytes > self.max_bytes:
+                raise CommError(f"shm all-reduce of {nbytes} bytes exceeds the segment's {self.max_bytes}-byte slots")
+            per_parity = [[s[:nbytes].view(dtype) for s in self._slots[p]] for p in range(2)]
+            v = ([per_parity[p][self.rank] for p in range(2)], per_parity)
+            self._views[key] = v
+        return v
+
+    def _all_reduce(self, t: torch.Tensor) -> None:
+        flat = t.view(-1)
+        mine, slots = self._views_for(t.dtype, flat.numel())
+        g = self.gen + 1
+        p = g & 1
+        mine[p].copy_(flat)
+        self.flags[self._mine] = g  # x86 TSO: the slot stores above are visible before this one
+        self._wait(g)
+        s = slots[p]
+        torch.add(s[0], s[1], out=flat)
+        for extra in s[2:]:
+            flat.add_(extra)
+        self.gen = g
+
+    def _wait(self, g: int) -> None:
+        flags = self.flags
+        deadline = 0.0
+        for idx in self._peers:
+            spins = 0
+            while flags[idx] < g:
+                spins += 1
+                if spins & 63 == 0:
+                    os.sched_yield()  # lets an oversubscribed peer (and rank 0's HTTP thread) run
+                    if spins & 0xFFFF == 0:
+                        now = time.monotonic()
+                        if deadline == 0.0:
+                            deadline = now + self.timeout_s
+                        elif now > deadline:
+                            raise CommError(f"shm all-reduce: peer flag {idx} stuck below {g} for {self.timeout_s}s")
+                        if self.rank != 0 and os.getppid() != self._ppid:
+                            raise CommError("shm all-reduce: rank 0 is gone")
+
+    def close(self) -> None:
+        self._views.clear()
+        self._slots = []
+        self.flags = None  # type: ignore[assignment]
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # a view is still referenced; the mapping goes with the process
+            self._mm = None
+
+
+class TorchDistComm(Communicator):
+    """gloo (CPU) or NCCL (CUDA) through ``torch.distributed``."""
+
+    def __init__(self, rank: int, spec: CommSpec, device: torch.device, timed: bool = True) -> None:
+        super().__init__(rank, spec.world_size, device, timed)
+        self.name = "gloo" if spec.backend == "gloo" else "nccl"
+        self._initialised = False
+        if spec.world_size == 1:
+            return
+        import torch.distributed as dist
+
+        if self.name == "gloo" and not dist.is_gloo_available():
+            raise CommError("gloo backend requested but torch.distributed was built without gloo")
+        if self.name == "nccl" and not dist.is_nccl_available():
+            raise CommError("nccl backend requested but torch.distributed was built without NCCL")
+        kwargs: dict[str, Any] = {}
+        if self.name == "nccl":
+            kwargs["device_id"] = device
+        dist.init_process_group(
+            backend=self.name,
+            init_method=f"tcp://127.0.0.1:{spec.master_port}",
+            rank=rank,
+            world_size=spec.world_size,
+            timeout=timedelta(seconds=spec.timeout_s),
+            **kwargs,
+        )
+        self._initialised = True
+        self._dist = dist
+        # One warm-up collective so that connection set-up is not billed to the first request.
+        self._all_reduce(torch.zeros(8, device=device))
+
+    def _all_reduce(self, t: torch.Tensor) -> None:
+        self._dist.all_reduce(t)
+
+    def close(self) -> None:
+        if self._initialised:
+            self._initialised = False
+            self._dist.destroy_process_group()
+
+
+class SymmMemComm(TorchDistComm):
+    """One-shot all-reduce through PyTorch symmetric memory (CUDA, no multicast)."""
+
+    def __init__(self, rank: int, spec: CommSpec, device: torch.device, timed: bool = True) -> None:
+        nccl_spec = CommSpec(**{**spec.__dict__, "backend": "nccl"})
+        super().__init__(rank, nccl_spec, device, timed)
+        self.name = "symm_mem"
+        self.max_bytes = spec.max_bytes
+        if spec.world_size == 1:
+            return
+        try:
+            import torch.distributed._symmetric_memory as symm_mem
+        except ImportError as exc:
+            raise CommError(f"symm_mem backend: torch.distributed._symmetric_memory unavailable ({exc})") from exc
+        group_name = self._dist.group.WORLD.group_name
+        enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
+        if enable is not None:
+            enable(group_name)
+        self.group_name = group_name
+        try:
+            self._buf = symm_mem.empty(spec.max_bytes, dtype=torch.uint8, device=device)
+            self._handle = symm_mem.rendezvous(self._buf, group_name)
+        except Exception as exc:  # surfaced, not swallowed: the engine refuses to start
+            raise CommError(f"symm_mem backend unavailable on this machine: {exc}") from exc
+        self._views: dict[tuple[torch.dtype, int], torch.Tensor] = {}
+        self._all_reduce(torch.ones(8, device=device))
+
+    def _all_reduce(self, t: torch.Tensor) -> None:
+        flat = t.view(-1)
+        key = (t.dtype, flat.numel())
+        buf = self._views.get(key)
+        if buf is None:
+            nbytes = flat.numel() * flat.element_size()
+            if nbytes > self.max_bytes:
+                raise CommError(f"symm_mem all-reduce of {nbytes} bytes exceeds the {self.max_bytes}-byte buffer")
+            buf = self._buf[:nbytes].view(t.dtype)
+            self._views[key] = buf
+        buf.copy_(flat)
+        torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", self.group_name, flat)
+
+
+def check_cuda_env(env: dict[str, str]) -> list[str]:
+    """Settings that must hold on the GPU machine (no NVLink multicast); returns problems."""
+    return [
+        f"{k}={env[k]} is set, but this engine must run with {k}={v} (NVLink multicast is not allowed)"
+        for k, v in SAFE_CUDA_ENV.items()
+        if k in env and env[k] != v
+    ]
+
+
+def make_communicator(rank: int, spec: CommSpec, timed: bool = True) -> Communicator:
+    """Join the communicator described by ``spec`` as ``rank``; raises ``CommError`` if impossible."""
+    if spec.backend in ("gloo", "shm"):
+        if spec.device != "cpu":
+            raise CommError(f"{spec.backend} all-reduce works on cpu tensors only (device={spec.device})")
+        if spec.backend == "shm":
+            return ShmComm(rank, spec, timed)
+        return TorchDistComm(rank, spec, torch.device("cpu"), timed)
+    if spec.backend in ("nccl", "symm_mem"):
+        if spec.device != "cuda" or not torch.cuda.is_available():
+            raise CommError(f"{spec.backend} all-reduce needs CUDA, which is not available here")
+        if torch.cuda.device_count() < spec.world_size:
+            raise CommError(f"{spec.backend}: --tp-size {spec.world_size} needs {spec.world_size} GPUs, "
+                            f"{torch.cuda.device_count()} visible")
+        problems = check_cuda_env(dict(os.environ))
+        if problems:
+            raise CommError("; ".join(problems))
+        for k, v in SAFE_CUDA_ENV.items():
+            os.environ.setdefault(k, v)
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        if spec.backend == "nccl":
+            return TorchDistComm(rank, spec, device, timed)
+        return SymmMemComm(rank, spec, device, timed)
+    raise CommError(f"unknown all-reduce backend {spec.backend!r}")

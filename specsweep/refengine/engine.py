@@ -1,0 +1,359 @@
+"""Rank 0's scheduler: admits requests, prefills, then runs decode or
+draft-and-verify cycles over the whole running batch, one engine step at a time.
+
+It runs in its own thread next to the aiohttp event loop; requests come in
+through a thread-safe queue and results go back through each request's
+``sink`` callback. All timing is taken here on rank 0 (perf_counter around
+each phase; on CUDA the argmax that reads the logits synchronises the
+stream, and all-reduce times come from CUDA events, see ``comm``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .model import Segment
+from .spec import SimulatedAcceptance, greedy_accept
+from .worker import Driver
+
+log = logging.getLogger("specsweep.refengine")
+
+TIMING_KEYS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
+EXTRA_TIMING_KEYS = ("prefill_s", "prefill_comm_s", "draft_comm_s", "draft_allreduce_ct", "draft_forward_ct")
+
+
+@dataclass
+class Request:
+    """One generation request as the scheduler tracks it."""
+
+    input_ids: list[int]
+    max_new_tokens: int
+    ignore_eos: bool
+    sink: Callable[[dict[str, Any]], None]
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: float = field(default_factory=time.perf_counter)
+    output_ids: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    slot: int = -1
+    draft_len: int = 0
+    verify_ct: int = 0
+    timing: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS + EXTRA_TIMING_KEYS, 0.0))
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finish_reason: dict[str, Any] | None = None
+    aborted: bool = False
+    sim: SimulatedAcceptance | None = None
+
+
+class Engine:
+    """Continuous batching over one ``Driver``; thread-safe ``submit``."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        eos_token_id: int,
+        spec_steps: int | None,
+        simulate_acc_len: float | None,
+        seed: int,
+        max_running: int,
+        context_length: int,
+        chunk_tokens: int,
+        metrics: Any = None,
+    ) -> None:
+        self.driver = driver
+        self.eos = eos_token_id
+        self.k = spec_steps
+        self.simulate = simulate_acc_len
+        self.seed = seed
+        self.max_running = max_running
+        self.context_length = context_length
+        self.chunk_tokens = chunk_tokens
+        self.metrics = metrics
+        self.comm = driver.model.comm
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.free_slots = list(range(max_running))
+        self.lifetime = {"completion_tokens": 0, "verify_ct": 0, "requests": 0, "steps": 0}
+        self.profile_steps_left: int | None = None
+        self.profile_files: list[str] = []
+        self.error: BaseException | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="refengine-scheduler", daemon=True)
+
+    # ------------------------------------------------------------------ api
+    def start(self) -> None:
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, req: Request) -> None:
+        self.inbox.put(req)
+
+    def control(self, fn: Callable[[], Any]) -> "queue.Queue[Any]":
+        """Run ``fn`` on the scheduler thread between steps; its result (or exception) lands in the returned queue."""
+        out: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.inbox.put((fn, out))
+        return out
+
+    def stop(self) -> None:
+        self._stop = True
+        self.inbox.put(None)
+        self._thread.join(timeout=30)
+
+    def max_request_tokens(self) -> int:
+        """Largest prompt + max_new_tokens a request may ask for."""
+        return self.context_length - (self.k or 0) - 1
+
+    def avg_spec_accept_length(self) -> float | None:
+        if not self.k or not self.lifetime["verify_ct"]:
+            return None
+        return self.lifetime["completion_tokens"] / self.lifetime["verify_ct"]
+
+    # ------------------------------------------------------------- profile
+    def start_profile(self, output_dir: str, num_steps: int | None) -> None:
+        tag = f"{time.time():.0f}"
+        self.driver.call(("profile_start", output_dir, tag))
+        self.profile_steps_left = num_steps
+
+    def stop_profile(self) -> list[str]:
+        path = self.driver.call(("profile_stop",))
+        self.profile_steps_left = None
+        if path:
+            self.profile_files.append(path)
+        return [path] if path else []
+
+    # ---------------------------------------------------------------- loop
+    def _run(self) -> None:
+        try:
+            while not self._stop:
+                self._drain(block=not self.running and not self.waiting)
+                if self._stop:
+                    break
+                self._admit()
+                if self.running:
+                    self._step()
+        except BaseException as exc:  # recorded and re-raised: the server exits non-zero on it
+            self.error = exc
+            log.exception("scheduler failed")
+            for r in self.running + self.waiting:
+                self._finish(r, {"type": "abort", "message": f"engine error: {exc}"})
+            raise
+
+    def _drain(self, block: bool) -> None:
+        while True:
+            try:
+                item = self.inbox.get(block=block)
+            except queue.Empty:
+                return
+            block = False
+            if item is None:
+                return
+            if isinstance(item, Request):
+                self.waiting.append(item)
+            else:
+                fn, out = item
+                try:
+                    out.put(fn())
+                except Exception as exc:  # handed back to the HTTP handler, which reports it
+                    out.put(exc)
+
+    def _admit(self) -> None:
+        self.waiting = [r for r in self.waiting if not (r.aborted and self._finish(r, {"type": "abort"}) is None)]
+        new = []
+        while self.waiting and self.free_slots:
+            r = self.waiting.pop(0)
+            r.slot = self.free_slots.pop()
+            if self.simulate is not None and self.k:
+                r.sim = SimulatedAcceptance(self.simulate, self.k + 1, self.seed, r.input_ids)
+            cap = len(r.input_ids) + r.max_new_tokens + (self.k or 0) + 2
+            self.driver.call(("alloc", r.slot, cap))
+            r.tokens = list(r.input_ids)
+            new.append(r)
+        if new:
+            self._prefill(new)
+
+    def _prefill(self, reqs: list[Request]) -> None:
+        """Prompt forwards in chunks of at most ``chunk_tokens`` tokens, several prompts per forward."""
+        pending = {id(r): 0 for r in reqs}  # next position to prefill
+        last_logits: dict[int, torch.Tensor] = {}
+        while pending:
+            budget = self.chunk_tokens
+            batch: list[tuple[Request, int, int]] = []
+            for r in reqs:
+                if id(r) not in pending or budget <= 0:
+                    continue
+                start = pending[id(r)]
+                n = min(len(r.input_ids) - start, budget)
+                batch.append((r, start, n))
+                budget -= n
+            ids = list(itertools.chain.from_iterable(r.input_ids[s:s + n] for r, s, n in batch))
+            segs = [Segment(r.slot, s, n) for r, s, n in batch]
+            self.comm.reset_stats()
+            t0 = time.perf_counter()
+            logits = self.driver.call(("target", ids, segs, "last"))
+            toks = logits.argmax(dim=-1).tolist()
+            dt = time.perf_counter() - t0
+            _, comm_s = self.comm.stats()
+            for i, (r, s, n) in enumerate(batch):
+                r.timing["prefill_s"] += dt
+                r.timing["prefill_comm_s"] += comm_s
+                if s + n == len(r.input_ids):
+                    del pending[id(r)]
+                    last_logits[id(r)] = toks[i]
+                else:
+                    pending[id(r)] = s + n
+        for r in reqs:
+            self.running.append(r)
+            self._emit(r, [last_logits[id(r)]])
+
+    def _step(self) -> None:
+        live = [r for r in self.running if r.finish_reason is None and not r.aborted]
+        for r in self.running:
+            if r.aborted and r.finish_reason is None:
+                self._finish(r, {"type": "abort"})
+        self.running = live
+        if not live:
+            return
+        if self.k:
+            self._spec_cycle(live)
+        else:
+            self._decode(live)
+        self.lifetime["steps"] += 1
+        if self.profile_steps_left is not None:
+            self.profile_steps_left -= 1
+            if self.profile_steps_left <= 0:
+                self.stop_profile()
+        self.running = [r for r in self.running if r.finish_reason is None]
+
+    def _decode(self, reqs: list[Request]) -> None:
+        """No speculation: one target forward of one token per request (counted as a verify step)."""
+        segs = [Segment(r.slot, len(r.tokens) - 1, 1) for r in reqs]
+        ids = [r.tokens[-1] for r in reqs]
+        self.comm.reset_stats()
+        t0 = time.perf_counter()
+        toks = self.driver.call(("target", ids, segs, "all")).argmax(dim=-1).tolist()
+        dt = time.perf_counter() - t0
+        ct, comm_s = self.comm.stats()
+        for r, tok in zip(reqs, toks):
+            r.verify_ct += 1
+            self._account(r, 0.0, 0.0, 0, 0, dt, comm_s, ct)
+            self._emit(r, [tok])
+        if self.metrics:
+            self.metrics.observe_step(0.0, dt, comm_s, ct, None)
+
+    def _spec_cycle(self, reqs: list[Request]) -> None:
+        """Draft k tokens per request (extend + k-1 chain steps), verify k+1 positions, accept."""
+        k = self.k
+        assert k is not None
+        self.comm.reset_stats()
+        t0 = time.perf_counter()
+        # Extend the draft over the tokens verified since its last update (features from the target).
+        segs = [Segment(r.slot, r.draft_len, len(r.tokens) - r.draft_len) for r in reqs]
+        ids = list(itertools.chain.from_iterable(r.tokens[r.draft_len:] for r in reqs))
+        drafts = [[t] for t in self.driver.call(("draft", ids, segs, "target", "last")).argmax(dim=-1).tolist()]
+        for j in range(1, k):
+            segs = [Segment(r.slot, len(r.tokens) - 1 + j, 1) for r in reqs]
+            ids = [d[-1] for d in drafts]
+            for d, t in zip(drafts, self.driver.call(("draft", ids, segs, "draft", "last")).argmax(dim=-1).tolist()):
+                d.append(t)
+        t1 = time.perf_counter()
+        draft_ct, draft_comm = self.comm.stats()
+        self.comm.reset_stats()
+        segs = [Segment(r.slot, len(r.tokens) - 1, k + 1) for r in reqs]
+        ids = list(itertools.chain.from_iterable([r.tokens[-1]] + d for r, d in zip(reqs, drafts)))
+        target = self.driver.call(("target", ids, segs, "all")).argmax(dim=-1).view(len(reqs), k + 1).tolist()
+        t2 = time.perf_counter()
+        ct, comm_s = self.comm.stats()
+        accepted_total = 0
+        for r, d, y in zip(reqs, drafts, target):
+            n = len(r.tokens) - 1
+            length = r.sim.next() if r.sim is not None else greedy_accept(d, y) + 1
+            r.verify_ct += 1
+            r.draft_len = n + 1
+            self._account(r, t1 - t0, draft_comm, draft_ct, k, t2 - t1, comm_s, ct)
+            accepted_total += length
+            self._emit(r, y[:length])
+        if self.metrics:
+            self.metrics.observe_step(t1 - t0, t2 - t1, comm_s, ct, accepted_total / len(reqs))
+
+    def _account(self, r: Request, draft_s: float, draft_comm: float, draft_ct: int, draft_fw: int,
+                 verify_s: float, comm_s: float, ct: int) -> None:
+        t = r.timing
+        t["draft_s"] += draft_s
+        t["draft_comm_s"] += draft_comm
+        t["draft_allreduce_ct"] += draft_ct
+        t["draft_forward_ct"] += draft_fw
+        t["verify_s"] += verify_s
+        t["verify_comm_s"] += comm_s
+        t["allreduce_ct"] += ct
+        t["forward_ct"] += 1
+
+    # ------------------------------------------------------------- outputs
+    def _emit(self, r: Request, toks: list[int]) -> None:
+        """Append tokens (cut at max_new_tokens / eos), notify the request's sink, finish if done."""
+        room = r.max_new_tokens - len(r.output_ids)
+        toks = toks[:room]
+        reason = None
+        if not r.ignore_eos and self.eos in toks:
+            toks = toks[: toks.index(self.eos) + 1]
+            reason = {"type": "stop", "matched": self.eos}
+        r.output_ids.extend(toks)
+        r.tokens.extend(toks)
+        now = time.perf_counter()
+        if r.first_token_at is None:
+            r.first_token_at = now
+            if self.metrics:
+                self.metrics.observe_first_token(now - r.created)
+        elif self.metrics and toks:
+            self.metrics.observe_inter_token((now - (r.last_token_at or now)) / len(toks))
+        r.last_token_at = now
+        if reason is None and len(r.output_ids) >= r.max_new_tokens:
+            reason = {"type": "length", "length": r.max_new_tokens}
+        if reason is not None:
+            self._finish(r, reason)
+        else:
+            r.sink(self.snapshot(r))
+
+    def _finish(self, r: Request, reason: dict[str, Any]) -> None:
+        if r.finish_reason is not None:
+            return
+        r.finish_reason = reason
+        if r.slot >= 0:
+            self.driver.call(("free", r.slot))
+            self.free_slots.append(r.slot)
+        if reason["type"] != "abort":
+            self.lifetime["requests"] += 1
+            if self.k:
+                self.lifetime["completion_tokens"] += len(r.output_ids)
+                self.lifetime["verify_ct"] += r.verify_ct
+            if self.metrics:
+                self.metrics.observe_finished(r, time.perf_counter() - r.created, self.avg_spec_accept_length())
+        r.sink(self.snapshot(r))
+
+    def snapshot(self, r: Request) -> dict[str, Any]:
+        """Cumulative state of a request as the HTTP layer turns it into a chunk."""
+        meta: dict[str, Any] = {
+            "id": r.rid,
+            "prompt_tokens": len(r.input_ids),
+            "completion_tokens": len(r.output_ids),
+            "finish_reason": r.finish_reason,
+            "timing": {k: (int(v) if k.endswith("_ct") else v) for k, v in r.timing.items()},
+        }
+        if self.k:
+            meta["spec_verify_ct"] = r.verify_ct
+            if r.verify_ct:
+                meta["spec_accept_length"] = len(r.output_ids) / r.verify_ct
+        if r.finish_reason is not None:
+            meta["e2e_latency"] = time.perf_counter() - r.created
+        return {"output_ids": list(r.output_ids), "meta_info": meta, "finished": r.finish_reason is not None}
