@@ -157,3 +157,17 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from exc
     return out
+
+
+def new_record(**fields: Any) -> dict[str, Any]:
+    """A schema-complete record: every field of ``RECORD_FIELDS``, defaults ``None``/empty.
+
+    Unknown keys are refused so that a typo cannot create a silent new field.
+    """
+    unknown = set(fields) - set(RECORD_FIELDS)
+    if unknown:
+        raise KeyError(f"unknown record fields: {sorted(unknown)}")
+    rec: dict[str, Any] = {k: None for k in RECORD_FIELDS}
+    rec.update(format_version=RECORD_FORMAT_VERSION, chunk_ns=[], chunk_tokens=[])
+    rec.update(fields)
+    return rec
