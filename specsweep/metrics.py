@@ -177,15 +177,21 @@ def accept_length_weighted(records: Sequence[dict[str, Any]]) -> Value:
 
 
 def cycle_time_weighted_ms(records: Sequence[dict[str, Any]]) -> Value:
-    """Run cycle time, ms: ``sum(decode_ms) / sum(spec_verify_ct)``."""
-    if not records:
-        return Absent("no ok measured requests")
-    if any(r.get("spec_verify_ct") is None for r in records):
-        return Absent("a request lacks spec_verify_ct")
-    decode = [decode_ms(r) for r in records]
+    """Run cycle time, ms: ``sum(decode_ms) / sum(spec_verify_ct)``.
+
+    Requests with 0 completion tokens had no decode and are left out of both
+    sums; every other request must report ``spec_verify_ct``.
+    """
+    decoding = [r for r in records if r.get("completion_tokens")]
+    if not decoding:
+        return Absent("no ok measured request produced tokens")
+    lacking = sum(r.get("spec_verify_ct") is None for r in decoding)
+    if lacking:
+        return Absent(f"{lacking} of {len(decoding)} requests lack spec_verify_ct")
+    decode = [decode_ms(r) for r in decoding]
     if any(isinstance(d, Absent) for d in decode):
-        return Absent("a request has no token chunk")
-    verify = sum(r["spec_verify_ct"] for r in records)
+        return Absent("a request with completion tokens had no token chunk")
+    verify = sum(r["spec_verify_ct"] for r in decoding)
     if verify <= 0:
         return Absent("sum of spec_verify_ct is 0")
     return sum(decode) / verify  # type: ignore[arg-type]
