@@ -248,6 +248,12 @@ def content_record(name: str, spec: Mapping[str, Any], root: Path) -> dict[str, 
     }
 
 
+def content_spec_json(spec: Mapping[str, Any]) -> str:
+    """Canonical JSON of an image spec without its non-content keys (what
+    the build rule's params hold: a description edit reruns nothing)."""
+    return canonical_json({k: v for k, v in spec.items() if k not in NON_CONTENT_SPEC_KEYS})
+
+
 def content_digest(record: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of a content record."""
     return hashlib.sha256(canonical_json(record).encode()).hexdigest()
@@ -471,12 +477,19 @@ def build_image(
     secrets: Mapping[str, Path] | None = None,
     force: bool = False,
     source_url: str | None = None,
+    state_path: Path | None = None,
 ) -> dict[str, Any]:
     """Build image ``name`` from ``spec`` unless its content tag exists.
 
     Writes ``manifest_path`` (atomically, and only when its content changes)
     and returns the manifest. ``secrets`` defaults to the host's proxy CA as
     ``proxy_ca``; secret *paths* are logged, never their contents.
+
+    ``state_path`` keeps a copy of the last manifest with its mtime. Snakemake
+    deletes a job's output before running it, so "do not rewrite an unchanged
+    manifest" needs that copy: when the content is unchanged the copy (old
+    ``created``, old mtime) is put back, and jobs downstream of the manifest
+    see no newer input.
     """
     root = Path(root)
     log = Path(log)
@@ -545,7 +558,38 @@ def build_image(
                 manifest["created"] = old.get("created", manifest["created"])
         except (OSError, json.JSONDecodeError):
             pass
-    write_manifest(manifest, Path(manifest_path))
+    manifest_path = Path(manifest_path)
+    if state_path is not None:
+        return _publish_with_state(manifest, manifest_path, Path(state_path))
+    write_manifest(manifest, manifest_path)
+    return manifest
+
+
+def state_path_for(manifest_path: Path) -> Path:
+    """Where build_image keeps the previous manifest (``<dir>/.state/<name>``)."""
+    manifest_path = Path(manifest_path)
+    return manifest_path.parent / ".state" / manifest_path.name
+
+
+def _publish_with_state(manifest: dict[str, Any], manifest_path: Path, state_path: Path) -> dict[str, Any]:
+    previous = None
+    if state_path.exists():
+        try:
+            previous = json.loads(state_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            previous = None
+    if previous is not None and _manifest_content(previous) == _manifest_content(manifest):
+        if not manifest_path.exists() or manifest_path.read_bytes() != state_path.read_bytes():
+            tmp = manifest_path.with_name(f".{manifest_path.name}.restore")
+            manifest_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(state_path, tmp)  # copy2: keeps the old mtime
+            os.replace(tmp, manifest_path)
+        return {**previous, "reused": manifest["reused"], "build_seconds": manifest["build_seconds"]}
+    write_manifest(manifest, manifest_path)
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state_path.with_name(f".{state_path.name}.tmp")
+    shutil.copy2(manifest_path, tmp)
+    os.replace(tmp, state_path)
     return manifest
 
 
