@@ -169,7 +169,9 @@ class Engine:
                     out.put(exc)
 
     def _admit(self) -> None:
-        self.waiting = [r for r in self.waiting if not (r.aborted and self._finish(r, {"type": "abort"}) is None)]
+        for r in [r for r in self.waiting if r.aborted]:
+            self.waiting.remove(r)
+            self._finish(r, {"type": "abort"})
         new = []
         while self.waiting and self.free_slots:
             r = self.waiting.pop(0)
@@ -235,6 +237,8 @@ class Engine:
             if self.profile_steps_left <= 0:
                 self.stop_profile()
         self.running = [r for r in self.running if r.finish_reason is None]
+        if self.metrics:
+            self.metrics.set_queue(len(self.running), len(self.waiting))
 
     def _decode(self, reqs: list[Request]) -> None:
         """No speculation: one target forward of one token per request (counted as a verify step)."""

@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -171,11 +170,3 @@ class Driver:
             except (BrokenPipeError, OSError):
                 pass  # that rank is already gone; the caller reaps it
         self.executor.stop_profile()
-
-
-def segs_for(items: list[tuple[int, int, int]]) -> list[Segment]:
-    return [Segment(*t) for t in items]
-
-
-def now() -> float:
-    return time.perf_counter()
