@@ -127,17 +127,20 @@ def _logical_lines(dockerfile_text: str) -> list[str]:
     return lines
 
 
-def _copy_sources(args: list[str]) -> list[str]:
-    """Context sources of a COPY/ADD (none when it copies ``--from`` a stage)."""
-    flags = [a for a in args if a.startswith("--")]
+def _copy_sources(rest: str) -> list[str]:
+    """Context sources of a COPY/ADD (none when it copies ``--from`` a stage).
+
+    ``rest`` is the instruction without its keyword: flags, then either the
+    JSON-array form or whitespace-separated (shell-quoted) paths.
+    """
+    m = re.match(r"((?:--\S+\s+)*)(.*)$", rest.strip(), re.S)
+    flags, body = (m.group(1).split(), m.group(2).strip()) if m else ([], rest.strip())
     if any(f.startswith("--from=") for f in flags):
         return []
-    rest = [a for a in args if not a.startswith("--")]
-    if rest and rest[0].startswith("["):
-        rest = json.loads(" ".join(rest))
-    if len(rest) < 2:
+    paths = json.loads(body) if body.startswith("[") else shlex.split(body)
+    if len(paths) < 2:
         return []
-    return [s for s in rest[:-1] if not re.match(r"^[a-z]+://", s)]
+    return [s for s in paths[:-1] if not re.match(r"^[a-z]+://", s)]
 
 
 def _mount_sources(args: list[str]) -> list[str]:
@@ -164,17 +167,12 @@ def context_sources(dockerfile_text: str) -> list[str]:
     """
     sources: list[str] = []
     for line in _logical_lines(dockerfile_text):
-        try:
-            words = shlex.split(line, posix=True)
-        except ValueError:
-            words = line.split()
-        if not words:
-            continue
-        instr = words[0].upper()
+        instr, _, rest = line.partition(" ")
+        instr = instr.upper()
         if instr in ("COPY", "ADD"):
-            sources.extend(_copy_sources(words[1:]))
+            sources.extend(_copy_sources(rest))
         elif instr == "RUN":
-            sources.extend(_mount_sources(words[1:]))
+            sources.extend(_mount_sources(rest.split()))
     out: list[str] = []
     for s in sources:
         s = s.lstrip("/") or "."
