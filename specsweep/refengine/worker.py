@@ -28,7 +28,7 @@ import torch
 
 from .comm import CommSpec, make_communicator
 from .config import ModelConfig
-from .model import Segment, TPModel
+from .model import TPModel
 
 log = logging.getLogger("specsweep.refengine")
 
