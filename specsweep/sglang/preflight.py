@@ -61,6 +61,21 @@ def _run(argv: list[str], log: Path, timeout: float) -> None:
         raise ParserEnvError(f"command {argv!r} failed with exit status {proc.returncode}; log {log}:\n{tail}")
 
 
+# What `python -m venv` creates; only these are removed on a rebuild, so that
+# other files in the directory (the workflow keeps its ready.json and job log
+# there) survive.
+_VENV_ENTRIES = ("bin", "include", "lib", "lib64", "share", "pyvenv.cfg", _MARKER)
+
+
+def _clear_venv(venv_dir: Path) -> None:
+    for name in _VENV_ENTRIES:
+        path = venv_dir / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+
+
 def ensure_parser_env(
     venv_dir: Path,
     requirements: Path = DEFAULT_REQUIREMENTS,
@@ -70,9 +85,10 @@ def ensure_parser_env(
     """Create (or reuse) the SGLang parser venv and return its python's path.
 
     Idempotent and keyed on the sha256 of ``requirements``: an existing venv
-    whose marker matches and whose python imports ``sglang.srt.server_args`` is
-    reused; otherwise it is rebuilt from scratch, so a changed pin never mixes
-    with old packages. Raises :class:`ParserEnvError` (never returns a broken
+    whose marker matches (written only after its python imported
+    ``sglang.srt.server_args``) is reused; otherwise its venv parts are removed and it is rebuilt, so a
+    changed pin never mixes with old packages (other files in ``venv_dir``
+    are left alone). Raises :class:`ParserEnvError` (never returns a broken
     env), so a test that needs the parser fails instead of skipping.
     """
     venv_dir = Path(venv_dir).resolve()
@@ -82,11 +98,8 @@ def ensure_parser_env(
     vpy = _venv_python(venv_dir)
     if marker.exists() and marker.read_text().strip() == digest and vpy.exists():
         return str(vpy)
-    if venv_dir.exists():
-        if not (venv_dir / "pyvenv.cfg").exists() and any(venv_dir.iterdir()):
-            raise ParserEnvError(f"{venv_dir} exists and is not a venv; refusing to replace it")
-        shutil.rmtree(venv_dir)
-    venv_dir.parent.mkdir(parents=True, exist_ok=True)
+    _clear_venv(venv_dir)
+    venv_dir.mkdir(parents=True, exist_ok=True)
     log = venv_dir.parent / f"{venv_dir.name}.build.log"
     log.write_text("")
     _run([python, "-m", "venv", "--system-site-packages", str(venv_dir)], log, timeout_s)

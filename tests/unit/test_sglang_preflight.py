@@ -158,6 +158,33 @@ def test_engine_preflight_is_static(gpu_plans):
     assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2}))
 
 
+def test_parser_env_reused_when_marker_matches(tmp_path):
+    """Keyed on the requirements' sha256: a matching venv is returned without pip."""
+    import hashlib
+
+    req = tmp_path / "req.txt"
+    req.write_text("sglang==0.5.23\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / ".specsweep-requirements.sha256").write_text(hashlib.sha256(req.read_bytes()).hexdigest() + "\n")
+    assert ensure_parser_env(venv, req) == str(venv.resolve() / "bin" / "python")
+
+
+def test_rebuild_keeps_other_files(tmp_path):
+    """The workflow keeps ready.json and its job log in the venv directory; a rebuild must not delete them."""
+    from specsweep.sglang.preflight import _clear_venv
+
+    venv = tmp_path / "venv"
+    for d in ("bin", "lib"):
+        (venv / d).mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("")
+    (venv / "ready.json").write_text("{}")
+    (venv / "make_parser_env.log").write_text("")
+    _clear_venv(venv)
+    assert sorted(p.name for p in venv.iterdir()) == ["make_parser_env.log", "ready.json"]
+
+
 # --- SGLang 0.5.23's own parser (slow, runs in CI) ---------------------------
 
 
