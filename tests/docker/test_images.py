@@ -1,0 +1,200 @@
+"""The reference engine's image for real: built, rebuilt as a no-op, free of
+the proxy CA, pushed to the local registry, removed, pulled back and run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from specsweep import docker
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SPEC = {
+    "dockerfile": "containers/reference/Dockerfile",
+    "target": "runtime",
+    "context": ".",
+    "build_args": {
+        "BASE_IMAGE": "specsweep/debian:bookworm",
+        "TORCH_VERSION": "2.13.0+cpu",
+        "NUMPY_VERSION": "2.4.6",
+        "AIOHTTP_VERSION": "3.14.5",
+        "PROMETHEUS_CLIENT_VERSION": "0.26.0",
+    },
+    "build_contexts": {"wheels": "/opt/wheels"},
+    "patches": [],
+}
+HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, base_image, sources_snapshot):
+    """First build (or reuse of an identical earlier one), then a no-op rebuild."""
+    root = sources_snapshot
+    out = tmp_path_factory.mktemp("results")
+    manifest_path = out / "images" / "reference.json"
+    t0 = time.monotonic()
+    first = docker.build_image("reference", SPEC, root, manifest_path, out / "build.log")
+    first_s = time.monotonic() - t0
+    mtime = manifest_path.stat().st_mtime_ns
+    t0 = time.monotonic()
+    second = docker.build_image("reference", SPEC, root, manifest_path, out / "build.log")
+    second_s = time.monotonic() - t0
+    return {"root": root, "first": first, "second": second, "first_s": first_s, "second_s": second_s,
+            "manifest_path": manifest_path, "mtime_before": mtime, "log": out / "build.log"}
+
+
+def test_base_image_exists(base_image):
+    info = docker.image_inspect(base_image)
+    assert info["Os"] == "linux"
+
+
+def test_reference_image_builds(built):
+    m = built["first"]
+    assert re.fullmatch(r"specsweep/reference:[0-9a-f]{12}", m["tag"])
+    assert m["tag"] == docker.image_tag("reference", SPEC, built["root"])
+    info = docker.image_inspect(m["tag"])
+    assert info["Id"] == m["image_id"]
+    labels = info["Config"]["Labels"]
+    assert labels["io.specsweep.variant"] == "reference"
+    assert labels["io.specsweep.torch.version"] == "2.13.0+cpu"
+    assert labels["org.opencontainers.image.revision"]
+    assert info["Size"] < 2_000_000_000, f"image is {info['Size'] / 1e9:.1f} GB: CUDA torch?"
+    on_disk = json.loads(built["manifest_path"].read_text())
+    assert on_disk["tag"] == m["tag"] and on_disk["image_id"] == m["image_id"]
+
+
+def test_second_build_is_a_fast_noop(built):
+    first, second = built["first"], built["second"]
+    assert second["reused"] is True
+    assert second["tag"] == first["tag"] and second["image_id"] == first["image_id"]
+    assert built["second_s"] < 15, f"no-op rebuild took {built['second_s']:.1f} s"
+    assert built["manifest_path"].stat().st_mtime_ns == built["mtime_before"], "unchanged manifest was rewritten"
+
+
+def test_build_arg_change_gives_a_new_tag(built):
+    changed = {**SPEC, "build_args": {**SPEC["build_args"], "NUMPY_VERSION": "2.4.5"}}
+    assert docker.image_tag("reference", changed, built["root"]) != built["first"]["tag"]
+
+
+def test_torch_in_image_is_cpu_build(built):
+    out = subprocess.run(
+        ["docker", "run", "--rm", built["first"]["tag"], "python3", "-c",
+         "import torch, aiohttp, numpy, prometheus_client; print(torch.__version__, torch.version.cuda)"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.split()
+    assert out == ["2.13.0+cpu", "None"]
+
+
+def _pem_blocks(text: str) -> set[str]:
+    return set(re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", text, re.S))
+
+
+def _proxy_cert_lines(base_image: str) -> list[bytes]:
+    """Distinctive base64 lines of the certificates the build host trusts beyond
+    the Debian bundle (its intercepting proxy's CA). Empty if there are none."""
+    if not HOST_BUNDLE.is_file():
+        return []
+    image_bundle = subprocess.run(["docker", "run", "--rm", base_image, "cat", str(HOST_BUNDLE)],
+                                  capture_output=True, text=True, check=True).stdout
+    extra = _pem_blocks(HOST_BUNDLE.read_text()) - _pem_blocks(image_bundle)
+    lines = []
+    for block in extra:
+        body = block.splitlines()[1:-1]
+        lines.append(body[len(body) // 2].encode())  # a full 64-char line from the middle
+    return lines
+
+
+def test_proxy_ca_is_in_no_layer_of_the_final_image(built, base_image, tmp_path):
+    needles = _proxy_cert_lines(base_image)
+    tag = built["first"]["tag"]
+    archive = tmp_path / "image.tar"
+    subprocess.run(["docker", "save", "-o", str(archive), tag], check=True)
+    hits = []
+    scanned = 0
+    with tarfile.open(archive) as outer:
+        for member in outer.getmembers():
+            if not member.isfile():
+                continue
+            data = outer.extractfile(member).read()
+            if member.name.endswith(".tar"):
+                with tarfile.open(fileobj=__import__("io").BytesIO(data)) as layer:
+                    for inner in layer.getmembers():
+                        if not inner.isfile():
+                            continue
+                        scanned += 1
+                        if inner.name.startswith("run/secrets"):
+                            hits.append(f"{member.name}:{inner.name} (secret mount leaked)")
+                        content = layer.extractfile(inner).read()
+                        hits += [f"{member.name}:{inner.name}" for n in needles if n in content]
+            else:  # image config, manifest: history and labels
+                hits += [member.name for n in needles if n in data]
+                assert b"BEGIN CERTIFICATE" not in data, member.name
+    assert scanned > 1000
+    assert not hits, f"proxy CA found in the published image: {hits}"
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
+                             capture_output=True, text=True, check=True).stdout
+    assert "BEGIN CERTIFICATE" not in history
+    assert not any(n.decode() in history for n in needles)
+
+
+def test_push_remove_pull_and_run(built, unique, registry_url):
+    manifest = built["first"]
+    registry = {"url": registry_url, "namespace": f"specsweep-test-{unique}"}
+    log = built["log"].with_name("push.log")
+    pushed = docker.push_image(manifest, registry, log)
+    ref = pushed["ref"]
+    assert ref == f"{registry_url}/specsweep-test-{unique}/reference:{manifest['tag'].split(':')[1]}"
+    assert pushed["repo_digest"] and pushed["repo_digest"].startswith(ref.rsplit(":", 1)[0] + "@sha256:")
+
+    # Remove every local name of the image, so the pull really fetches it.
+    subprocess.run(["docker", "rmi", ref, manifest["tag"]], check=True, capture_output=True)
+    assert not docker.image_exists(manifest["image_id"])
+    assert docker.pull_image(ref) == manifest["image_id"]
+    subprocess.run(["docker", "tag", ref, manifest["tag"]], check=True)
+
+    plan = {
+        "name": f"test-run-{unique}",
+        "argv": ["python3", "-m", "specsweep.refengine", "--model-path", "/app/specsweep/refengine/configs/tiny",
+                 "--tp-size", "1", "--device", "cpu", "--host", "0.0.0.0", "--port", "30000"],
+        "env": {"OMP_NUM_THREADS": "1"},
+        "gpus": 0,
+    }
+    port = _free_port()
+    name = f"specsweep-test-{unique}"
+    argv = docker.run_argv(plan, ref, "127.0.0.1", port, 30000, name)
+    proc = subprocess.Popen(argv, env=docker.run_env(plan, dict(__import__("os").environ)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        status = None
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"container exited: {proc.stdout.read().decode()[-3000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+                    status = resp.status
+                    break
+            except OSError:
+                time.sleep(1)
+        assert status == 200
+        assert name in docker.containers_with_label(f"io.specsweep.config={plan['name']}")
+    finally:
+        docker.remove_container(name)
+        proc.wait(timeout=60)
+        subprocess.run(["docker", "rmi", ref], capture_output=True)
+    assert docker.containers_with_label(f"io.specsweep.config={plan['name']}") == []
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

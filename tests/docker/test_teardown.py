@@ -1,0 +1,54 @@
+"""Labelled containers: found by label, removed before a new launch, and a
+removal of a missing container is not an error."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from specsweep import docker
+
+pytestmark = pytest.mark.docker
+
+
+def _start(name: str, config: str, image: str) -> None:
+    subprocess.run(
+        ["docker", "run", "-d", "--init", "--name", name,
+         "--label", f"io.specsweep.config={config}", "--label", docker.PROJECT_LABEL,
+         image, "sleep", "600"],
+        check=True, capture_output=True,
+    )
+
+
+def test_remove_leftovers_removes_only_that_configuration(base_image, unique):
+    config, other = f"leftover-{unique}", f"other-{unique}"
+    names = [f"specsweep-{config}-a", f"specsweep-{config}-b"]
+    keep = f"specsweep-{other}"
+    try:
+        for n in names:
+            _start(n, config, base_image)
+        _start(keep, other, base_image)
+        assert docker.containers_with_label(f"io.specsweep.config={config}") == sorted(names)
+        assert set(names + [keep]) <= set(docker.containers_with_label())
+        assert docker.remove_leftovers(config) == sorted(names)
+        assert docker.containers_with_label(f"io.specsweep.config={config}") == []
+        assert docker.containers_with_label(f"io.specsweep.config={other}") == [keep]
+    finally:
+        for n in names + [keep]:
+            subprocess.run(["docker", "rm", "-f", n], capture_output=True)
+
+
+def test_remove_container_missing_is_false(docker_engine, unique):
+    assert docker.remove_container(f"specsweep-never-{unique}") is False
+
+
+def test_stopped_containers_count_as_leftovers(base_image, unique):
+    config = f"stopped-{unique}"
+    name = f"specsweep-{config}"
+    try:
+        subprocess.run(["docker", "create", "--name", name, "--label", f"io.specsweep.config={config}",
+                        base_image, "true"], check=True, capture_output=True)
+        assert docker.remove_leftovers(config) == [name]
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
