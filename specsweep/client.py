@@ -119,6 +119,9 @@ async def stream_one(
     except aiohttp.ClientError as exc:
         status = "incomplete" if started else "error"
         error, end_ns = f"{type(exc).__name__}: {exc}", time.perf_counter_ns()
+    except OSError as exc:  # a socket error aiohttp did not wrap
+        status = "incomplete" if started else "error"
+        error, end_ns = f"{type(exc).__name__}: {exc}", time.perf_counter_ns()
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         status, error, end_ns = "error", f"malformed chunk: {exc}", time.perf_counter_ns()
 
@@ -232,10 +235,31 @@ def _failure_detail(records: list[dict[str, Any]]) -> tuple[str, str]:
     return reason, f"{len(records)} requests, 0 succeeded; first errors: {distinct}"
 
 
+def check_workload(workload: dict[str, Any]) -> None:
+    """Raise ``ValueError`` for workload values the client cannot run (schema defaults are upstream)."""
+    problems = []
+    for key in ("num_prompts", "repeats", "concurrency", "output_len"):
+        if int(workload[key]) < 1:
+            problems.append(f"{key} must be >= 1, got {workload[key]}")
+    if int(workload["input_len"]) < 0:
+        problems.append(f"input_len must be >= 0, got {workload['input_len']}")
+    rate = workload.get("request_rate")
+    if rate is not None and float(rate) <= 0:
+        problems.append(f"request_rate must be > 0 or null, got {rate}")
+    w = workload["warmup"]
+    if int(w["window"]) < 1 or int(w["min_windows"]) < 1 or int(w["max_requests"]) < 0:
+        problems.append(f"warmup needs window >= 1, min_windows >= 1, max_requests >= 0: {w}")
+    if float(workload["request_timeout_s"]) <= 0:
+        problems.append(f"request_timeout_s must be > 0, got {workload['request_timeout_s']}")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
     def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO) -> None:
+        check_workload(workload)
         self.workload = workload
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
