@@ -91,15 +91,19 @@ SIGNATURES: tuple[Signature, ...] = (
          "sglang/srt/layers/flashinfer_comm_fusion.py:500",
          "FlashInfer AllReduce fusion disabled: the %d ranks of this group are "),
     _sig("flashinfer_fusion", "fallback", r"Failed to initialize FlashInfer workspace \(backend=\S+\): .*Disabling",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:593", "Failed to initialize FlashInfer workspace (backend={backend}): "),
+         "sglang/srt/layers/flashinfer_comm_fusion.py:593",
+         "Failed to initialize FlashInfer workspace (backend={backend}): "),
     _sig("flashinfer_fusion", "fallback", r"FlashInfer allreduce fusion disabled globally",
          "sglang/srt/layers/flashinfer_comm_fusion.py:737", "FlashInfer allreduce fusion disabled globally because "),
     _sig("flashinfer_fusion", "fallback", r"flashinfer\.comm (?:unified )?allreduce_fusion API is not available",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:132", "flashinfer.comm allreduce_fusion API is not available (%s), "),
+         "sglang/srt/layers/flashinfer_comm_fusion.py:132",
+         "flashinfer.comm allreduce_fusion API is not available (%s), "),
     _sig("flashinfer_fusion", "fallback", r"FlashInfer comm not available, skipping workspace initialization",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:475", "FlashInfer comm not available, skipping workspace initialization"),
+         "sglang/srt/layers/flashinfer_comm_fusion.py:475",
+         "FlashInfer comm not available, skipping workspace initialization"),
     _sig("flashinfer_fusion", "fallback", r"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:50", "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."),
+         "sglang/srt/layers/flashinfer_comm_fusion.py:50",
+         "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."),
     # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1)
     _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC all-reduce enabled \(world=\d+",
          f"{_DCOMM}/pcie_ipc_ar.py:242", "FlashInfer PCIe-IPC all-reduce enabled (world=%d, workspace sized on "),
@@ -110,7 +114,8 @@ SIGNATURES: tuple[Signature, ...] = (
          f"{_DCOMM}/pcie_ipc_ar.py:92", "Deterministic inference is on; leaving PCIe-IPC all-reduce off. Its "),
     _sig("pcie_ipc_allreduce", "fallback", r"Setup FlashInfer PCIe-IPC allreduce failed with",
          "sglang/srt/distributed/parallel_state.py:501", "Setup FlashInfer PCIe-IPC allreduce failed with {e}."),
-    _sig("pcie_ipc_allreduce", "fallback", r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: .*reductions stay on NCCL",
+    _sig("pcie_ipc_allreduce", "fallback",
+         r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: .*reductions stay on NCCL",
          f"{_DCOMM}/pcie_ipc_ar.py:288", "FlashInfer PCIe-IPC workspace (max_numel=%d) failed: %s; "),
     _sig("pcie_ipc_allreduce", "fallback", r"FlashInfer PCIe-IPC all-reduce skipped: unsupported world size \d+",
          f"{_DCOMM}/pcie_ipc_ar.py:214", "FlashInfer PCIe-IPC all-reduce skipped: unsupported world size %d"),
@@ -118,13 +123,16 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("deepep", "active", r"Use DeepEP Config: ",
          "sglang/srt/layers/moe/token_dispatcher/deepep.py:347", "Use DeepEP Config: {config_parsed}"),
     _sig("deepep", "fallback", r"DeepEP is not available\. Please install DeepEP package",
-         "sglang/srt/layers/moe/token_dispatcher/deepep.py:383", "DeepEP is not available. Please install DeepEP package from "),
+         "sglang/srt/layers/moe/token_dispatcher/deepep.py:383",
+         "DeepEP is not available. Please install DeepEP package from "),
 )
 
-# Lines that say a variant is only partly in use; reported, not a fallback.
+# Further lines: partial use (kind "note": reported, not a fallback) and the PCIe-IPC
+# workspace really built (kind "active").
 NOTES: tuple[Signature, ...] = (
     _sig("pcie_ipc_allreduce", "note", r"FlashInfer PCIe-IPC all-reduce serves bf16 only; \S+ reductions stay on NCCL",
-         f"{_DCOMM}/pcie_ipc_ar.py:121", "FlashInfer PCIe-IPC all-reduce serves bf16 only; %s reductions stay on NCCL."),
+         f"{_DCOMM}/pcie_ipc_ar.py:121",
+         "FlashInfer PCIe-IPC all-reduce serves bf16 only; %s reductions stay on NCCL."),
     _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC workspace built \(world=\d+, max_numel=\d+",
          f"{_DCOMM}/pcie_ipc_ar.py:299", "FlashInfer PCIe-IPC workspace built (world=%d, max_numel=%d, hidden=%d)"),
 )

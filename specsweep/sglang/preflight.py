@@ -222,7 +222,10 @@ def load_configs(paths: list[Path]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m specsweep.sglang.preflight CONFIG.yaml [OVERLAY.yaml ...]``: check every configuration, print JSON."""
+    """``python -m specsweep.sglang.preflight CONFIG.yaml [OVERLAY.yaml ...]``: check all, print JSON.
+
+    Exit status 1 when any configuration has errors.
+    """
     from specsweep.plan import resolve_plans
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

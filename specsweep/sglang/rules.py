@@ -325,10 +325,8 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                 f"and multicast; on {arch} SGLang warns and uses NCCL (expected status: fallback)",
             )
         )
-    if _is_set(env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")) and str(env["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"]).lower() in (
-        "1",
-        "true",
-    ):
+    pcie_ipc = str(env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE") or "").lower()
+    if pcie_ipc in ("1", "true"):
         if tp not in PCIE_IPC_TP_SIZES:
             findings.append(
                 Finding(

@@ -74,7 +74,8 @@ def test_matrix_argv_golden():
 
 
 def test_dummy_argv_golden():
-    plans = resolve_plans(load_configs([REPO / "config" / "kimi-k25-8gpu.yaml", REPO / "config" / "kimi-k25-8gpu-dummy.yaml"]))
+    files = [REPO / "config" / "kimi-k25-8gpu.yaml", REPO / "config" / "kimi-k25-8gpu-dummy.yaml"]
+    plans = resolve_plans(load_configs(files))
     argv = plans["eagle3"]["argv"]
     assert argv[argv.index("--load-format") + 1] == "dummy"
     assert argv[argv.index("--speculative-draft-load-format") + 1] == "dummy"

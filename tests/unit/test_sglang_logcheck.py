@@ -100,8 +100,10 @@ def test_bare_tree_failure_is_recognised():
 
 def test_active_and_unproven():
     log = "\n".join([
-        "[2026-11-29 12:00:05 TP0] FlashInfer PCIe-IPC all-reduce enabled (world=8, workspace sized on first reduction)",
-        "[2026-11-29 12:00:05 TP0] FlashInfer PCIe-IPC all-reduce serves bf16 only; torch.float32 reductions stay on NCCL.",
+        "[2026-11-29 12:00:05 TP0] FlashInfer PCIe-IPC all-reduce enabled (world=8, workspace sized on first "
+        "reduction)",
+        "[2026-11-29 12:00:05 TP0] FlashInfer PCIe-IPC all-reduce serves bf16 only; torch.float32 reductions "
+        "stay on NCCL.",
     ])
     ev = variant_evidence(log, _plan(["pcie_ipc_allreduce", "torch_symm_mem"]))
     assert ev["active"] == ["pcie_ipc_allreduce"]

@@ -106,7 +106,8 @@ def test_fusion_on_sm120_needs_patched_image(gpu_plans):
     assert _errors(_plan(gpu_plans, "fi-fusion", image="sglang", gpu_arch="sm90")) == []
     # A patched image recognised by its target, whatever its name.
     patched = {"my-img": {"target": "fi-fusion"}}
-    assert [f for f in check_plan(_plan(gpu_plans, "fi-fusion", image="my-img"), patched) if f.severity == "error"] == []
+    findings = check_plan(_plan(gpu_plans, "fi-fusion", image="my-img"), patched)
+    assert [f for f in findings if f.severity == "error"] == []
 
 
 def test_mscclpp_tp_size(gpu_plans):
