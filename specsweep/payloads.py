@@ -15,11 +15,14 @@ from typing import Any, Protocol
 
 from specsweep.records import TIMING_FIELDS
 
-# Synthetic /generate prompts draw token ids from this range: above the
-# special/control ids of common tokenizers and below the smallest vocabulary
-# a served model plausibly has (32k for Llama-2-style vocabularies).
-TOKEN_ID_LOW = 1000
-TOKEN_ID_HIGH = 30000
+# Synthetic /generate prompts draw token ids from [TOKEN_ID_LOW, TOKEN_ID_HIGH):
+# above the first ids, where BOS/EOS/pad sit in Llama/SentencePiece-style
+# vocabularies, and below the smallest vocabulary this project serves (the
+# reference engine's "tiny" config has 512 ids; real models have >= 32k, where
+# these ids are ordinary byte/piece tokens). 490 choices per position keep
+# every prompt distinct, so no request hits another's prefix cache.
+TOKEN_ID_LOW = 10
+TOKEN_ID_HIGH = 500
 
 # Synthetic /v1/completions prompts are space-separated common English words,
 # each of which is one token in BPE vocabularies of modern LLMs, so the prompt

@@ -210,3 +210,12 @@ def test_every_measured_request_failing_raises(server, tmp_path: Path):
                      tmp_path / "w.jsonl", tmp_path / "m.jsonl", io.StringIO())
     assert info.value.stage == "benchmark" and info.value.reason == "all_requests_failed"
     assert len(read_jsonl(tmp_path / "m.jsonl")) == 5  # the failed repeat is written, then it stops
+
+
+def test_prompts_are_deterministic_distinct_and_in_vocab():
+    a = make_prompt(0, "measured", 1, 3, 64)
+    assert a == make_prompt(0, "measured", 1, 3, 64)
+    assert a.input_ids != make_prompt(0, "measured", 1, 4, 64).input_ids
+    assert a.input_ids != make_prompt(1, "measured", 1, 3, 64).input_ids
+    assert len(a.input_ids) == 64 and len(a.text.split()) == 64
+    assert all(10 <= t < 500 for t in a.input_ids)  # fits the reference engine's 512-id vocabulary
