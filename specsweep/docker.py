@@ -710,12 +710,18 @@ def containers_with_label(label: str = PROJECT_LABEL, *, docker: str = "docker",
 
 
 def remove_container(name: str, *, docker: str = "docker") -> bool:
-    """``docker rm -f`` one container; False if it did not exist."""
+    """``docker rm -f`` one container; False if it did not exist.
+
+    Existence is checked first: newer CLIs exit 0 from ``rm -f`` on a missing
+    container, older ones print "No such container"; both mean False here.
+    """
+    if _run([docker, "container", "inspect", "--format", "{{.Id}}", name], check=False).returncode != 0:
+        return False
     proc = _run([docker, "rm", "-f", name], check=False)
     if proc.returncode == 0:
         return True
     if "No such container" in (proc.stderr or ""):
-        return False
+        return False  # a --rm container that went away meanwhile
     raise DockerError(f"docker rm -f {name} exited {proc.returncode}: {(proc.stderr or '').strip()}")
 
 
