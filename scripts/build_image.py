@@ -18,7 +18,7 @@ with open(snakemake.log[0], "a") as log:  # noqa: F821 - injected by Snakemake
     manifest = build_image(
         name,
         spec,
-        Path.cwd(),
+        Path(snakemake.scriptdir).parent,  # noqa: F821 - the workflow root (the rule hashes the same tree)
         manifest_path,
         Path(snakemake.log[0]),  # noqa: F821
         state_path=state_path_for(manifest_path),

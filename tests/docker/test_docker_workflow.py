@@ -1,0 +1,148 @@
+"""The DAG with the docker runtime: config/docker-cpu.yaml (two configurations
+of the reference engine in its image) run by Snakemake in a copy of the
+repository. Checks results, that no container outlives the run or an
+interrupted benchmark, and what a build-arg change reruns."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specsweep import docker
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+COPY = ["Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep"]
+SMALL = {"num_prompts": 2, "input_len": 8, "output_len": 8, "repeats": 2,
+         "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3}}
+
+
+def snakemake(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2", *args]
+    return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:", 1)[1]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", table, flags=re.M) if m[1] != "total"}
+
+
+def _edit_config(work: Path, mutate) -> None:
+    path = work / "config/docker-cpu.yaml"
+    config = yaml.safe_load(path.read_text())
+    mutate(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def workflow_run(tmp_path_factory, request):
+    request.getfixturevalue("base_image")
+    work = tmp_path_factory.mktemp("work")
+    for name in COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif src.exists():
+            shutil.copy2(src, work / name)
+    _edit_config(work, lambda c: c["defaults"]["workload"].update(SMALL))
+    result = snakemake(work, "all")
+    return work, result
+
+
+def test_both_configurations_run_in_containers(workflow_run):
+    work, result = workflow_run
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    manifest = json.loads((work / "results/images/reference.json").read_text())
+    assert manifest["tag"].startswith("specsweep/reference:")
+    for name in ("nospec", "eagle3-shm"):
+        summary = json.loads((work / f"results/{name}/summary.json").read_text())
+        assert summary["status"] == "ok", summary
+        launch = json.loads((work / f"results/{name}/launch.json").read_text())
+        assert launch["argv"][:3] == ["docker", "run", "--rm"]
+        assert launch["image"]["tag"] == manifest["tag"]
+        assert docker.containers_with_label(f"io.specsweep.config={name}") == []
+
+
+def test_nothing_to_do_after_a_complete_run(workflow_run):
+    work, _ = workflow_run
+    result = snakemake(work, "-n", "all")
+    assert result.returncode == 0, result.stderr
+    assert planned_jobs(result.stdout) == {}, result.stdout
+
+
+def test_image_description_edit_reruns_nothing(workflow_run):
+    work, _ = workflow_run
+    _edit_config(work, lambda c: c["images"]["reference"].update(description="edited"))
+    result = snakemake(work, "-n", "all")
+    assert planned_jobs(result.stdout) == {}, result.stdout
+
+
+def test_build_arg_change_rebuilds_the_image_and_reruns_its_users(workflow_run):
+    work, _ = workflow_run
+    path = work / "config/docker-cpu.yaml"
+    original = path.read_text()
+    try:
+        _edit_config(work, lambda c: c["images"]["reference"]["build_args"].update(UNUSED_TEST_ARG="1"))
+        counts = planned_jobs(snakemake(work, "-n", "all").stdout)
+        assert counts.get("build_image") == 1
+        assert counts.get("benchmark_server") == 2
+        assert "resolve_plan" not in counts and "preflight_config" not in counts
+    finally:
+        path.write_text(original)
+
+
+def test_interrupted_benchmark_leaves_no_container(workflow_run):
+    work, _ = workflow_run
+    argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2",
+            "--forcerun", "benchmark_server", "results/nospec/outcome.json"]
+    proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
+                            start_new_session=True)
+    label = "io.specsweep.config=nospec"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not docker.containers_with_label(label):
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            time.sleep(0.5)
+        assert docker.containers_with_label(label), "the benchmark container never started"
+        time.sleep(5)  # mid-benchmark: readiness wait or requests in flight
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and docker.containers_with_label(label):
+        time.sleep(1)
+    assert docker.containers_with_label(label) == []
+    outcome = json.loads((work / "results/nospec/outcome.json").read_text()) \
+        if (work / "results/nospec/outcome.json").exists() else None
+    if outcome is not None:
+        assert outcome["status"] in ("failed", "ok")
+
+
+def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base_image):
+    work, _ = workflow_run
+    name = "specsweep-nospec-leftover-test"
+    subprocess.run(["docker", "run", "-d", "--name", name, "--label", "io.specsweep.config=nospec",
+                    "--label", docker.PROJECT_LABEL, base_image, "sleep", "600"], check=True, capture_output=True)
+    try:
+        result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/outcome.json")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        launch = json.loads((work / "results/nospec/launch.json").read_text())
+        assert name in launch.get("removed_leftover_containers", [])
+        assert docker.containers_with_label("io.specsweep.config=nospec") == []
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
