@@ -10,7 +10,7 @@ speculation one chunk carries several tokens.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specsweep.records import TIMING_FIELDS
@@ -69,8 +69,7 @@ class StreamState:
     timing: dict[str, Any] | None = None
     finish_reason: str | None = None
     error: str | None = None
-    _prev_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    _prev_tokens: int = 0  # cumulative token count seen so far (generate)
 
 
 class EndpointAdapter(Protocol):

@@ -104,9 +104,9 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
                    "hatched: status fallback / failed"))
     base_handles, base_labels = ax.get_legend_handles_labels()
-    ax.legend(base_handles + [h for h, _ in legend], base_labels + [f"verdict: {k}" if not k.startswith("hatched") else k
-              for _, k in legend], loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8,
-              frameon=False)
+    labels = base_labels + [k if k.startswith("hatched") else f"verdict: {k}" for _, k in legend]
+    ax.legend(base_handles + [h for h, _ in legend], labels, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=3, fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
 
@@ -116,7 +116,8 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
     title = "Time per speculation cycle (draft + one verify)"
     shown = [r for r in rows if r.get("cycle_ms") is not None or r.get("verify_ms") is not None]
     if not shown:
-        _empty(path, title, "no configuration reported a cycle time\n(no speculation, or no spec_verify_ct / engine timing)")
+        _empty(path, title,
+               "no configuration reported a cycle time\n(no speculation, or no spec_verify_ct / engine timing)")
         return
     fig, ax = plt.subplots(figsize=(9, _height(len(shown)) + 0.6))
     y = np.arange(len(shown))[::-1]

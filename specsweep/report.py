@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,8 @@ SPEC_ONLY_METRICS = frozenset({
 
 CSV_COLUMNS = (
     "config", "description", "status", "stage", "reason", "n_ok", "n_error", "n_incomplete",
-    "tok_s_median", "tok_s_ci_low", "tok_s_ci_high", "decode_tok_s_median", "verdict", "ratio",
-    "ratio_ci_low", "ratio_ci_high", "accept_length", "cycle_time_ms", "draft_ms", "verify_ms",
+    "tok_s_median", "tok_s_ci_low", "tok_s_ci_high", "decode_tok_s_median", "aggregate_tok_s_median",
+    "verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "accept_length", "cycle_time_ms", "draft_ms", "verify_ms",
     "verify_compute_ms", "verify_comm_ms", "comm_share", "allreduce_per_forward",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
     "break_even_accept_length", "speculation_pays", "warmup_converged",
@@ -52,6 +53,10 @@ CSV_COLUMNS = (
 def _get(metrics: dict[str, Any], name: str, field: str = "value") -> float | None:
     entry = metrics.get(name)
     return entry.get(field) if isinstance(entry, dict) else None
+
+
+def _median(values: list[float] | None) -> float | None:
+    return float(statistics.median(values)) if values else None
 
 
 def _row(summary: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +82,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "tok_s_absent": absent.get("output_tok_s"),
         "tok_s_ci": [ci["low"], ci["high"]] if ci else None,
         "decode_tok_s": _get(m, "decode_tok_s", "p50"),
+        "aggregate_tok_s": _median((m.get("aggregate_output_tok_s") or {}).get("per_repeat")),
         "samples": ((m.get("samples") or {}).get("output_tok_s") or {}).get("values") or [],
         "repeat_medians": (m.get("output_tok_s") or {}).get("per_repeat_median") or [],
         "accept_length": _get(m, "accept_length"),
@@ -98,7 +104,9 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def config_rows(summaries: list[dict[str, Any]], baseline: str | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def config_rows(
+    summaries: list[dict[str, Any]], baseline: str | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One row per configuration (sorted by name, baseline first) with verdict and break-even.
 
     Returns ``(rows, baseline_row)``; ``baseline_row`` is None when no baseline
@@ -184,8 +192,9 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
       "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests.\n\n")
     w("## Methods\n\n")
-    w(f"- tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end latency; "
-      f"the median over all measured requests of all repeats.\n")
+    w("- tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end latency; "
+      "the median over all measured requests of all repeats. At concurrency > 1 see also "
+      "`aggregate_tok_s_median` in summary.csv (median over repeats of total tokens / wall time).\n")
     w(f"- CI: {CI_METHOD}, {CI_LEVEL:.0%}, {BOOTSTRAP_RESAMPLES} resamples, seeded with the workload seed.\n")
     w(f"- Percentiles: {PERCENTILE_METHOD_NAME}.\n")
     w(f"- Verdict: {VERDICT_METHOD}.\n")
@@ -194,6 +203,12 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("- accept length = sum(completion tokens) / sum(spec_verify_ct) over this run's measured requests "
       "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n\n")
 
+    described = [r for r in rows if r["description"]]
+    if described:
+        w("## Configurations\n\n")
+        for r in described:
+            w(f"- **{r['config']}**: {r['description']}\n")
+        w("\n")
     problems = [r for r in rows if r["status"] != "ok"]
     w("## Failed and fallen-back configurations\n\n")
     if not problems:
@@ -241,7 +256,8 @@ def _csv(rows: list[dict[str, Any]]) -> str:
             "config": r["config"], "description": r["description"], "status": r["status"],
             "stage": r["stage"], "reason": r["reason"], "n_ok": r["n_ok"], "n_error": r["n_error"],
             "n_incomplete": r["n_incomplete"], "tok_s_median": r["tok_s"], "tok_s_ci_low": ci[0],
-            "tok_s_ci_high": ci[1], "decode_tok_s_median": r["decode_tok_s"], "verdict": r["verdict_label"],
+            "tok_s_ci_high": ci[1], "decode_tok_s_median": r["decode_tok_s"],
+            "aggregate_tok_s_median": r["aggregate_tok_s"], "verdict": r["verdict_label"],
             "ratio": v.get("ratio"), "ratio_ci_low": rci[0], "ratio_ci_high": rci[1],
             "accept_length": r["accept_length"], "cycle_time_ms": r["cycle_ms"], "draft_ms": r["draft_ms"],
             "verify_ms": r["verify_ms"], "verify_compute_ms": r["verify_compute_ms"],

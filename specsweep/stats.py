@@ -146,7 +146,9 @@ def compare_to_baseline(
     rb = _bootstrap_medians(b, rng, n_resamples)
     ratios = ra / rb
     lo, hi = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], method=PERCENTILE_METHOD)
-    spreads = [s for s in (relative_spread(repeat_medians), relative_spread(baseline_repeat_medians)) if s is not None]
+    spreads = [
+        s for s in (relative_spread(repeat_medians), relative_spread(baseline_repeat_medians)) if s is not None
+    ]
     noise = max(spreads) if spreads else None
     out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level, n_resamples=n_resamples, seed=seed)
     beyond_noise = noise is None or abs(ratio - 1) > noise

@@ -95,7 +95,9 @@ def _missing_metrics(metrics: dict[str, Any], spec: str | None) -> list[str]:
     return missing
 
 
-def _warnings(metrics: dict[str, Any], warmup: dict[str, Any], measured: list[dict[str, Any]], run_id: str | None) -> list[str]:
+def _warnings(
+    metrics: dict[str, Any], warmup: dict[str, Any], measured: list[dict[str, Any]], run_id: str | None
+) -> list[str]:
     out: list[str] = []
     c = metrics["counts"]
     if c["error"] or c["incomplete"]:
