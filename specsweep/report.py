@@ -177,8 +177,9 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("| " + " | ".join(head) + " |\n")
     w("|" + "---|" * len(head) + "\n")
     for r in rows:
-        tok = "n/a" if r["tok_s"] is None else (
-            f"{r['tok_s']:.1f} [{r['tok_s_ci'][0]:.1f}, {r['tok_s_ci'][1]:.1f}]" if r["tok_s_ci"] else f"{r['tok_s']:.1f}")
+        tok = _f(r["tok_s"])
+        if r["tok_s"] is not None and r["tok_s_ci"]:
+            tok += f" [{r['tok_s_ci'][0]:.1f}, {r['tok_s_ci'][1]:.1f}]"
         pays = "n/a" if r["pays"] is None else ("yes" if r["pays"] else "no")
         be = _f(r["break_even"], "{:.2f}") if r["break_even"] is not None else f"n/a ({r['break_even_why']})"
         cells = [

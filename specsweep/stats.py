@@ -150,7 +150,8 @@ def compare_to_baseline(
         s for s in (relative_spread(repeat_medians), relative_spread(baseline_repeat_medians)) if s is not None
     ]
     noise = max(spreads) if spreads else None
-    out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level, n_resamples=n_resamples, seed=seed)
+    out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level,
+               n_resamples=n_resamples, seed=seed)
     beyond_noise = noise is None or abs(ratio - 1) > noise
     if lo > 1 and beyond_noise:
         out["verdict"] = "faster"
