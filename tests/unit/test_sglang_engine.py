@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specsweep.engines import get_engine
 from specsweep.plan import resolve_plans
 from specsweep.sglang.engine import SGLangEngine
@@ -81,3 +83,42 @@ def test_dummy_argv_golden():
     assert argv[argv.index("--speculative-draft-load-format") + 1] == "dummy"
     assert "--skip-tokenizer-init" in argv
     assert argv[argv.index("--model-path") + 1] == "/specsweep-models/kimi-k25"
+
+
+def test_dummy_model_configs_have_the_real_shape():
+    """config.json of the weight-free target: Kimi-K2.5 text model = DeepSeek-V3 at Kimi-K2 size."""
+    import json
+
+    target = json.loads((REPO / "config" / "models" / "kimi-k25" / "config.json").read_text())
+    assert target["architectures"] == ["KimiK25ForConditionalGeneration"] and target["model_type"] == "kimi_k25"
+    text = target["text_config"]
+    assert (text["num_hidden_layers"], text["hidden_size"], text["n_routed_experts"], text["num_experts_per_tok"]) == (
+        61, 7168, 384, 8)
+    assert text["quantization_config"]["quant_method"] == "compressed-tensors"
+    draft = json.loads((REPO / "config" / "models" / "kimi-k25-eagle3" / "config.json").read_text())
+    assert draft["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert draft["hidden_size"] == draft["target_hidden_size"] == text["hidden_size"]
+    assert draft["vocab_size"] == text["vocab_size"]
+
+
+@pytest.mark.slow
+def test_dummy_architectures_exist_in_pinned_wheel():
+    """Both architectures are model entry classes of the sglang that the parser venv pins."""
+    import os
+    import subprocess
+
+    from specsweep.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
+
+    venv = os.environ.get("SPECSWEEP_PARSER_ENV") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specsweep" / "sglang-parser"
+    )
+    python = ensure_parser_env(Path(venv), DEFAULT_REQUIREMENTS)
+    site = subprocess.run(
+        [python, "-I", "-c", "import importlib.util, pathlib; "
+         "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    models = Path(site) / "srt" / "models"
+    assert "EntryClass = [KimiK25ForConditionalGeneration]" in (models / "kimi_k25.py").read_text()
+    assert "EntryClass = [LlamaForCausalLMEagle3]" in (models / "llama_eagle3.py").read_text()
+    assert "KimiK25Config" in (Path(site) / "srt" / "utils" / "hf_transformers" / "common.py").read_text()
