@@ -197,6 +197,24 @@ def cycle_time_weighted_ms(records: Sequence[dict[str, Any]]) -> Value:
     return sum(decode) / verify  # type: ignore[arg-type]
 
 
+def decode_tok_s_weighted(records: Sequence[dict[str, Any]]) -> Value:
+    """Run decode rate, tok/s: ``sum(completion_tokens - 1) / sum(decode_s)`` over requests
+    with at least 2 tokens. The same run-total aggregation as ``accept_length_weighted``
+    and ``cycle_time_weighted_ms``, so that ``accept / cycle`` and this rate agree."""
+    if any(r.get("completion_tokens") is None for r in records):
+        return Absent("a request lacks completion_tokens")
+    decoding = [r for r in records if r["completion_tokens"] >= 2]
+    if not decoding:
+        return Absent("no ok measured request produced 2 or more tokens")
+    decode = [decode_ms(r) for r in decoding]
+    if any(isinstance(d, Absent) for d in decode):
+        return Absent("a request with completion tokens had no token chunk")
+    total = sum(decode)  # type: ignore[arg-type]
+    if total <= 0:
+        return Absent("total decode time is 0")
+    return sum(r["completion_tokens"] - 1 for r in decoding) / (total / 1e3)
+
+
 def _timing_records(records: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]] | Absent:
     if not records:
         return Absent("no ok measured requests")
@@ -420,6 +438,8 @@ def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | 
     _put(m, absent, "accept_length", accept_length_weighted(ok), "tokens/verify",
          "sum(completion_tokens) / sum(spec_verify_ct)")
     _put(m, absent, "cycle_time_ms", cycle_time_weighted_ms(ok), "ms", "sum(decode_ms) / sum(spec_verify_ct)")
+    _put(m, absent, "decode_tok_s_weighted", decode_tok_s_weighted(ok), "tok/s",
+         "sum(completion_tokens - 1) / sum(decode_s)")
     for key, name in (("draft_s", "draft_ms_per_cycle"), ("verify_s", "verify_ms_per_cycle"),
                       ("verify_comm_s", "verify_comm_ms_per_cycle")):
         _put(m, absent, name, timing_per_cycle_ms(ok, key), "ms",

@@ -155,9 +155,9 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
 
 def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
     """Decode tok/s vs accept length; break-even where each config's curve meets the baseline."""
-    title = "Decode tok/s vs accept length (speculation pays above the baseline line)"
-    pts = [r for r in rows if r.get("accept_length") is not None and r.get("decode_tok_s") is not None]
-    base_tok = baseline.get("decode_tok_s") if baseline else None
+    title = "Run decode rate vs accept length (speculation pays above the baseline line)"
+    pts = [r for r in rows if r.get("accept_length") is not None and r.get("decode_tok_s_run") is not None]
+    base_tok = baseline.get("decode_tok_s_run") if baseline else None
     if not pts:
         _empty(path, title, "no configuration reported an accept length")
         return
@@ -165,12 +165,12 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     cmap = plt.get_cmap("tab10")
     xs = [r["accept_length"] for r in pts] + [r["break_even"] for r in pts if r.get("break_even") is not None]
     xmax = max(xs) * 1.25
-    ymax = max([r["decode_tok_s"] for r in pts] + [base_tok or 0]) * 1.25
+    ymax = max([r["decode_tok_s_run"] for r in pts] + [base_tok or 0]) * 1.25
     a = np.linspace(0, xmax, 200)
     for i, row in enumerate(pts):
         c = cmap(i % 10)
-        ax.plot(row["accept_length"], row["decode_tok_s"], "o", color=c, ms=9, label=row["config"])
-        ax.annotate(row["config"], (row["accept_length"], row["decode_tok_s"]), textcoords="offset points",
+        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=row["config"])
+        ax.annotate(row["config"], (row["accept_length"], row["decode_tok_s_run"]), textcoords="offset points",
                     xytext=(6, 6), fontsize=8, color=c)
         cyc = row.get("cycle_ms")
         if cyc:
@@ -190,7 +190,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     ax.set_xlim(0, xmax)
     ax.set_ylim(0, ymax)
     ax.set_xlabel("accept length (completion tokens / verify)")
-    ax.set_ylabel("decode tok/s per request (1 / TPOT)")
+    ax.set_ylabel("decode tok/s: sum(tokens - 1) / sum(decode time)")
     ax.set_title(title, fontsize=11)
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     ax.grid(alpha=0.3)

@@ -42,7 +42,7 @@ SPEC_ONLY_METRICS = frozenset({
 
 CSV_COLUMNS = (
     "config", "description", "status", "stage", "reason", "n_ok", "n_error", "n_incomplete",
-    "tok_s_median", "tok_s_ci_low", "tok_s_ci_high", "decode_tok_s_median", "aggregate_tok_s_median",
+    "tok_s_median", "tok_s_ci_low", "tok_s_ci_high", "decode_tok_s_median", "decode_tok_s_run", "aggregate_tok_s_median",
     "verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "accept_length", "cycle_time_ms", "draft_ms", "verify_ms",
     "verify_compute_ms", "verify_comm_ms", "comm_share", "allreduce_per_forward",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
@@ -82,6 +82,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "tok_s_absent": absent.get("output_tok_s"),
         "tok_s_ci": [ci["low"], ci["high"]] if ci else None,
         "decode_tok_s": _get(m, "decode_tok_s", "p50"),
+        "decode_tok_s_run": _get(m, "decode_tok_s_weighted"),
         "aggregate_tok_s": _median((m.get("aggregate_output_tok_s") or {}).get("per_repeat")),
         "samples": ((m.get("samples") or {}).get("output_tok_s") or {}).get("values") or [],
         "repeat_medians": (m.get("output_tok_s") or {}).get("per_repeat_median") or [],
@@ -131,10 +132,10 @@ def config_rows(
         r["break_even"], r["pays"] = None, None
         if r["cycle_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
-        elif not base_ok or base["decode_tok_s"] is None:
+        elif not base_ok or base["decode_tok_s_run"] is None:
             r["break_even_why"] = "no baseline decode tok/s"
         else:
-            r["break_even"] = break_even_accept_length(r["cycle_ms"], base["decode_tok_s"])
+            r["break_even"] = break_even_accept_length(r["cycle_ms"], base["decode_tok_s_run"])
             if r["accept_length"] is not None:
                 r["pays"] = r["accept_length"] > r["break_even"]
     return rows, base
@@ -161,15 +162,16 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
           "no verdicts and no break-even.\n\n")
     else:
         w(f"Baseline: **{base['config']}** (status {base['status']}), median output {_f(base['tok_s'])} tok/s, "
-          f"decode {_f(base['decode_tok_s'])} tok/s.\n\n")
+          f"run decode rate {_f(base['decode_tok_s_run'])} tok/s.\n\n")
     w("## When speculation pays\n\n")
     w("Single-stream throughput of speculative decoding is `accept_length / cycle_time_s` (a cycle = the draft "
       "steps + one verify), so speculation pays only when\n\n")
     w(f"    {FORMULA}\n\n")
     w("Break-even accept length = cycle time x baseline tok/s (e.g. 0.030 s x 82 tok/s = 2.46). Here cycle time = "
       "decode time / spec_verify_ct measured by the client (decode time = last token chunk - first token chunk; "
-      "the first token comes from prefill), and baseline tok/s = the baseline's median decode rate (1/TPOT), "
-      "because the cycle time counts decode only.\n\n")
+      "the first token comes from prefill), and baseline tok/s = the baseline's run decode rate = "
+      "sum(completion tokens - 1) / sum(decode time), because the cycle time counts decode only. Accept length, "
+      "cycle time and decode rate are all run totals, so `pays?` agrees with comparing decode rates.\n\n")
     w("## Results\n\n")
     head = ["config", "status", "tok/s median [95% CI]", "verdict vs baseline (ratio [CI])", "accept length",
             "cycle ms", "verify ms", "comm share", "TTFT p50/p99 ms", "ITL p50/p99 ms", "break-even accept",
@@ -257,7 +259,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
             "config": r["config"], "description": r["description"], "status": r["status"],
             "stage": r["stage"], "reason": r["reason"], "n_ok": r["n_ok"], "n_error": r["n_error"],
             "n_incomplete": r["n_incomplete"], "tok_s_median": r["tok_s"], "tok_s_ci_low": ci[0],
-            "tok_s_ci_high": ci[1], "decode_tok_s_median": r["decode_tok_s"],
+            "tok_s_ci_high": ci[1], "decode_tok_s_median": r["decode_tok_s"], "decode_tok_s_run": r["decode_tok_s_run"],
             "aggregate_tok_s_median": r["aggregate_tok_s"], "verdict": r["verdict_label"],
             "ratio": v.get("ratio"), "ratio_ci_low": rci[0], "ratio_ci_high": rci[1],
             "accept_length": r["accept_length"], "cycle_time_ms": r["cycle_ms"], "draft_ms": r["draft_ms"],

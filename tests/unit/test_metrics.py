@@ -182,3 +182,13 @@ def test_warmup_windows(warm):
     assert M.warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, 500.0])
     ws[2]["status"], ws[3]["status"] = "error", "error"
     assert M.warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, None])
+
+
+def test_decode_rate_weighted_matches_accept_over_cycle(a, b, empty):
+    # (9 + 5) tokens after the first in (90 + 60) ms; the empty request has no decode
+    assert M.decode_tok_s_weighted([a, b, empty]) == pytest.approx(14 / 0.150)
+    # accept / cycle counts the prefill token too: 16/6 tokens per 25 ms = 106.7 tok/s
+    al, cyc = M.accept_length_weighted([a, b, empty]), M.cycle_time_weighted_ms([a, b, empty])
+    assert al / (cyc / 1e3) == pytest.approx(16 / 0.150)
+    a["completion_tokens"] = None
+    assert isinstance(M.decode_tok_s_weighted([a, b]), M.Absent)
