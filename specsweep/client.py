@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, TextIO
 import aiohttp
 
 from specsweep.metrics import warmup_windows_tok_s
-from specsweep.payloads import EndpointAdapter, StreamState, get_adapter, make_prompt
+from specsweep.payloads import CompletionsAdapter, EndpointAdapter, StreamState, get_adapter, make_prompt
 from specsweep.records import RECORD_FORMAT_VERSION, write_jsonl_atomic
 from specsweep.stats import windows_converged, WARMUP_CRITERION
 
@@ -391,6 +391,24 @@ class _Runner:
         return records
 
 
+async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: TextIO) -> str | None:
+    """The first model id of ``GET /v1/models`` (OpenAI ``model`` field), or None when not served.
+
+    OpenAI-compatible servers may reject a ``model`` they do not serve; asking is
+    cheaper than guessing. A failure is logged, and the adapter's default is used.
+    """
+    try:
+        async with session.get(base_url.rstrip("/") + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as r:
+            if r.status == 200:
+                data = (await r.json()).get("data") or []
+                if data and data[0].get("id"):
+                    return str(data[0]["id"])
+            log.write(f"[client] GET /v1/models: HTTP {r.status} or no model id; using the default model name\n")
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        log.write(f"[client] GET /v1/models failed ({type(exc).__name__}: {exc}); using the default model name\n")
+    return None
+
+
 async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO
 ) -> dict[str, Any]:
@@ -405,6 +423,10 @@ async def run_workload_async(
     log.flush()
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
+        if isinstance(runner.adapter, CompletionsAdapter) and "model" not in workload:
+            model = await served_model_name(session, base_url, log)
+            if model is not None:
+                runner.adapter.model = model
         report = await runner.warmup(session, Path(warmup_path))
         await runner.measure(session, Path(measured_path))
     return report

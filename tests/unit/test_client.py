@@ -77,7 +77,11 @@ def make_app(beh: Behaviour) -> web.Application:
         await resp.write_eof()
         return resp
 
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "served-model", "object": "model"}]})
+
     app = web.Application()
+    app.router.add_get("/v1/models", models)
     app.router.add_post("/generate", generate)
     app.router.add_post("/v1/completions", completions)
     return app
@@ -160,6 +164,7 @@ def test_completions_endpoint(server, tmp_path: Path):
         assert r["spec_verify_ct"] is None
     body = beh.bodies[-1]
     assert isinstance(body["prompt"], str) and body["max_tokens"] == OUTPUT_LEN and body["ignore_eos"] is True
+    assert body["model"] == "served-model" and body["stream_options"] == {"include_usage": True}
 
 
 def test_failed_and_incomplete_are_recorded_not_dropped(server, tmp_path: Path):
