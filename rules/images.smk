@@ -9,26 +9,11 @@
 # manifest keeps its mtime when its content is unchanged (configurations that
 # use the image do not rerun).
 
-from specsweep.docker import content_spec_json, image_tag
+from specsweep.docker import ImageRuleInputs
 
-
-def image_spec_json(wildcards):
-    """This image's entry under `images:` (content keys only), canonical JSON."""
-    return content_spec_json(config["images"][wildcards.image])
-
-
-def image_content_tag(wildcards):
-    """specsweep/<image>:<12 hex>, computed from the bytes that go into the build."""
-    return image_tag(wildcards.image, config["images"][wildcards.image], workflow.basedir)
-
-
-def all_image_manifests(wildcards):
-    return [f"results/images/{name}.json" for name in sorted(config.get("images") or {})]
-
-
-def registry_json(wildcards):
-    """The registry mapping (url, namespace, username, password_env: a variable NAME)."""
-    return content_spec_json(config.get("registry") or {})
+# Named input functions (specsweep.docker.ImageRuleInputs), given this
+# workflow's `images`, `registry` and root explicitly.
+IMAGES = ImageRuleInputs(config.get("images"), config.get("registry"), workflow.basedir)
 
 
 rule build_image:
@@ -37,8 +22,8 @@ rule build_image:
     output:
         "results/images/{image}.json",
     params:
-        spec=image_spec_json,
-        tag=image_content_tag,
+        spec=IMAGES.spec_json,
+        tag=IMAGES.tag,
     log:
         "results/images/logs/build_{image}.log",
     benchmark:
@@ -52,11 +37,11 @@ rule build_image:
 
 rule push_images:
     input:
-        all_image_manifests,
+        IMAGES.all_manifests,
     output:
         "results/images/pushed.json",
     params:
-        registry=registry_json,
+        registry=IMAGES.registry_json,
     log:
         "results/images/logs/push_images.log",
     localrule: True

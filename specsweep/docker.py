@@ -730,3 +730,38 @@ def remove_leftovers(config_name: str, *, docker: str = "docker") -> list[str]:
     (a previous run's server killed before its teardown); returns their names."""
     names = containers_with_label(f"{CONFIG_LABEL_KEY}={config_name}", docker=docker)
     return [n for n in names if remove_container(n, docker=docker)]
+
+
+# --------------------------------------------------------------------------
+# Snakemake input functions (rules/images.smk)
+
+
+class ImageRuleInputs:
+    """Named input/params functions of rules/images.smk, bound to the config's
+    ``images`` and ``registry`` and to the workflow root.
+
+    Why a class here and not ``def``s in the .smk: the functions stay
+    importable and testable, the rule file stays wiring only, and nothing reads
+    a global ``config``: it is handed over once, explicitly.
+    """
+
+    def __init__(self, images: Mapping[str, Any] | None, registry: Mapping[str, Any] | None, root: Path) -> None:
+        self.images = dict(images or {})
+        self.registry = dict(registry or {})
+        self.root = Path(root)
+
+    def spec_json(self, wildcards: Any) -> str:
+        """This image's spec (content keys only) as canonical JSON."""
+        return content_spec_json(self.images[wildcards.image])
+
+    def tag(self, wildcards: Any) -> str:
+        """The content-addressed tag the build must produce."""
+        return image_tag(wildcards.image, self.images[wildcards.image], self.root)
+
+    def all_manifests(self, wildcards: Any) -> list[str]:
+        """Every image's manifest (what `push` needs)."""
+        return [f"results/images/{name}.json" for name in sorted(self.images)]
+
+    def registry_json(self, wildcards: Any) -> str:
+        """The registry mapping as canonical JSON (password_env is a variable NAME)."""
+        return canonical_json(self.registry)
