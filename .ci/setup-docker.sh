@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a Debian bookworm CI host (root) for the Docker tests of specsweep:
-#   1. install docker.io, docker-registry, debootstrap (Debian packages);
+#   1. install docker.io, docker-registry, debootstrap, curl (Debian packages);
 #   2. start dockerd in the background with a log file, wait until
 #      `docker info` works;
 #   3. start a local registry on 127.0.0.1:5000 (push/pull tests);
@@ -30,7 +30,7 @@ mkdir -p "$LOG_DIR"
 
 # 1. packages ---------------------------------------------------------------
 need=()
-for pkg in docker.io docker-registry debootstrap; do
+for pkg in docker.io docker-registry debootstrap curl ca-certificates; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [[ ${#need[@]} -gt 0 ]]; then
