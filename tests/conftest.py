@@ -10,7 +10,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 # What a copy of the workflow needs to run in a temporary directory.
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config"]
+WORKFLOW_FILES = [
+    "Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep",
+    "pyproject.toml", "requirements.txt",
+]
 
 
 @pytest.fixture
@@ -19,13 +22,11 @@ def repo_root() -> Path:
 
 
 def copy_workflow(dest: Path) -> Path:
-    """A private copy of the workflow (the package itself is imported from the checkout)."""
+    """A private copy of the workflow, package included (model configs are read by relative path)."""
     for name in WORKFLOW_FILES:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name)
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         elif src.exists():
             shutil.copy2(src, dest / name)
-    # The reference engine's model configs are read by relative path.
-    shutil.copytree(REPO / "specsweep" / "refengine" / "configs", dest / "specsweep" / "refengine" / "configs")
     return dest
