@@ -84,8 +84,6 @@ def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):
         assert s["status"] == "ok", (name, s.get("reason"), s.get("detail"))
     tok_s = {name: s["metrics"]["output_tok_s"]["p50"] for name, s in ok.items()}
     assert len(set(tok_s.values())) == 3, tok_s
-    # Communication matters: the same speculation over shared memory beats gloo.
-    assert tok_s["eagle3-shm"] > tok_s["eagle3-gloo"], tok_s
     assert ok["eagle3-shm"]["metrics"]["accept_length"]["value"] > 1.0
     # Without speculation there is no accept length: absent with a reason, never 0.
     assert "accept_length" not in ok["nospec"]["metrics"]
