@@ -36,12 +36,13 @@ SMALL_WORKLOAD = {
 def small_config() -> dict:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["defaults"]["workload"].update(SMALL_WORKLOAD)
-    # A server that dies during startup: preflight accepts the flags, the engine
-    # cannot find a model there. Its failure is a result; the others complete.
+    # A server that dies during startup: the flags parse (preflight runs where
+    # the server may not), but this machine has no CUDA device. Its failure is
+    # a result; the other configurations complete.
     config["configurations"]["crashes"] = {
-        "description": "model directory that does not exist",
+        "description": "asks for CUDA on a machine without a GPU",
         "extends": "nospec",
-        "server_args": {"model-path": "specsweep/refengine/configs/does-not-exist"},
+        "server_args": {"device": "cuda", "all-reduce-backend": "nccl"},
     }
     return config
 
