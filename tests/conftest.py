@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 # What a copy of the workflow needs to run in a temporary directory.
 WORKFLOW_FILES = [
     "Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep",
-    "pyproject.toml", "requirements.txt",
+    "pyproject.toml", "requirements.txt", "config.yaml",
 ]
 
 
