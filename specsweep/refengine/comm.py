@@ -42,6 +42,9 @@ import torch
 
 CACHE_LINE = 64
 ALIGN = 4096
+SPIN_ONLY = 256  # flag checks (~0.1 us each) before yielding the core
+SPIN_YIELD = 2048  # then sched_yield() checks, then sleeps
+SLEEP_S = 50e-6
 SAFE_CUDA_ENV = {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0"}
 
 
@@ -229,22 +232,35 @@ class ShmComm(Communicator):
         self.gen = g
 
     def _wait(self, g: int) -> None:
+        """Wait until every peer published generation ``g``.
+
+        Three phases, because the box may be shared: a pure spin (the common
+        case: peers do the same work and arrive within microseconds), then
+        ``sched_yield`` (hands the core to a descheduled peer on an
+        oversubscribed machine, and releases the GIL for rank 0's HTTP
+        thread), then short sleeps so a long wait (a peer still prefilling, a
+        loaded machine) does not burn a core.
+        """
         flags = self.flags
         deadline = 0.0
         for idx in self._peers:
             spins = 0
             while flags[idx] < g:
                 spins += 1
-                if spins & 63 == 0:
-                    os.sched_yield()  # lets an oversubscribed peer (and rank 0's HTTP thread) run
-                    if spins & 0xFFFF == 0:
-                        now = time.monotonic()
-                        if deadline == 0.0:
-                            deadline = now + self.timeout_s
-                        elif now > deadline:
-                            raise CommError(f"shm all-reduce: peer flag {idx} stuck below {g} for {self.timeout_s}s")
-                        if self.rank != 0 and os.getppid() != self._ppid:
-                            raise CommError("shm all-reduce: rank 0 is gone")
+                if spins < SPIN_ONLY:
+                    continue
+                if spins < SPIN_YIELD:
+                    os.sched_yield()
+                    continue
+                time.sleep(SLEEP_S)
+                if spins & 1023 == 0:
+                    now = time.monotonic()
+                    if deadline == 0.0:
+                        deadline = now + self.timeout_s
+                    elif now > deadline:
+                        raise CommError(f"shm all-reduce: peer flag {idx} stuck below {g} for {self.timeout_s}s")
+                    if self.rank != 0 and os.getppid() != self._ppid:
+                        raise CommError("shm all-reduce: rank 0 is gone")
 
     def close(self) -> None:
         self._views.clear()

@@ -106,10 +106,12 @@ class Engine:
         self.inbox.put((fn, out))
         return out
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the scheduler to finish its current step and exit; wait up to ``timeout_s``."""
         self._stop = True
         self.inbox.put(None)
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
 
     def max_request_tokens(self) -> int:
         """Largest prompt + max_new_tokens a request may ask for."""

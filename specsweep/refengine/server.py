@@ -20,11 +20,11 @@ import threading
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__
 from .cli import parse_args, resolved_args_dict
-from .comm import CommError, CommSpec, prepare_spec
+from .comm import SAFE_CUDA_ENV, CommError, check_cuda_env, prepare_spec
 from .config import ModelConfig, load_config
 from .engine import Engine, Request
 from .http import ServerState, build_app
@@ -169,14 +169,19 @@ def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backe
     return info
 
 
-async def _serve(ns: argparse.Namespace, state: ServerState, engine: Engine) -> None:
+async def _serve(ns: argparse.Namespace, state: ServerState, engine: Engine, on_signal: Callable[[], None]) -> None:
     from aiohttp import web
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def signalled() -> None:
+        on_signal()  # first: a SIGTERM to the whole group also ends the followers; that is not a failure
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(build_app(state), access_log=None)
+        loop.add_signal_handler(sig, signalled)
+    runner = web.AppRunner(build_app(state), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, ns.host, ns.port)
     await site.start()
@@ -233,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             log.error("--device cuda requested but CUDA is not available")
             return 1
+        problems = check_cuda_env(env)
+        if problems:
+            log.error("%s", "; ".join(problems))
+            return 1
+        for key, value in SAFE_CUDA_ENV.items():  # inherited by every rank, before any CUDA communicator exists
+            os.environ.setdefault(key, value)
     world = ns.tp_size
     context = min(ns.context_length or cfg.max_position_embeddings, cfg.max_position_embeddings)
     max_tokens = max(CHUNK_TOKENS, ns.max_running_requests * ((k or 0) + 1))
@@ -268,18 +279,20 @@ def main(argv: list[str] | None = None) -> int:
             server_info=lambda: _server_info(ns, cfg, engine, model.comm.name, world, rank_infos, simulate))
         engine.start()
         try:
-            asyncio.run(_serve(ns, state, engine))
+            asyncio.run(_serve(ns, state, engine, ranks.shutting_down.set))
         except OSError as exc:
             log.error("HTTP server failed: %s", exc)
-            engine.stop()
             ranks.kill()
             return 1
         failed = engine.error is not None or not engine.alive()
-        engine.stop()
         ranks.shutting_down.set()
-        driver.shutdown()
+        # A step in flight finishes first; if a follower is already gone (group SIGTERM) the
+        # scheduler may be stuck in an all-reduce: it is a daemon thread, so we do not wait long.
+        engine.stop(timeout_s=5.0)
+        if not engine.alive():
+            driver.shutdown()
+            model.comm.close()
         ranks.stop()
-        model.comm.close()
         if failed:
             log.error("scheduler stopped: %s", engine.error)
             return 1

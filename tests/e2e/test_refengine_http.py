@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -331,4 +332,31 @@ def test_rank0_death_takes_followers(tmp_path: Path) -> None:
         s.proc.wait(timeout=30)
     finally:
         s.stop()
+    assert _wait_gone(pids) == []
+
+
+def test_group_sigterm_mid_request_exits_cleanly(tmp_path: Path) -> None:
+    """A supervisor's killpg(SIGTERM) during a request ends every rank and is not reported as a failure."""
+    import threading
+
+    s = Server(["--tp-size", "2", *SPEC_ARGS], log=tmp_path / "log")
+    try:
+        s.wait_ready()
+        pids = json.loads(_get(s.base, "/server_info")[1])["rank_pids"]
+        body = {"text": "long", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}}
+        outcome: list[BaseException] = []
+
+        def request() -> None:
+            try:
+                _post(s.base, "/generate", body)
+            except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
+                outcome.append(exc)  # expected: the server goes away mid-request
+
+        threading.Thread(target=request, daemon=True).start()
+        time.sleep(1.0)
+        os.killpg(s.proc.pid, signal.SIGTERM)
+        code = s.proc.wait(timeout=30)
+    finally:
+        s.stop()
+    assert code == 0, s.log_text()[-2000:]
     assert _wait_gone(pids) == []

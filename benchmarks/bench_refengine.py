@@ -1,0 +1,240 @@
+"""Benchmark of the reference engine: all-reduce micro-benchmark, then the real server.
+
+1. All-reduce latency per backend (median over many iterations, rank 0's clock;
+   on CUDA each call is bracketed by CUDA events) at several sizes, and the
+   speed-up of the second backend over the first at 28 KiB.
+2. Single-stream generation through the HTTP server for no speculation and
+   EAGLE3 (SGLANG_SIMULATE_ACC_LEN fixes the accept length) over each backend:
+   tok/s, accept length, verify ms and the share of verify spent in all-reduce,
+   plus the break-even accept length (cycle time x baseline tok/s).
+
+CPU (default):  python benchmarks/bench_refengine.py
+GPU (H200):     python benchmarks/bench_refengine.py --device cuda --backends nccl,symm_mem --tp 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specsweep.refengine.multirank import run_on_ranks  # noqa: E402
+
+
+def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, warmup: int, dtype_name: str) -> dict:
+    """Median seconds per all-reduce for each size, timed on this rank."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    device = comm.device
+    out = {}
+    for kib in sizes_kib:
+        numel = kib * 1024 // torch.empty((), dtype=dtype).element_size()
+        t = torch.ones(numel, dtype=dtype, device=device)
+        for _ in range(warmup):
+            comm.all_reduce(t)
+            t.fill_(1)
+        times = []
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            events = []
+            for _ in range(iters):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                comm._all_reduce(t)
+                e.record()
+                events.append((s, e))
+            torch.cuda.synchronize()
+            times = [s.elapsed_time(e) / 1000 for s, e in events]
+        else:
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                comm._all_reduce(t)
+                times.append(time.perf_counter() - t0)
+        t.fill_(1)
+        comm.all_reduce(t)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        correct = bool((t == comm.world_size).all().item())
+        out[kib] = {"median_s": statistics.median(times), "p10_s": sorted(times)[len(times) // 10],
+                    "iters": iters, "correct": correct}
+    return out
+
+
+def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str) -> dict:
+    results = {}
+    for b in backends:
+        n = iters if b != "gloo" else max(50, iters // 5)
+        per_rank = run_on_ranks(_allreduce_latency, b, tp, args=(sizes, n, max(10, n // 10), dtype),
+                                device=device, max_bytes=max(sizes) * 1024 + 4096)
+        results[b] = per_rank[0]
+    print(f"\n== all-reduce latency, {tp} ranks on {device}, dtype {dtype} (median of many calls, rank 0) ==")
+    header = f"{'size':>8} " + " ".join(f"{b + ' (us)':>16}" for b in backends)
+    print(header)
+    for kib in sizes:
+        row = f"{str(kib) + ' KiB':>8} " + " ".join(
+            f"{results[b][kib]['median_s'] * 1e6:>16.1f}" + ("" if results[b][kib]["correct"] else " WRONG")
+            for b in backends)
+        print(row)
+    if len(backends) >= 2 and 28 in sizes:
+        a, b = backends[0], backends[1]
+        ratio = results[a][28]["median_s"] / results[b][28]["median_s"]
+        print(f"speed-up of {b} over {a} at 28 KiB: {ratio:.1f}x")
+    return results
+
+
+class Server:
+    """One engine server subprocess (own session; SIGTERM on exit)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "specsweep.refengine", "--port", str(self.port), *args],
+                                     cwd=REPO, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; see {log}")
+            try:
+                with urllib.request.urlopen(self.base + "/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("server not ready")
+
+    def generate(self, input_ids: list[int], max_new: int) -> dict[str, Any]:
+        body = {"input_ids": input_ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True,
+                                                            "temperature": 0.0}}
+        req = urllib.request.Request(self.base + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def bench_server(name: str, args: list[str], env: dict[str, str], n_req: int, input_len: int, output_len: int,
+                 warmup: int, log_dir: Path) -> dict[str, Any]:
+    server = Server(args, env, log_dir / f"{name}.log")
+    try:
+        prompts = [[(97 + (i * 7 + j) % 26) for j in range(input_len)] for i in range(warmup + n_req)]
+        for p in prompts[:warmup]:
+            server.generate(p, output_len)
+        metas = []
+        t0 = time.perf_counter()
+        for p in prompts[warmup:]:
+            metas.append(server.generate(p, output_len)["meta_info"])
+        wall = time.perf_counter() - t0
+    finally:
+        server.close()
+    tokens = sum(m["completion_tokens"] for m in metas)
+    t = {k: sum(m["timing"][k] for m in metas) for k in metas[0]["timing"]}
+    verify_ct = sum(m.get("spec_verify_ct", m["timing"]["forward_ct"]) for m in metas)
+    return {
+        "name": name,
+        "tok_s": tokens / sum(m["e2e_latency"] for m in metas),
+        "wall_tok_s": tokens / wall,
+        "accept_length": tokens / verify_ct if "spec_verify_ct" in metas[0] else None,
+        "verify_ms": t["verify_s"] / t["forward_ct"] * 1e3,
+        "draft_ms": t["draft_s"] / t["forward_ct"] * 1e3,
+        "allreduce_per_verify": t["allreduce_ct"] / t["forward_ct"],
+        "comm_share": t["verify_comm_s"] / t["verify_s"],
+        "ar_us": t["verify_comm_s"] / max(t["allreduce_ct"], 1) * 1e6,
+        "cycle_ms": (t["verify_s"] + t["draft_s"]) / t["forward_ct"] * 1e3,
+    }
+
+
+def print_server_table(rows: list[dict[str, Any]], label: str) -> None:
+    print(f"\n== single stream through the HTTP server ({label}) ==")
+    print(f"{'configuration':<16}{'tok/s':>8}{'accept':>8}{'draft ms':>10}{'verify ms':>10}{'AR/verify':>10}"
+          f"{'AR us':>8}{'AR share':>10}{'cycle ms':>10}")
+    for r in rows:
+        acc = f"{r['accept_length']:.2f}" if r["accept_length"] is not None else "-"
+        print(f"{r['name']:<16}{r['tok_s']:>8.1f}{acc:>8}{r['draft_ms']:>10.2f}{r['verify_ms']:>10.2f}"
+              f"{r['allreduce_per_verify']:>10.0f}{r['ar_us']:>8.1f}{r['comm_share'] * 100:>9.1f}%{r['cycle_ms']:>10.2f}")
+    base = next((r for r in rows if r["accept_length"] is None), None)
+    if base:
+        print(f"break-even accept length = cycle time x baseline tok/s (baseline {base['name']}, "
+              f"{base['tok_s']:.1f} tok/s):")
+        for r in rows:
+            if r["accept_length"] is not None:
+                be = r["cycle_ms"] / 1e3 * base["tok_s"]
+                verdict = "pays" if r["accept_length"] > be else "does not pay"
+                print(f"  {r['name']:<16} cycle {r['cycle_ms']:.2f} ms -> break-even {be:.2f}, "
+                      f"accept {r['accept_length']:.2f}: speculation {verdict}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--backends", default=None, help="comma list (default: gloo,shm on cpu; nccl,symm_mem on cuda)")
+    p.add_argument("--tp", type=int, default=2)
+    p.add_argument("--sizes-kib", default="4,28,112,448")
+    p.add_argument("--iters", type=int, default=2000, help="all-reduce iterations per size (gloo gets a fifth)")
+    p.add_argument("--dtype", default=None, help="all-reduce dtype (default float32 on cpu, bfloat16 on cuda)")
+    p.add_argument("--model-path", default=str(REPO / "specsweep" / "refengine" / "configs" / "tiny"))
+    p.add_argument("--num-requests", type=int, default=6)
+    p.add_argument("--warmup-requests", type=int, default=2)
+    p.add_argument("--input-len", type=int, default=32)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--acc-len", default="2.5", help="SGLANG_SIMULATE_ACC_LEN for the EAGLE3 runs")
+    p.add_argument("--num-steps", type=int, default=3)
+    p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--skip-server", action="store_true")
+    p.add_argument("--log-dir", default="/tmp/bench_refengine")
+    a = p.parse_args()
+    backends = (a.backends or ("gloo,shm" if a.device == "cpu" else "nccl,symm_mem")).split(",")
+    dtype = a.dtype or ("float32" if a.device == "cpu" else "bfloat16")
+    sizes = [int(s) for s in a.sizes_kib.split(",")]
+    print(f"bench_refengine: device={a.device} tp={a.tp} backends={backends} cpus={os.cpu_count()}")
+    if not a.skip_allreduce:
+        bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype)
+    if not a.skip_server:
+        log_dir = Path(a.log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        common = ["--model-path", a.model_path, "--tp-size", str(a.tp), "--device", a.device, "--random-seed", "0"]
+        env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} if a.device == "cpu" else {}
+        spec = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", str(a.num_steps),
+                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(a.num_steps + 1)]
+        runs = [(f"nospec-{b}", common + ["--all-reduce-backend", b], env) for b in backends]
+        runs += [(f"eagle3-{b}", common + spec + ["--all-reduce-backend", b],
+                  {**env, "SGLANG_SIMULATE_ACC_LEN": a.acc_len}) for b in backends]
+        rows = [bench_server(n, args, e, a.num_requests, a.input_len, a.output_len, a.warmup_requests, log_dir)
+                for n, args, e in runs]
+        # Baseline first: the fastest no-speculation run.
+        nospec = sorted((r for r in rows if r["accept_length"] is None), key=lambda r: -r["tok_s"])
+        ordered = nospec + [r for r in rows if r["accept_length"] is not None]
+        print_server_table(ordered, f"{Path(a.model_path).name}, {a.input_len} in / {a.output_len} out, "
+                           f"{a.num_requests} requests, SGLANG_SIMULATE_ACC_LEN={a.acc_len}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
