@@ -57,6 +57,12 @@ def preflight_of_image_users(wildcards):
     return [ancient(f"results/{name}/preflight.json") for name in users]
 
 
+def image_spec_json(wildcards):
+    """The spec of this configuration's image (null when it runs locally)."""
+    image = PLANS[wildcards.config].get("image")
+    return canonical_json((config.get("images") or {}).get(image) if image else None)
+
+
 def gpus_of(wildcards):
     return int(PLANS[wildcards.config].get("gpus", 0))
 

@@ -17,6 +17,8 @@ rule preflight_config:
         parser=parser_env_input,
     output:
         "results/{config}/preflight.json",
+    params:
+        image=image_spec_json,
     log:
         "results/{config}/logs/preflight_config.log",
     conda:

@@ -6,4 +6,5 @@ from specsweep.pipeline import preflight_config
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
-    sys.exit(preflight_config(snakemake.input.plan, snakemake.input.parser, snakemake.output[0], log))  # noqa: F821
+    inp, params = snakemake.input, snakemake.params  # noqa: F821
+    sys.exit(preflight_config(inp.plan, inp.parser, params.image, snakemake.output[0], log))  # noqa: F821

@@ -21,28 +21,38 @@ def read_jsonl(path: Path | str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def preflight_config(plan_path: str, parser_ready: Any, out_path: str, log: TextIO) -> int:
-    """Check one plan with its engine's own parser; write the result, or fail (exit 1).
+def preflight_config(plan_path: str, parser_ready: Any, image_spec_json: str, out_path: str, log: TextIO) -> int:
+    """Check one plan with its engine's own parser; write the result, or fail the job.
 
     A configuration that fails preflight must not reach an image build or a
-    launch: the error names the configuration and the flag.
+    launch: the error names the configuration and the flag. Warnings (a
+    variant that will fall back, a deprecated flag) are kept in the result.
     """
     plan = read_json(plan_path)
     engine = get_engine(plan["engine"])
     errors = list(engine.preflight(plan))
+    warnings: list[str] = []
     checked_with = "specsweep.refengine.cli"
     if plan["engine"] == "sglang":
         from specsweep.sglang.preflight import preflight_plans
 
+        image_spec = json.loads(image_spec_json)
+        images = {plan["image"]: image_spec} if plan.get("image") and image_spec else None
         ready = read_json(parser_ready if isinstance(parser_ready, str) else parser_ready[0])
-        result = preflight_plans([plan], ready["python"])[plan["name"]]
+        result = preflight_plans([plan], ready["python"], images)[plan["name"]]
         errors += [e for e in result["errors"] if e not in errors]
-        checked_with = f"sglang {ready.get('sglang_version', '?')} ServerArgs parser"
+        warnings = list(result.get("warnings", []))
+        checked_with = f"sglang {result.get('sglang_version') or '?'} ServerArgs parser"
+    for warning in warnings:
+        print(f"preflight warning: {warning}", file=log)
     if errors:
         for error in errors:
             print(f"preflight failed: {error}", file=log)
         raise SystemExit(f"preflight of configuration {plan['name']!r} failed:\n  " + "\n  ".join(errors))
-    write_json_atomic(out_path, {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": checked_with})
+    write_json_atomic(
+        out_path,
+        {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": checked_with, "warnings": warnings},
+    )
     print(f"preflight ok: {plan['name']} ({checked_with})", file=log)
     return 0
 
