@@ -198,3 +198,21 @@ def test_packaged_configs_load(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(ValueError, match="num_hidden_layers"):
         load_config(tmp_path)
+
+
+def test_dense_moe_equals_sparse_top_k_reference() -> None:
+    """The batched MoE equals a per-token loop over the k chosen experts (plus the shared expert)."""
+    m = _model()
+    layer = m.layers[1]
+    assert "router" in layer
+    x = torch.randn(5, SMALL.hidden_size, generator=torch.Generator().manual_seed(3))
+    got = m._moe(x, layer)
+    ref = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        scores = torch.sigmoid(x[t] @ layer["router"])
+        w, idx = scores.topk(SMALL.num_experts_per_tok)
+        w = w / w.sum() * SMALL.routed_scaling_factor
+        for wi, e in zip(w.tolist(), idx.tolist()):
+            ref[t] += wi * m._mlp(x[t:t + 1], {"wgu": layer["wgu"][e], "wd": layer["wd"][e]})[0]
+        ref[t] += m._mlp(x[t:t + 1], layer["shared"])[0]
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
