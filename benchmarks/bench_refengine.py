@@ -74,12 +74,13 @@ def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, w
     return out
 
 
-def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str) -> dict:
+def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str,
+                    force: bool = False) -> dict:
     results = {}
     for b in backends:
         n = iters if b != "gloo" else max(50, iters // 5)
         per_rank = run_on_ranks(_allreduce_latency, b, tp, args=(sizes, n, max(10, n // 10), dtype),
-                                device=device, max_bytes=max(sizes) * 1024 + 4096)
+                                device=device, max_bytes=max(sizes) * 1024 + 4096, force_collectives=force)
         results[b] = per_rank[0]
     print(f"\n== all-reduce latency, {tp} ranks on {device}, dtype {dtype} (median of many calls, rank 0) ==")
     header = f"{'size':>8} " + " ".join(f"{b + ' (us)':>16}" for b in backends)
@@ -207,6 +208,8 @@ def main() -> int:
     p.add_argument("--acc-len", default="2.5", help="SGLANG_SIMULATE_ACC_LEN for the EAGLE3 runs")
     p.add_argument("--num-steps", type=int, default=3)
     p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--force-collectives", action="store_true",
+                   help="run the real collective even with --tp 1 (checks a backend's code path on one GPU)")
     p.add_argument("--skip-server", action="store_true")
     p.add_argument("--log-dir", default="/tmp/bench_refengine")
     a = p.parse_args()
@@ -215,7 +218,7 @@ def main() -> int:
     sizes = [int(s) for s in a.sizes_kib.split(",")]
     print(f"bench_refengine: device={a.device} tp={a.tp} backends={backends} cpus={os.cpu_count()}")
     if not a.skip_allreduce:
-        bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype)
+        bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype, a.force_collectives)
     if not a.skip_server:
         log_dir = Path(a.log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ import mmap
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,12 @@ class CommSpec:
     shm_path: str | None = None
     max_bytes: int = 1 << 20
     timeout_s: float = 600.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    force_collectives: bool = False  # run the real collective even with one rank (to check a backend on one device)
+
+    @property
+    def active(self) -> bool:
+        """Whether calls really communicate (else a validated no-op)."""
+        return self.world_size > 1 or self.force_collectives
 
 
 def free_port() -> int:
@@ -97,12 +102,14 @@ def create_shm_segment(world_size: int, max_bytes: int) -> str:
     return str(path)
 
 
-def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20) -> CommSpec:
+def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20,
+                 force_collectives: bool = False) -> CommSpec:
     """Rank 0's half of the rendezvous: pick a port or create the shm segment."""
     if backend not in ("gloo", "shm", "nccl", "symm_mem"):
         raise CommError(f"unknown all-reduce backend {backend!r}")
-    spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes)
-    if world_size > 1:
+    spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes,
+                    force_collectives=force_collectives)
+    if spec.active:
         if backend == "shm":
             spec.shm_path = create_shm_segment(world_size, max_bytes)
         else:
@@ -115,9 +122,11 @@ class Communicator:
 
     name = "base"
 
-    def __init__(self, rank: int, world_size: int, device: torch.device, timed: bool = True) -> None:
+    def __init__(self, rank: int, world_size: int, device: torch.device, timed: bool = True,
+                 active: bool | None = None) -> None:
         self.rank = rank
         self.world_size = world_size
+        self.active = world_size > 1 if active is None else active
         self.device = device
         self.timed = timed
         self.count = 0
@@ -127,7 +136,7 @@ class Communicator:
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """Sum ``t`` over all ranks in place and return it."""
         self.count += 1
-        if self.world_size == 1:
+        if not self.active:
             return t
         if not self.timed:
             self._all_reduce(t)
@@ -161,7 +170,7 @@ class Communicator:
         self._seconds = 0.0
 
     def describe(self) -> str:
-        note = ", all-reduce is a no-op" if self.world_size == 1 else ""
+        note = ", all-reduce is a no-op" if not self.active else ""
         return f"{self.name} (world_size={self.world_size}{note})"
 
     def close(self) -> None:
@@ -174,14 +183,14 @@ class ShmComm(Communicator):
     name = "shm"
 
     def __init__(self, rank: int, spec: CommSpec, timed: bool = True) -> None:
-        super().__init__(rank, spec.world_size, torch.device("cpu"), timed)
+        super().__init__(rank, spec.world_size, torch.device("cpu"), timed, spec.active)
         self.max_bytes = spec.max_bytes
         self.timeout_s = spec.timeout_s
         self.gen = 0
         self._views: dict[tuple[torch.dtype, int], tuple[list[torch.Tensor], list[list[torch.Tensor]]]] = {}
         self._mm: mmap.mmap | None = None
         self._ppid = os.getppid()
-        if spec.world_size == 1:
+        if not spec.active:
             return
         if spec.shm_path is None:
             raise CommError("shm backend: no shared-memory segment was created by rank 0")
@@ -226,7 +235,10 @@ class ShmComm(Communicator):
         self.flags[self._mine] = g  # x86 TSO: the slot stores above are visible before this one
         self._wait(g)
         s = slots[p]
-        torch.add(s[0], s[1], out=flat)
+        if len(s) == 1:
+            flat.copy_(s[0])
+        else:
+            torch.add(s[0], s[1], out=flat)
         for extra in s[2:]:
             flat.add_(extra)
         self.gen = g
@@ -278,10 +290,10 @@ class TorchDistComm(Communicator):
     """gloo (CPU) or NCCL (CUDA) through ``torch.distributed``."""
 
     def __init__(self, rank: int, spec: CommSpec, device: torch.device, timed: bool = True) -> None:
-        super().__init__(rank, spec.world_size, device, timed)
+        super().__init__(rank, spec.world_size, device, timed, spec.active)
         self.name = "gloo" if spec.backend == "gloo" else "nccl"
         self._initialised = False
-        if spec.world_size == 1:
+        if not spec.active:
             return
         import torch.distributed as dist
 
@@ -322,7 +334,7 @@ class SymmMemComm(TorchDistComm):
         super().__init__(rank, nccl_spec, device, timed)
         self.name = "symm_mem"
         self.max_bytes = spec.max_bytes
-        if spec.world_size == 1:
+        if not spec.active:
             return
         try:
             import torch.distributed._symmetric_memory as symm_mem

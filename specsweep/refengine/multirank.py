@@ -30,13 +30,14 @@ def _entry(rank: int, spec: CommSpec, fn: Callable[..., Any], args: tuple, num_t
 
 
 def run_on_ranks(fn: Callable[..., Any], backend: str, world_size: int, args: tuple = (), device: str = "cpu",
-                 max_bytes: int = 4 << 20, num_threads: int = 1, timeout_s: float = 300.0) -> list[Any]:
+                 max_bytes: int = 4 << 20, num_threads: int = 1, timeout_s: float = 300.0,
+                 force_collectives: bool = False) -> list[Any]:
     """Call ``fn(rank, comm, *args)`` on every rank; return the results in rank order.
 
     ``fn`` must be importable (spawn pickles it by name). Any rank's exception is
     re-raised here with that rank's traceback.
     """
-    spec = prepare_spec(backend, world_size, device, max_bytes=max_bytes)
+    spec = prepare_spec(backend, world_size, device, max_bytes=max_bytes, force_collectives=force_collectives)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_entry, args=(r, spec, fn, args, num_threads, q), daemon=True)
