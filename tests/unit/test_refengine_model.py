@@ -216,3 +216,19 @@ def test_dense_moe_equals_sparse_top_k_reference() -> None:
             ref[t] += wi * m._mlp(x[t:t + 1], {"wgu": layer["wgu"][e], "wd": layer["wd"][e]})[0]
         ref[t] += m._mlp(x[t:t + 1], layer["shared"])[0]
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_matches_cpu() -> None:
+    """The same seeded model gives the same logits on CUDA (float32) as on the CPU."""
+    outs = []
+    for device in ("cpu", "cuda"):
+        comm = make_communicator(0, prepare_spec("shm" if device == "cpu" else "nccl", 1, device))
+        m = TPModel(SMALL, 0, 1, comm, torch.device(device), torch.float32, 0, with_draft=True)
+        m.alloc(0, 64)
+        a = m.forward_target(PROMPT, [Segment(0, 0, len(PROMPT))], "last")
+        b = m.forward_target([11, 12, 13, 14], [Segment(0, len(PROMPT), 4)], "all")
+        c = m.forward_draft(PROMPT + [11], [Segment(0, 0, len(PROMPT) + 1)], "target", "last")
+        outs.append(torch.cat([a, b, c]).cpu())
+    torch.testing.assert_close(outs[1], outs[0], atol=2e-3, rtol=1e-3)
