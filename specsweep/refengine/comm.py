@@ -314,8 +314,9 @@ class TorchDistComm(Communicator):
         )
         self._initialised = True
         self._dist = dist
-        # One warm-up collective so that connection set-up is not billed to the first request.
-        self._all_reduce(torch.zeros(8, device=device))
+        # One warm-up collective so that connection set-up is not billed to the first request
+        # (through dist directly: a subclass's _all_reduce may not be ready yet).
+        dist.all_reduce(torch.zeros(8, device=device))
 
     def _all_reduce(self, t: torch.Tensor) -> None:
         self._dist.all_reduce(t)

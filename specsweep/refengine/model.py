@@ -170,7 +170,7 @@ class TPModel:
     # ------------------------------------------------------------ components
     def _rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin rows for the batch's positions, computed once per forward (not per layer)."""
-        return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+        return self.cos[positions][:, None, None], self.sin[positions][:, None, None]
 
     def _rope(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         half = self.head_dim // 2
@@ -196,9 +196,9 @@ class TPModel:
         """Partial (un-reduced) attention output of this rank's heads, [T, hidden]."""
         T = x.shape[0]
         hl, d = self.local_heads, self.head_dim
-        q, k, v = (x @ w["wqkv"]).view(T, 3, hl, d).unbind(1)
-        q = self._rope(q, rope)
-        k = self._rope(k, rope)
+        qkv = (x @ w["wqkv"]).view(T, 3, hl, d)
+        q, k = self._rope(qkv[:, :2], rope).unbind(1)  # q and k rotated in one go
+        v = qkv[:, 2]
         out = torch.empty(T, hl, d, device=x.device, dtype=x.dtype)
         off = 0
         for seg, mask, (kc, vc) in zip(segs, masks, caches):
