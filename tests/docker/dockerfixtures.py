@@ -1,4 +1,6 @@
-"""Fixtures of the Docker tests. They FAIL, never skip, when the Docker engine
+"""Fixtures of the Docker tests (imported by name from each test module: a
+conftest.py here would shadow tests/conftest.py, which other tests import as
+`conftest`). They FAIL, never skip, when the Docker engine
 is unreachable: CI runs .ci/setup-docker.sh first, and a job that silently
 skipped its Docker tests would pass while proving nothing."""
 

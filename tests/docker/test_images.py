@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tarfile
 import time
 import urllib.request
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from specsweep import docker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dockerfixtures import base_image, docker_engine, registry_url, sources_snapshot, unique  # noqa: E402,F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -4,10 +4,16 @@ removal of a missing container is not an error."""
 from __future__ import annotations
 
 import subprocess
+import sys
+
+from pathlib import Path
 
 import pytest
 
 from specsweep import docker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dockerfixtures import base_image, docker_engine, unique  # noqa: E402,F401
 
 pytestmark = pytest.mark.docker
 
