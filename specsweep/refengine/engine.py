@@ -217,9 +217,44 @@ class Engine:
                     last_logits[id(r)] = toks[i]
                 else:
                     pending[id(r)] = s + n
+        if self.k:
+            self._draft_prefill(reqs)
         for r in reqs:
             self.running.append(r)
             self._emit(r, [last_logits[id(r)]])
+
+    def _draft_prefill(self, reqs: list[Request]) -> None:
+        """Fill the draft's KV cache over the prompt (all but its last token), in bounded chunks.
+
+        The rest (last prompt token + first output token) goes through the first
+        speculation cycle's draft extend, so that a cycle's batch never exceeds
+        ``max_running * (k + 1)`` tokens, the size the all-reduce buffers were made for.
+        """
+        pending = {id(r): len(r.input_ids) - 1 for r in reqs if len(r.input_ids) > 1}
+        while pending:
+            budget = self.chunk_tokens
+            batch: list[tuple[Request, int, int]] = []
+            for r in reqs:
+                if id(r) not in pending or budget <= 0:
+                    continue
+                n = min(pending[id(r)] - r.draft_len, budget)
+                batch.append((r, r.draft_len, n))
+                budget -= n
+            ids = list(itertools.chain.from_iterable(r.input_ids[s:s + n] for r, s, n in batch))
+            segs = [Segment(r.slot, s, n) for r, s, n in batch]
+            self.comm.reset_stats()
+            t0 = time.perf_counter()
+            self.driver.call(("draft", ids, segs, "target", "none"))
+            if self.driver.model.device.type == "cuda":
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            _, comm_s = self.comm.stats()
+            for r, s, n in batch:
+                r.draft_len = s + n
+                r.timing["prefill_s"] += dt
+                r.timing["prefill_comm_s"] += comm_s
+                if r.draft_len >= pending[id(r)]:
+                    del pending[id(r)]
 
     def _step(self) -> None:
         live = [r for r in self.running if r.finish_reason is None and not r.aborted]

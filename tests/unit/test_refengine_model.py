@@ -232,3 +232,22 @@ def test_cuda_matches_cpu() -> None:
         c = m.forward_draft(PROMPT + [11], [Segment(0, 0, len(PROMPT) + 1)], "target", "last")
         outs.append(torch.cat([a, b, c]).cpu())
     torch.testing.assert_close(outs[1], outs[0], atol=2e-3, rtol=1e-3)
+
+
+def test_long_prompt_speculation_keeps_cycle_batches_small() -> None:
+    """Draft prefill is chunked, so a cycle's forwards stay within max_running * (k + 1) tokens."""
+    engine = _engine(3, None)
+    engine.chunk_tokens = 8
+    seen: list[int] = []
+    call = engine.driver.call
+
+    def spy(cmd: tuple):
+        if cmd[0] in ("draft", "target"):
+            seen.append(len(cmd[1]))
+        return call(cmd)
+
+    engine.driver.call = spy  # type: ignore[method-assign]
+    long_prompt = list(range(40, 90))
+    spec = _generate(engine, long_prompt, 10)
+    assert max(seen) <= max(engine.chunk_tokens, engine.max_running * 4)
+    assert spec["output_ids"] == _generate(_engine(None, None), long_prompt, 10)["output_ids"]
