@@ -179,7 +179,8 @@ def print_server_table(rows: list[dict[str, Any]], label: str) -> None:
     for r in rows:
         acc = f"{r['accept_length']:.2f}" if r["accept_length"] is not None else "-"
         print(f"{r['name']:<16}{r['tok_s']:>8.1f}{acc:>8}{r['draft_ms']:>10.2f}{r['verify_ms']:>10.2f}"
-              f"{r['allreduce_per_verify']:>10.0f}{r['ar_us']:>8.1f}{r['comm_share'] * 100:>9.1f}%{r['cycle_ms']:>10.2f}")
+              f"{r['allreduce_per_verify']:>10.0f}{r['ar_us']:>8.1f}{r['comm_share'] * 100:>9.1f}%"
+              f"{r['cycle_ms']:>10.2f}")
     base = next((r for r in rows if r["accept_length"] is None), None)
     if base:
         print(f"break-even accept length = cycle time x baseline tok/s (baseline {base['name']}, "
@@ -216,7 +217,9 @@ def main() -> int:
     backends = (a.backends or ("gloo,shm" if a.device == "cpu" else "nccl,symm_mem")).split(",")
     dtype = a.dtype or ("float32" if a.device == "cpu" else "bfloat16")
     sizes = [int(s) for s in a.sizes_kib.split(",")]
-    print(f"bench_refengine: device={a.device} tp={a.tp} backends={backends} cpus={os.cpu_count()}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"bench_refengine: device={a.device} tp={a.tp} backends={backends} cpus={os.cpu_count()} "
+          f"load average at start: {load} (the box is shared: compare rows of one run, not across runs)")
     if not a.skip_allreduce:
         bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype, a.force_collectives)
     if not a.skip_server:

@@ -208,7 +208,8 @@ class ShmComm(Communicator):
         slot = _round_up(spec.max_bytes, ALIGN)
         base = _shm_data_offset(ws)
         self._slots = [
-            [torch.frombuffer(self._mm, dtype=torch.uint8, count=slot, offset=base + (p * ws + r) * slot) for r in range(ws)]
+            [torch.frombuffer(self._mm, dtype=torch.uint8, count=slot, offset=base + (p * ws + r) * slot)
+             for r in range(ws)]
             for p in range(2)
         ]
         self._peers = [self._flag_idx[r] for r in range(ws) if r != rank]

@@ -293,7 +293,9 @@ class TPModel:
         return (self._rms(x) @ self.lm_head).float()
 
     @torch.inference_mode()
-    def forward_draft(self, token_ids: list[int], segs: list[Segment], source: str, logits: str = "last") -> torch.Tensor | None:
+    def forward_draft(
+        self, token_ids: list[int], segs: list[Segment], source: str, logits: str = "last"
+    ) -> torch.Tensor | None:
         """One EAGLE-3 draft-layer forward.
 
         ``source='target'``: the hidden input at position p is fc(target aux features at p-1)

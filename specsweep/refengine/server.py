@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__

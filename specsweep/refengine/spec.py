@@ -40,7 +40,8 @@ def parse_simulate_acc_len(value: str | None, num_steps: int | None) -> float | 
     if mean <= 0:
         return None
     if num_steps is None:
-        raise ValueError("SGLANG_SIMULATE_ACC_LEN is set but speculative decoding is off (--speculative-algorithm NONE)")
+        raise ValueError(
+            "SGLANG_SIMULATE_ACC_LEN is set but speculative decoding is off (--speculative-algorithm NONE)")
     if not 1.0 <= mean <= num_steps + 1:
         raise ValueError(
             f"SGLANG_SIMULATE_ACC_LEN={mean} is outside [1, {num_steps + 1}] (accept length counts the bonus token)")
