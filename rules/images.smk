@@ -16,9 +16,14 @@ from specsweep.docker import ImageRuleInputs
 IMAGES = ImageRuleInputs(config.get("images"), config.get("registry"), workflow.basedir)
 
 
+# No input on purpose. Depending on the users' preflight.json through ancient()
+# (to build only after preflight passed) breaks the rerun contract: when a
+# preflight reruns, Snakemake 9 (dag.py update_needrun) masks every job
+# downstream of it and then skips jobs linked to it only by ancient files
+# without evaluating their own triggers, so a build-arg change that also
+# reruns preflight would not rebuild the image and the benchmark would run
+# the old one. Without the edge, the params trigger below always decides.
 rule build_image:
-    input:
-        preflight_of_image_users,
     output:
         "results/images/{image}.json",
     params:
