@@ -7,6 +7,7 @@ sys.path.insert(0, workflow.basedir)
 from snakemake.utils import validate
 
 from specsweep.config import ConfigError, check_config, check_files_strict
+from specsweep.docker import content_spec_json
 from specsweep.plan import canonical_json, plan_problems, resolve_plans
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
@@ -51,16 +52,10 @@ def image_manifest_input(wildcards):
     return []
 
 
-def preflight_of_image_users(wildcards):
-    """Preflight of every configuration that runs in this image: no build before it passes."""
-    users = [name for name, plan in PLANS.items() if plan.get("image") == wildcards.image]
-    return [ancient(f"results/{name}/preflight.json") for name in users]
-
-
 def image_spec_json(wildcards):
-    """The spec of this configuration's image (null when it runs locally)."""
+    """Content keys of this configuration's image spec (null when it runs locally)."""
     image = PLANS[wildcards.config].get("image")
-    return canonical_json((config.get("images") or {}).get(image) if image else None)
+    return content_spec_json(config["images"][image]) if image else "null"
 
 
 def gpus_of(wildcards):

@@ -6,6 +6,7 @@ rule resolve_plan:
     log:
         "results/{config}/logs/resolve_plan.log",
     localrule: True
+    priority: 100
     conda:
         "../envs/specsweep.yaml"
     script:

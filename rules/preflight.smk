@@ -21,6 +21,8 @@ rule preflight_config:
         image=image_spec_json,
     log:
         "results/{config}/logs/preflight_config.log",
+    # Before any image build or launch: a typo must not cost a build or a GPU hour.
+    priority: 100
     conda:
         "../envs/specsweep.yaml"
     script:

@@ -86,11 +86,6 @@ def test_nothing_to_do_after_a_complete_run(workflow_run):
     assert planned_jobs(result.stdout) == {}, result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rules/common.smk image_spec_json (preflight_config params) includes the image's description; "
-    "it should use specsweep.docker.content_spec_json. Remove this marker when it does.",
-)
 def test_image_description_edit_reruns_nothing(workflow_run):
     work, _ = workflow_run
     path = work / "config/docker-cpu.yaml"
