@@ -457,6 +457,7 @@ def write_manifest(manifest: Mapping[str, Any], path: Path) -> bool:
         with os.fdopen(fd, "w") as fh:
             json.dump(manifest, fh, indent=2, sort_keys=True)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a result file is for everyone to read
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -46,7 +46,7 @@ def test_dry_run_builds_the_image_once(tmp_path):
 
 def test_push_target(tmp_path):
     counts = _dry(_work(tmp_path), "push")
-    assert counts == {"build_image": 1, "preflight_config": 2, "resolve_plan": 2, "push_images": 1, "push": 1}
+    assert counts == {"build_image": 1, "push_images": 1, "push": 1}
 
 
 def test_rule_inputs_are_explicit_and_content_based():
