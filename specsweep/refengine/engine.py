@@ -10,6 +10,7 @@ stream, and all-reduce times come from CUDA events, see ``comm``).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import queue
@@ -84,6 +85,7 @@ class Engine:
         self.running: list[Request] = []
         self.free_slots = list(range(max_running))
         self.lifetime = {"completion_tokens": 0, "verify_ct": 0, "requests": 0, "steps": 0}
+        self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=4096)
         self.profile_steps_left: int | None = None
         self.profile_files: list[str] = []
         self.error: BaseException | None = None
@@ -116,6 +118,16 @@ class Engine:
     def max_request_tokens(self) -> int:
         """Largest prompt + max_new_tokens a request may ask for."""
         return self.context_length - (self.k or 0) - 1
+
+    def gen_throughput(self, window_s: float = 10.0) -> float | None:
+        """Generated tokens per second over the last ``window_s`` (None when idle that long)."""
+        now = time.perf_counter()
+        recent = list(self.recent)  # snapshot: the scheduler thread appends concurrently
+        toks = [(t, n) for t, n in recent if now - t <= window_s]
+        if len(toks) < 2:
+            return None
+        span = now - toks[0][0]
+        return sum(n for _, n in toks[1:]) / span if span > 0 else None
 
     def avg_spec_accept_length(self) -> float | None:
         if not self.k or not self.lifetime["verify_ct"]:
@@ -352,6 +364,7 @@ class Engine:
         r.output_ids.extend(toks)
         r.tokens.extend(toks)
         now = time.perf_counter()
+        self.recent.append((now, len(toks)))
         if r.first_token_at is None:
             r.first_token_at = now
             if self.metrics:

@@ -227,6 +227,7 @@ def build_app(state: ServerState) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         state.metrics.set_queue(len(state.engine.running), len(state.engine.waiting) + state.engine.inbox.qsize())
+        state.metrics.gen_throughput.set(state.engine.gen_throughput() or 0.0)
         return web.Response(body=state.metrics.render(), headers={"Content-Type": state.metrics.content_type})
 
     async def _control(fn: Callable[[], Any]) -> Any:
@@ -253,6 +254,10 @@ def build_app(state: ServerState) -> web.Application:
         return web.json_response({"message": "Stop profiling.", "files": files,
                                   "all_files": list(state.engine.profile_files)})
 
+    async def flush_cache(request: web.Request) -> web.Response:
+        # SGLang's benchmark client calls this first; there is no prefix cache to flush here.
+        return web.Response(text="Cache flushed.\n")
+
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/generate", generate)
     app.router.add_post("/v1/completions", completions)
@@ -264,6 +269,7 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/start_profile", start_profile)
     app.router.add_post("/stop_profile", stop_profile)
+    app.router.add_post("/flush_cache", flush_cache)
     app.router.add_get("/get_model_info", lambda r: _model_info(state))
     app.router.add_get("/v1/models", lambda r: _models(state))
     return app

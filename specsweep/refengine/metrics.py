@@ -45,6 +45,7 @@ class Metrics:
         self.spec_accept_length = gauge("sglang:spec_accept_length",
                                         "Average speculative accept length over the server lifetime.")
         self.num_running = gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s), last 10 s.")
         self.num_queue = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
         self.ttft = hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                          LATENCY_BUCKETS)

@@ -148,7 +148,7 @@ def _num_threads(env: dict[str, str], world_size: int) -> int:
 def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backend: str, world_size: int,
                  rank_infos: list[dict[str, Any]], simulate: float | None) -> dict[str, Any]:
     info = resolved_args_dict(ns)
-    state: dict[str, Any] = {"last_gen_throughput": None, "step_count": engine.lifetime["steps"],
+    state: dict[str, Any] = {"last_gen_throughput": engine.gen_throughput(), "step_count": engine.lifetime["steps"],
                              "num_requests": engine.lifetime["requests"]}
     if ns.speculative_algorithm != "NONE":
         state["avg_spec_accept_length"] = engine.avg_spec_accept_length()
@@ -217,6 +217,11 @@ async def _warmup(state: ServerState, engine: Engine) -> None:
         raise RuntimeError(f"warmup request failed: {snap['meta_info']['finish_reason']}")
 
 
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    log.info("signal %d during startup: stopping", signum)
+    raise SystemExit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the server until SIGTERM/SIGINT; returns the process exit code."""
     ns = parse_args(argv)
@@ -254,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     setup = RankSetup(cfg=cfg, draft_cfg=draft_cfg, comm=comm_spec, device=ns.device, dtype=ns.dtype,
                       seed=ns.random_seed, with_draft=k is not None, num_threads=_num_threads(env, world))
+    # Until the event loop takes over SIGTERM/SIGINT, turn them into SystemExit so that the
+    # ``finally`` below still reaps the ranks and removes the shm segment.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_on_signal)
     log.info("starting %d rank(s): model %s, speculative %s, simulate_acc_len=%s, %d thread(s) per rank",
              world, ns.model_path, ns.speculative_algorithm, simulate, setup.num_threads)
     ranks = RankSet(setup, world)
