@@ -75,7 +75,7 @@ class RankSet:
         self.shm_path = setup.comm.shm_path
         for rank in range(1, world_size):
             parent, child = ctx.Pipe(duplex=True)
-            p = ctx.Process(target=follower_main, args=(rank, setup, child), name=f"refengine-rank{rank}",
+            p = ctx.Process(target=follower_main, args=(rank, setup, child, os.getpid()), name=f"refengine-rank{rank}",
                             daemon=False)
             p.start()
             child.close()

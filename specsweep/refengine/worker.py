@@ -114,9 +114,11 @@ class Executor:
         return self.profile_path
 
 
-def follower_main(rank: int, setup: RankSetup, conn: Connection) -> None:
+def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int) -> None:
     """Entry point of ranks 1..N-1 (spawned by rank 0)."""
     set_parent_death_signal()
+    if os.getppid() != parent_pid:
+        os._exit(1)  # rank 0 died while this process was still starting: PDEATHSIG came too late
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to rank 0, which shuts us down in order
     try:
         model = build_rank(rank, setup, timed=False)
