@@ -141,11 +141,11 @@ class Engine:
         self.profile_steps_left = num_steps
 
     def stop_profile(self) -> list[str]:
-        path = self.driver.call(("profile_stop",))
+        """Stop the profiler on every rank; the trace files (one per rank) exist when this returns."""
+        paths = [p for p in self.driver.call(("profile_stop",)) if p]
         self.profile_steps_left = None
-        if path:
-            self.profile_files.append(path)
-        return [path] if path else []
+        self.profile_files.extend(paths)
+        return paths
 
     # ---------------------------------------------------------------- loop
     def _run(self) -> None:

@@ -32,6 +32,11 @@ from .model import TPModel
 
 log = logging.getLogger("specsweep.refengine")
 
+# Commands whose result rank 0 waits for from every follower (they are rare and must be complete
+# when the HTTP call returns: a trace file must exist once /stop_profile answered).
+ACKED = ("profile_start", "profile_stop")
+ACK_TIMEOUT_S = 120.0
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -139,7 +144,9 @@ def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int
                 os._exit(1)  # rank 0 vanished without a shutdown command
             if cmd[0] == "shutdown":
                 break
-            executor.execute(cmd)
+            result = executor.execute(cmd)
+            if cmd[0] in ACKED:
+                conn.send(("ack", result))
     except Exception:
         print(f"[rank {rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         os._exit(1)
@@ -157,13 +164,22 @@ class Driver:
         self.conns = conns
 
     def call(self, cmd: tuple) -> Any:
+        """Run ``cmd`` on every rank; rank 0's result (for ACKED commands: every rank's, in rank order)."""
         if cmd[0] in ("target", "draft"):
             follower_cmd = cmd[:-1] + ("none",)
         else:
             follower_cmd = cmd
         for c in self.conns:
             c.send(follower_cmd)
-        return self.executor.execute(cmd)
+        result = self.executor.execute(cmd)
+        if cmd[0] not in ACKED:
+            return result
+        results = [result]
+        for rank, c in enumerate(self.conns, start=1):
+            if not c.poll(ACK_TIMEOUT_S):
+                raise RuntimeError(f"rank {rank} did not answer {cmd[0]} within {ACK_TIMEOUT_S}s")
+            results.append(c.recv()[1])
+        return results
 
     def shutdown(self) -> None:
         for c in self.conns:

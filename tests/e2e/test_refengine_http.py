@@ -261,6 +261,7 @@ def test_profile_writes_traces(server: Server, tmp_path: Path) -> None:
     _post(server.base, "/generate", {"text": "p", "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}})
     status, raw = _post(server.base, "/stop_profile", {})
     assert status == 200
+    assert len(json.loads(raw)["files"]) == 2  # every rank's trace, written before the answer
     assert sorted(p.name.split("-TP-")[1] for p in out.iterdir()) == ["0.trace.json.gz", "1.trace.json.gz"]
     # num_steps: stops by itself.
     out2 = tmp_path / "prof2"
