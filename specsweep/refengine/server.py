@@ -45,14 +45,17 @@ def effective_environment(env: dict[str, str]) -> dict[str, str]:
 
 
 def versions() -> dict[str, str]:
-    import aiohttp
-    import numpy
-    import prometheus_client
+    """Versions of what shapes the numbers, as installed (distribution metadata, not module attributes)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
 
-    out = {"refengine": __version__, "python": platform.python_version(), "torch": torch.__version__,
-           "numpy": numpy.__version__, "aiohttp": aiohttp.__version__,
-           "prometheus_client": getattr(prometheus_client, "__version__", "unknown")}
+    out = {"refengine": __version__, "python": platform.python_version()}
+    for dist in ("torch", "numpy", "aiohttp", "prometheus_client"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
     if torch.cuda.is_available():
         out["cuda"] = str(torch.version.cuda)
         nccl = getattr(torch.cuda, "nccl", None)
