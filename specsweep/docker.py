@@ -678,6 +678,9 @@ def run_argv(
     ]
     for key in sorted(plan.get("env") or {}):
         argv += ["-e", str(key)]
+    for volume in plan.get("volumes") or []:
+        host_path, _, rest = str(volume).partition(":")
+        argv += ["-v", f"{os.path.abspath(host_path)}:{rest}"]
     gpus = int(plan.get("gpus") or 0)
     if gpus > 0:
         argv += [

@@ -73,7 +73,8 @@ def collect_provenance(plan: dict, server: Server, python: str = sys.executable)
     """What really was in effect, read from inside the server's own environment."""
     source = PROVENANCE_SOURCE.read_text()
     if server.container:
-        argv = ["docker", "exec", "-i", server.container, "python3", "-", "--pid", "1"]
+        # PID 1 is docker's init (`--init`); the server is its child.
+        argv = ["docker", "exec", "-i", server.container, "python3", "-", "--child-of", "1"]
     else:
         assert server.proc is not None
         argv = [python, "-", "--pid", str(server.proc.pid)]

@@ -228,12 +228,32 @@ def collect(pid: int | None = None) -> dict[str, Any]:
     }
 
 
+def first_child(pid: int) -> int | None:
+    """The oldest child of ``pid``: the server under an init process (``docker run --init``)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append((int(fields[19]), int(stat.parent.name)))  # (start time, pid)
+    return min(children)[1] if children else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Print the effective environment and versions as JSON.")
     ap.add_argument("--pid", type=int, default=None, help="read the environment of this process (/proc/PID/environ)")
+    ap.add_argument("--child-of", type=int, default=None,
+                    help="read the environment of the oldest child of this process (the server under docker's init)")
     ap.add_argument("--busy", action="store_true", help="print only the processes holding GPU memory")
     args = ap.parse_args(argv)
-    out: Any = gpu_busy() if args.busy else collect(args.pid)
+    pid = args.pid
+    if args.child_of is not None:
+        pid = first_child(args.child_of)
+        if pid is None:
+            ap.error(f"process {args.child_of} has no child")
+    out: Any = gpu_busy() if args.busy else collect(pid)
     json.dump(out, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
