@@ -291,3 +291,12 @@ def test_make_base_image_script_is_strict():
     text = (REPO / "scripts/make_base_image.sh").read_text()
     assert "set -euo pipefail" in text and "docker import" in text.replace('"$DOCKER" import', "docker import")
     assert shutil.which("bash")
+
+
+def test_run_argv_mounts_volumes_with_absolute_host_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan = _plan(volumes=["config/models:/specsweep-models:ro", "/data/w:/weights"])
+    argv = docker.run_argv(plan, "img:1", "127.0.0.1", 41234, 30000, "c")
+    i = argv.index("-v")
+    assert argv[i : i + 4] == ["-v", f"{tmp_path}/config/models:/specsweep-models:ro", "-v", "/data/w:/weights"]
+    assert argv.index("img:1") > i
