@@ -40,6 +40,7 @@ class Request:
     max_new_tokens: int
     ignore_eos: bool
     sink: Callable[[dict[str, Any]], None]
+    stream: bool = True  # False: only the final snapshot goes to the sink (less work for rank 0's HTTP thread)
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: float = field(default_factory=time.perf_counter)
     output_ids: list[int] = field(default_factory=list)
@@ -376,7 +377,7 @@ class Engine:
             reason = {"type": "length", "length": r.max_new_tokens}
         if reason is not None:
             self._finish(r, reason)
-        else:
+        elif r.stream:
             r.sink(self.snapshot(r))
 
     def _finish(self, r: Request, reason: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ def _int_param(params: dict[str, Any], key: str, default: int) -> int:
 
 
 def _make_request(state: ServerState, input_ids: list[int], max_new: int, ignore_eos: bool,
-                  rid: str | None, sink: Callable[[dict[str, Any]], None]) -> Request:
+                  rid: str | None, sink: Callable[[dict[str, Any]], None], stream: bool = True) -> Request:
     if not input_ids:
         raise BadRequest("the prompt is empty")
     vocab = state.tokenizer.vocab_size
@@ -56,7 +56,8 @@ def _make_request(state: ServerState, input_ids: list[int], max_new: int, ignore
     limit = state.engine.max_request_tokens()
     if len(input_ids) + max_new > limit:
         raise BadRequest(f"prompt ({len(input_ids)}) + max_new_tokens ({max_new}) exceeds the limit {limit}")
-    req = Request(input_ids=list(input_ids), max_new_tokens=max_new, ignore_eos=ignore_eos, sink=sink)
+    req = Request(input_ids=list(input_ids), max_new_tokens=max_new, ignore_eos=ignore_eos, sink=sink,
+                  stream=stream)
     if rid:
         req.rid = str(rid)
     return req
@@ -133,12 +134,14 @@ def build_app(state: ServerState) -> web.Application:
                 raise BadRequest("give 'text' (a string) or 'input_ids'")
             max_new = _int_param(params, "max_new_tokens", 128)
             ignore_eos = bool(params.get("ignore_eos", False))
-            build = lambda sink: _make_request(state, ids, max_new, ignore_eos, body.get("rid"), sink)  # noqa: E731
+            stream = bool(body.get("stream"))
+            build = lambda sink: _make_request(  # noqa: E731
+                state, ids, max_new, ignore_eos, body.get("rid"), sink, stream)
             build(lambda s: None)  # validate before streaming starts, so errors are a clean 400
         except BadRequest as exc:
             return _json_error(400, str(exc))
         chunks = (_generate_payload(state, s) async for s in _stream_request(state, build))
-        if body.get("stream"):
+        if stream:
             return await _sse(request, chunks)
         last: dict[str, Any] = {}
         async for chunk in chunks:
@@ -159,7 +162,8 @@ def build_app(state: ServerState) -> web.Application:
                 raise BadRequest("prompt must be a string or a list of token ids")
             max_new = _int_param(body, "max_tokens", 16)
             ignore_eos = bool(body.get("ignore_eos", False))
-            build = lambda sink: _make_request(state, ids, max_new, ignore_eos, None, sink)  # noqa: E731
+            stream = bool(body.get("stream"))
+            build = lambda sink: _make_request(state, ids, max_new, ignore_eos, None, sink, stream)  # noqa: E731
             build(lambda s: None)
         except BadRequest as exc:
             return _json_error(400, str(exc))
@@ -175,7 +179,7 @@ def build_app(state: ServerState) -> web.Application:
             fr = meta["finish_reason"]
             return None if fr is None else ("length" if fr["type"] == "length" else fr["type"])
 
-        if body.get("stream"):
+        if stream:
             async def chunks() -> AsyncIterator[dict[str, Any]]:
                 sent = ""
                 async for snap in _stream_request(state, build):
