@@ -69,20 +69,28 @@ def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, w
         if device.type == "cuda":
             torch.cuda.synchronize()
         correct = bool((t == comm.world_size).all().item())
-        out[kib] = {"median_s": statistics.median(times), "p10_s": sorted(times)[len(times) // 10],
-                    "iters": iters, "correct": correct}
+        out[kib] = {"times": times, "correct": correct}
     return out
 
 
 def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str,
                     force: bool = False) -> dict:
-    results = {}
-    for b in backends:
-        n = iters if b != "gloo" else max(50, iters // 5)
-        per_rank = run_on_ranks(_allreduce_latency, b, tp, args=(sizes, n, max(10, n // 10), dtype),
-                                device=device, max_bytes=max(sizes) * 1024 + 4096, force_collectives=force)
-        results[b] = per_rank[0]
-    print(f"\n== all-reduce latency, {tp} ranks on {device}, dtype {dtype} (median of many calls, rank 0) ==")
+    """Median latency per backend and size; backends alternate over ``rounds`` so load drift hits all alike."""
+    rounds = 3
+    pooled: dict[str, dict[int, list[float]]] = {b: {k: [] for k in sizes} for b in backends}
+    correct: dict[str, dict[int, bool]] = {b: dict.fromkeys(sizes, True) for b in backends}
+    for _ in range(rounds):
+        for b in backends:
+            n = max(20, (iters if b != "gloo" else iters // 5) // rounds)
+            per_rank = run_on_ranks(_allreduce_latency, b, tp, args=(sizes, n, max(10, n // 10), dtype),
+                                    device=device, max_bytes=max(sizes) * 1024 + 4096, force_collectives=force)
+            for kib in sizes:
+                pooled[b][kib].extend(per_rank[0][kib]["times"])
+                correct[b][kib] &= all(r[kib]["correct"] for r in per_rank)
+    results = {b: {k: {"median_s": statistics.median(pooled[b][k]), "iters": len(pooled[b][k]),
+                       "correct": correct[b][k]} for k in sizes} for b in backends}
+    print(f"\n== all-reduce latency, {tp} ranks on {device}, dtype {dtype} "
+          f"(median of {results[backends[0]][sizes[0]]['iters']}+ calls in {rounds} alternating rounds, rank 0) ==")
     header = f"{'size':>8} " + " ".join(f"{b + ' (us)':>16}" for b in backends)
     print(header)
     for kib in sizes:
@@ -141,27 +149,39 @@ class Server:
         self.log.close()
 
 
-def bench_server(name: str, args: list[str], env: dict[str, str], n_req: int, input_len: int, output_len: int,
-                 warmup: int, log_dir: Path) -> dict[str, Any]:
-    server = Server(args, env, log_dir / f"{name}.log")
+def bench_servers(runs: list[tuple[str, list[str], dict[str, str]]], n_req: int, input_len: int, output_len: int,
+                  warmup: int, log_dir: Path) -> list[dict[str, Any]]:
+    """All servers up at once (idle ones block, they use no CPU), requests round-robin over them.
+
+    Interleaving spreads the drift of a shared machine's load evenly over the
+    configurations, so rows of one run compare fairly.
+    """
+    servers: list[tuple[str, Server]] = []
     try:
+        for name, args, env in runs:
+            servers.append((name, Server(args, env, log_dir / f"{name}.log")))
         prompts = [[(97 + (i * 7 + j) % 26) for j in range(input_len)] for i in range(warmup + n_req)]
         for p in prompts[:warmup]:
-            server.generate(p, output_len)
-        metas = []
-        t0 = time.perf_counter()
+            for _, server in servers:
+                server.generate(p, output_len)
+        metas: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in servers}
         for p in prompts[warmup:]:
-            metas.append(server.generate(p, output_len)["meta_info"])
-        wall = time.perf_counter() - t0
+            for name, server in servers:
+                metas[name].append(server.generate(p, output_len)["meta_info"])
     finally:
-        server.close()
+        for _, server in servers:
+            server.close()
+    return [summarize(name, m) for name, m in metas.items()]
+
+
+def summarize(name: str, metas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-configuration figures from the requests' meta_info (sums over requests, then ratios)."""
     tokens = sum(m["completion_tokens"] for m in metas)
     t = {k: sum(m["timing"][k] for m in metas) for k in metas[0]["timing"]}
     verify_ct = sum(m.get("spec_verify_ct", m["timing"]["forward_ct"]) for m in metas)
     return {
         "name": name,
         "tok_s": tokens / sum(m["e2e_latency"] for m in metas),
-        "wall_tok_s": tokens / wall,
         "accept_length": tokens / verify_ct if "spec_verify_ct" in metas[0] else None,
         "verify_ms": t["verify_s"] / t["forward_ct"] * 1e3,
         "draft_ms": t["draft_s"] / t["forward_ct"] * 1e3,
@@ -232,13 +252,12 @@ def main() -> int:
         runs = [(f"nospec-{b}", common + ["--all-reduce-backend", b], env) for b in backends]
         runs += [(f"eagle3-{b}", common + spec + ["--all-reduce-backend", b],
                   {**env, "SGLANG_SIMULATE_ACC_LEN": a.acc_len}) for b in backends]
-        rows = [bench_server(n, args, e, a.num_requests, a.input_len, a.output_len, a.warmup_requests, log_dir)
-                for n, args, e in runs]
+        rows = bench_servers(runs, a.num_requests, a.input_len, a.output_len, a.warmup_requests, log_dir)
         # Baseline first: the fastest no-speculation run.
         nospec = sorted((r for r in rows if r["accept_length"] is None), key=lambda r: -r["tok_s"])
         ordered = nospec + [r for r in rows if r["accept_length"] is not None]
         print_server_table(ordered, f"{Path(a.model_path).name}, {a.input_len} in / {a.output_len} out, "
-                           f"{a.num_requests} requests, SGLANG_SIMULATE_ACC_LEN={a.acc_len}")
+                           f"{a.num_requests} requests each, interleaved, SGLANG_SIMULATE_ACC_LEN={a.acc_len}")
     return 0
 
 
