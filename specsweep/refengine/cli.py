@@ -138,10 +138,29 @@ def semantic_errors(ns: argparse.Namespace) -> list[str]:
         if not cfg_errors:
             errors.extend(tp_errors(load_config(ns.model_path), ns.tp_size))
     if ns.speculative_draft_model_path is not None:
-        try:
-            errors.extend(f"draft: {e}" for e in config_errors(read_raw_config(ns.speculative_draft_model_path)))
-        except ValueError as exc:
-            errors.append(f"draft: {exc}")
+        errors.extend(_draft_errors(ns))
+    return errors
+
+
+def _draft_errors(ns: argparse.Namespace) -> list[str]:
+    """The draft layer shares the target's embedding, LM head and head layout, so those must match."""
+    try:
+        raw = read_raw_config(ns.speculative_draft_model_path)
+    except ValueError as exc:
+        return [f"draft: {exc}"]
+    errors = [f"draft: {e}" for e in config_errors(raw)]
+    if errors:
+        return errors
+    try:
+        target = load_config(ns.model_path)
+    except ValueError:
+        return []  # already reported for the target
+    draft = load_config(ns.speculative_draft_model_path)
+    for field in ("hidden_size", "num_attention_heads", "vocab_size"):
+        if getattr(draft, field) != getattr(target, field):
+            errors.append(f"draft: {field}={getattr(draft, field)} differs from the target's {getattr(target, field)}")
+    if draft.intermediate_size % ns.tp_size:
+        errors.append(f"draft: intermediate_size={draft.intermediate_size} is not divisible by --tp-size {ns.tp_size}")
     return errors
 
 

@@ -65,3 +65,10 @@ def test_bad_config_fields(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"num_hidden_layers": 2, "hidden_size": 60, "num_attention_heads": 8, '
                                           '"intermediate_size": 64, "vocab_size": 512}')
     assert any("divisible by num_attention_heads" in e for e in check_args(["--model-path", str(tmp_path)]))
+
+
+def test_draft_config_must_match_target(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 1, "hidden_size": 128, "num_attention_heads": 8, '
+                                          '"intermediate_size": 64, "vocab_size": 512}')
+    errors = check_args(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(tmp_path)])
+    assert any("hidden_size=128 differs" in e for e in errors)

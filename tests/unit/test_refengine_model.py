@@ -251,3 +251,13 @@ def test_long_prompt_speculation_keeps_cycle_batches_small() -> None:
     spec = _generate(engine, long_prompt, 10)
     assert max(seen) <= max(engine.chunk_tokens, engine.max_running * 4)
     assert spec["output_ids"] == _generate(_engine(None, None), long_prompt, 10)["output_ids"]
+
+
+def test_bfloat16_generation_runs() -> None:
+    comm = make_communicator(0, prepare_spec("shm", 1, "cpu"))
+    model = TPModel(SMALL, 0, 1, comm, torch.device("cpu"), torch.bfloat16, 0, with_draft=True)
+    engine = Engine(Driver(model, []), eos_token_id=256, spec_steps=3, simulate_acc_len=None, seed=0,
+                    max_running=2, context_length=256, chunk_tokens=8)
+    snap = _generate(engine, PROMPT, 12)
+    assert snap["meta_info"]["completion_tokens"] == 12
+    assert all(0 <= t < SMALL.vocab_size for t in snap["output_ids"])
