@@ -162,7 +162,9 @@ class Engine:
             self.error = exc
             log.exception("scheduler failed")
             for r in self.running + self.waiting:
-                self._finish(r, {"type": "abort", "message": f"engine error: {exc}"})
+                if r.finish_reason is None:  # no driver calls here: the ranks may be what failed
+                    r.finish_reason = {"type": "abort", "message": f"engine error: {exc}"}
+                    r.sink(self.snapshot(r))
             raise
 
     def _drain(self, block: bool) -> None:
