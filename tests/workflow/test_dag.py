@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -15,8 +17,8 @@ from conftest import copy_workflow  # noqa: E402
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 
 
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)  # noqa: S603
+def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -95,3 +97,33 @@ def test_unknown_flag_fails_preflight_before_launch(tmp_path):
     assert "eagle3-shm" in log and "speculative-num-stepz" in log
     assert not list((work / "results").glob("*/launch.json")), "no server may have been launched"
     assert (work / "results" / "nospec" / "preflight.json").exists(), out
+
+
+GPU_MATRIX = ["--configfile", "config/kimi-k25-8gpu.yaml"]
+GPU_MATRIX_DUMMY = GPU_MATRIX + ["config/kimi-k25-8gpu-dummy.yaml"]
+
+
+def test_gpu_matrix_dry_run_shows_the_full_matrix(tmp_path):
+    work = copy_workflow(tmp_path)
+    n = len(yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["configurations"])
+    n_images = len(yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["images"])
+    for extra in (GPU_MATRIX, GPU_MATRIX_DUMMY):
+        result = run(SNAKEMAKE + ["-n", "all", *extra], work)
+        assert result.returncode == 0, result.stderr
+        counts = job_counts(result.stdout)
+        assert counts["benchmark_server"] == n and counts["preflight_config"] == n
+        assert counts["build_image"] == n_images and counts["make_parser_env"] == 1
+    assert n >= 15
+
+
+@pytest.mark.slow
+def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
+    """Every configuration's argv through SGLang 0.5.23's own parser, via the DAG."""
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["preflight", *GPU_MATRIX_DUMMY], work, timeout=1500)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    names = yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["configurations"]
+    for name in names:
+        pre = json.loads((work / "results" / name / "preflight.json").read_text())
+        assert pre["ok"] and pre["checked_with"].startswith("sglang 0.5.23"), pre
+    assert not list((work / "results").glob("images/*.json")), "preflight builds no image"
