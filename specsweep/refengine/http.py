@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -93,11 +93,15 @@ def _generate_payload(state: ServerState, snap: dict[str, Any]) -> dict[str, Any
             "meta_info": snap["meta_info"]}
 
 
-async def _sse(request: web.Request, chunks: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+async def _sse(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]) -> web.StreamResponse:
+    """Server-sent events; a client that goes away aborts its request at once (generator closed)."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
-    async for chunk in chunks:
-        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    try:
+        async for chunk in chunks:
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    finally:
+        await chunks.aclose()
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
@@ -180,7 +184,7 @@ def build_app(state: ServerState) -> web.Application:
             return None if fr is None else ("length" if fr["type"] == "length" else fr["type"])
 
         if stream:
-            async def chunks() -> AsyncIterator[dict[str, Any]]:
+            async def chunks() -> AsyncGenerator[dict[str, Any], None]:
                 sent = ""
                 async for snap in _stream_request(state, build):
                     text = state.tokenizer.decode(snap["output_ids"])

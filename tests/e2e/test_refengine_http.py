@@ -223,6 +223,25 @@ def test_concurrent_requests(server: Server) -> None:
     assert alone["output_ids"] == results[3]["output_ids"]
 
 
+def _running(server: Server) -> float:
+    raw = _get(server.base, "/metrics")[1].decode()
+    return next(s.value for fam in text_string_to_metric_families(raw) for s in fam.samples
+                if s.name == "sglang:num_running_reqs")
+
+
+def test_client_disconnect_aborts_request(server: Server) -> None:
+    body = {"text": "long", "stream": True, "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}}
+    req = urllib.request.Request(server.base + "/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        r.readline()  # first chunk arrived: the request is running
+        assert _running(server) == 1
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(server) != 0:
+        time.sleep(0.2)
+    assert _running(server) == 0
+
+
 def test_bad_request_is_400(server: Server) -> None:
     assert _post(server.base, "/generate", {"sampling_params": {}})[0] == 400
     assert _post(server.base, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 10**6}})[0] == 400
