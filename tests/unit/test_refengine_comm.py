@@ -99,7 +99,6 @@ def _cuda_sums(rank: int, comm) -> list[float]:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("backend", ["nccl", "symm_mem"])
 def test_cuda_backends(backend: str) -> None:
     """On every visible GPU (or forced through the real collective on one GPU) the sum is right."""

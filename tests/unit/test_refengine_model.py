@@ -219,7 +219,6 @@ def test_dense_moe_equals_sparse_top_k_reference() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_matches_cpu() -> None:
     """The same seeded model gives the same logits on CUDA (float32) as on the CPU."""
     outs = []
