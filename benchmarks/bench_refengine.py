@@ -233,6 +233,7 @@ def main() -> int:
                    help="run the real collective even with --tp 1 (checks a backend's code path on one GPU)")
     p.add_argument("--skip-server", action="store_true")
     p.add_argument("--log-dir", default="/tmp/bench_refengine")
+    p.add_argument("--json", default=None, help="also write the raw results (all-reduce medians, server rows) here")
     a = p.parse_args()
     backends = (a.backends or ("gloo,shm" if a.device == "cpu" else "nccl,symm_mem")).split(",")
     dtype = a.dtype or ("float32" if a.device == "cpu" else "bfloat16")
@@ -240,8 +241,10 @@ def main() -> int:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"bench_refengine: device={a.device} tp={a.tp} backends={backends} cpus={os.cpu_count()} "
           f"load average at start: {load} (the box is shared: compare rows of one run, not across runs)")
+    record: dict[str, Any] = {"args": vars(a), "load_average_at_start": os.getloadavg(),
+                              "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_"))}}
     if not a.skip_allreduce:
-        bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype, a.force_collectives)
+        record["allreduce"] = bench_allreduce(backends, a.tp, a.device, sizes, a.iters, dtype, a.force_collectives)
     if not a.skip_server:
         log_dir = Path(a.log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -258,6 +261,9 @@ def main() -> int:
         ordered = nospec + [r for r in rows if r["accept_length"] is not None]
         print_server_table(ordered, f"{Path(a.model_path).name}, {a.input_len} in / {a.output_len} out, "
                            f"{a.num_requests} requests each, interleaved, SGLANG_SIMULATE_ACC_LEN={a.acc_len}")
+        record["servers"] = ordered
+    if a.json:
+        Path(a.json).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return 0
 
 
