@@ -14,11 +14,7 @@ from typing import Any, TextIO
 
 from specsweep.engines import get_engine
 from specsweep.io import read_json, write_json_atomic
-
-
-def read_jsonl(path: Path | str) -> list[dict]:
-    text = Path(path).read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+from specsweep.records import read_jsonl
 
 
 def preflight_config(plan_path: str, parser_ready: Any, image_spec_json: str, out_path: str, log: TextIO) -> int:

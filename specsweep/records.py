@@ -50,10 +50,10 @@ on Linux they are CLOCK_MONOTONIC, so also across processes of one host.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
+
+from specsweep.io import write_text_atomic
 
 RECORD_FORMAT_VERSION = 1
 
@@ -106,42 +106,10 @@ def validate_record(record: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory + rename.
-
-    ``os.replace`` is atomic on POSIX within one file system, so a reader (or a
-    crash) sees either the old file, no file, or the complete new file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        # Remove the partial temp file, then let the error propagate.
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Write one JSON object per line to ``path`` atomically (temp + rename)."""
     lines = [json.dumps(r, separators=(",", ":"), allow_nan=False) for r in records]
-    _atomic_write_bytes(Path(path), ("\n".join(lines) + ("\n" if lines else "")).encode())
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically.
-
-    NaN/inf are refused (``allow_nan=False``): a value that cannot be computed
-    must be absent with a reason, not a float that JSON cannot carry.
-    """
-    text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    _atomic_write_bytes(Path(path), text.encode())
+    write_text_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from specsweep.metrics import break_even_accept_length
 from specsweep.plots import plot_accept_length, plot_cycle_time, plot_tok_s
-from specsweep.records import _atomic_write_bytes
+from specsweep.io import write_text_atomic
 from specsweep.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -277,10 +277,10 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path) -> None:
     """Write summary.csv, report.md and the PNGs named in ``PLOT_FILES`` under ``plots_dir``."""
     rows, base = config_rows(summaries, baseline)
-    _atomic_write_bytes(Path(csv_path), _csv(rows).encode())
+    write_text_atomic(csv_path, _csv(rows))
     plots_dir = Path(plots_dir)
     plots_rel = Path(os.path.relpath(plots_dir, Path(md_path).parent)).as_posix()
-    _atomic_write_bytes(Path(md_path), _markdown(rows, base, baseline, plots_rel).encode())
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
     plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
     plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])

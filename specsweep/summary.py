@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 from specsweep.metrics import compute_metrics, warmup_windows_tok_s
-from specsweep.records import validate_record, write_json_atomic
+from specsweep.io import write_json_atomic
+from specsweep.records import validate_record
 from specsweep.stats import WARMUP_CRITERION, windows_converged
 
 __all__ = ["SUMMARY_FORMAT_VERSION", "build_summary", "write_json_atomic", "speculative_algorithm"]

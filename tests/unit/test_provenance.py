@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,11 @@ def test_env_of_another_process_is_read_from_proc():
            "HF_TOKEN": "hf_not_a_real_token", "NCCL_IB_PASSWORD": "x", "UNRELATED": "1"}
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
     try:
+        # Until the child has exec'd, /proc/<pid>/environ is still the fork's copy of ours.
+        deadline = time.monotonic() + 10
+        while b"time.sleep" not in Path(f"/proc/{child.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         out = provenance.collect(child.pid)
     finally:
         child.kill()
