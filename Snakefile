@@ -35,6 +35,7 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         "results/summary.csv",
         "results/report.md",
