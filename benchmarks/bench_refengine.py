@@ -17,13 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -32,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specsweep.refengine.multirank import run_on_ranks  # noqa: E402
+from specsweep.server import LaunchError, free_port  # noqa: E402
+from specsweep.server import Server as SupervisedServer  # noqa: E402
 
 
 def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, warmup: int, dtype_name: str) -> dict:
@@ -106,29 +104,22 @@ def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int],
 
 
 class Server:
-    """One engine server subprocess (own session; SIGTERM on exit)."""
+    """One engine server, supervised by the pipeline's own specsweep.server.Server."""
 
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "specsweep.refengine", "--port", str(self.port), *args],
-                                     cwd=REPO, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}; see {log}")
-            try:
-                with urllib.request.urlopen(self.base + "/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.2)
-        raise TimeoutError("server not ready")
+        port = free_port("127.0.0.1")
+        self.server = SupervisedServer(
+            argv=[sys.executable, "-m", "specsweep.refengine", "--port", str(port), *args],
+            env={**os.environ, **env}, host="127.0.0.1", port=port, ready_path="/ready", log_file=self.log,
+        )
+        self.base = self.server.base_url
+        self.server.start()
+        try:
+            self.server.wait_ready(600)
+        except LaunchError as exc:
+            self.close()
+            raise RuntimeError(f"{exc}; see {log}") from exc
 
     def generate(self, input_ids: list[int], max_new: int) -> dict[str, Any]:
         body = {"input_ids": input_ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True,
@@ -139,13 +130,7 @@ class Server:
             return json.loads(r.read())
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.server.stop()
         self.log.close()
 
 

@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,9 @@ from typing import Any, Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from specsweep.server import LaunchError, free_port
+from specsweep.server import Server as SupervisedServer
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,43 +29,33 @@ SPEC_ARGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"
              "--speculative-num-draft-tokens", "4"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A server subprocess in its own session; ``stop`` sends SIGTERM to rank 0 only."""
+class Server(SupervisedServer):
+    """The engine under the pipeline's own supervisor, with one difference: ``stop``
+    sends SIGTERM to rank 0 only, so the tests see the engine end its own ranks."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, log: Path | None = None) -> None:
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        port = free_port("127.0.0.1")
         self.log_path = log
-        self.log = open(log, "wb") if log else subprocess.DEVNULL
-        full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specsweep.refengine", "--model-path", TINY, "--port", str(self.port), *args],
-            cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        super().__init__(
+            argv=[sys.executable, "-m", "specsweep.refengine", "--model-path", TINY, "--port", str(port), *args],
+            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+            host="127.0.0.1", port=port, ready_path="/ready",
+            log_file=open(log, "wb") if log else subprocess.DEVNULL,
+        )
+        self.base = self.base_url
+        self.start()
 
-    def wait_ready(self, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.base + "/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.2)
-        raise TimeoutError("server not ready")
+    def wait_ready(self, timeout_s: float = 120) -> float:
+        try:
+            return super().wait_ready(timeout_s)
+        except LaunchError as exc:
+            raise RuntimeError(f"{exc}: {self.log_text()[-3000:]}") from exc
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
     def stop(self) -> int:
+        assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
