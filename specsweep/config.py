@@ -15,6 +15,7 @@ are reported at once.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -38,7 +39,12 @@ class ConfigError(ValueError):
         super().__init__(f"invalid configuration in {source}:\n{lines}")
 
 
-class _StrictLoader(yaml.SafeLoader):
+# libyaml's loader where PyYAML was built with it: the config is parsed at every
+# Snakemake start, so this is on the path of every `snakemake -n`.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
     """A YAML loader that refuses duplicate keys instead of keeping the last."""
 
 
@@ -69,8 +75,14 @@ def load_yaml_strict(path: Path) -> dict:
     return data if data is not None else {}
 
 
+@functools.lru_cache(maxsize=4)
+def _schema_text_cached(path: Path) -> dict:
+    return yaml.load(Path(path).read_text(), Loader=_SafeLoader)  # noqa: S506 - a safe loader
+
+
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    """The config schema (parsed once per process; callers get their own copy)."""
+    return copy.deepcopy(_schema_text_cached(Path(path)))
 
 
 def _key_path(parts: Iterable[Any]) -> str:
