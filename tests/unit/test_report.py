@@ -103,3 +103,19 @@ def test_render_report_with_nothing_to_plot(tmp_path: Path):
     render_report([broken], "broken", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "p")
     for name in PLOT_FILES.values():
         assert (tmp_path / "p" / name).exists()
+
+
+def test_known_failing_case_is_marked_expected_and_a_surprise_success_warned(summaries, tmp_path: Path):
+    tree = build_summary(dict(plan("nccl-tree-bare", True), expect="failure"), None,
+                         {"status": "failed", "stage": "launch", "reason": "server_exited",
+                          "detail": "exit 1", "log_tail": "NCCL WARN no algorithm"}, [], [], None)
+    lucky = build_summary(dict(plan("lucky", True), expect="failure"), None, OK, [],
+                          records("l", 12.0, 2, True, 5), None)
+    md_path, csv_path = tmp_path / "report.md", tmp_path / "summary.csv"
+    render_report([*summaries, tree, lucky], "base", csv_path, md_path, tmp_path / "plots")
+    md = md_path.read_text()
+    assert "### nccl-tree-bare: failed (expected: a known-failing case)" in md
+    assert "### broken: failed\n" in md  # an unexpected failure is not marked expected
+    assert "lucky: expected to fail (a known-failing case) but did not" in md
+    rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["nccl-tree-bare"]["expect"] == "failure" and rows["base"]["expect"] == "ok"
