@@ -30,9 +30,10 @@ MIN_SAMPLES = 10
 VERDICT_METHOD = (
     f"percentile bootstrap of the ratio of medians (configuration/baseline, each side "
     f"resampled independently, {BOOTSTRAP_RESAMPLES} resamples, {CI_LEVEL:.0%} interval); "
-    "a difference is called only if the interval excludes 1 and |ratio - 1| exceeds the "
-    "run noise = the larger relative spread (max - min) / median of per-repeat medians of "
-    f"the two sides; fewer than {MIN_SAMPLES} successful requests on a side: insufficient samples"
+    "a difference is called only if the interval excludes 1 and the ratio lies outside the "
+    "run noise, [1 / (1 + noise), 1 + noise], with noise = the larger max / min - 1 of the "
+    "per-repeat medians of the two sides (a factor, so that slower and faster are judged alike); "
+    f"fewer than {MIN_SAMPLES} successful requests on a side: insufficient samples"
 )
 
 VERDICTS = ("faster", "slower", "no significant difference", "insufficient samples")
@@ -99,14 +100,16 @@ def per_repeat_medians(values: Sequence[float], repeats: Sequence[int]) -> list[
     return [float(np.median(by[r])) for r in sorted(by)]
 
 
-def relative_spread(values: Sequence[float]) -> float | None:
-    """(max - min) / median; ``None`` for fewer than 2 values (spread unknown)."""
-    if len(values) < 2:
+def repeat_noise(values: Sequence[float]) -> float | None:
+    """max / min - 1 of per-repeat medians: how far repeats of one run disagree, as a factor.
+
+    ``None`` for fewer than 2 values or a non-positive one (noise unknown).
+    A factor rather than a difference over the median, so that a 2x slowdown
+    and a 2x speed-up stand equally far from the noise.
+    """
+    if len(values) < 2 or min(values) <= 0:
         return None
-    med = float(np.median(values))
-    if med == 0:
-        return None
-    return (max(values) - min(values)) / med
+    return max(values) / min(values) - 1
 
 
 def compare_to_baseline(
@@ -147,12 +150,12 @@ def compare_to_baseline(
     ratios = ra / rb
     lo, hi = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], method=PERCENTILE_METHOD)
     spreads = [
-        s for s in (relative_spread(repeat_medians), relative_spread(baseline_repeat_medians)) if s is not None
+        s for s in (repeat_noise(repeat_medians), repeat_noise(baseline_repeat_medians)) if s is not None
     ]
     noise = max(spreads) if spreads else None
     out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level,
                n_resamples=n_resamples, seed=seed)
-    beyond_noise = noise is None or abs(ratio - 1) > noise
+    beyond_noise = noise is None or ratio > 1 + noise or ratio < 1 / (1 + noise)
     if lo > 1 and beyond_noise:
         out["verdict"] = "faster"
     elif hi < 1 and beyond_noise:

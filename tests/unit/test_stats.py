@@ -60,8 +60,19 @@ def test_verdict_refuses_differences_below_repeat_noise():
     a, b = _samples(102, n=200, seed=5), _samples(100, n=200, seed=6)
     v = S.compare_to_baseline(a, b, [97, 102, 107], [95, 100, 105], seed=0, n_resamples=2000)
     assert v["ratio_ci"][0] > 1
-    assert v["noise"] == pytest.approx(0.1, abs=0.01)
+    assert v["noise"] == pytest.approx(max(107 / 97, 105 / 95) - 1, abs=1e-9)
     assert v["verdict"] == "no significant difference"
+
+
+def test_a_large_slowdown_is_called_even_with_noisy_repeats():
+    # 8x slower, repeats of the slow side disagree by 2x: the slowdown is far beyond that noise.
+    # (A noise floor on |ratio - 1| could never call this: |0.125 - 1| < 1 <= noise.)
+    slow, base = _samples(20, n=60, seed=7), _samples(160, n=60, seed=8)
+    v = S.compare_to_baseline(slow, base, [14, 20, 28], [155, 160, 165], seed=0, n_resamples=2000)
+    assert v["noise"] == pytest.approx(1.0)
+    assert v["verdict"] == "slower"
+    fast = S.compare_to_baseline(base, slow, [155, 160, 165], [14, 20, 28], seed=0, n_resamples=2000)
+    assert fast["verdict"] == "faster"
 
 
 def test_verdict_insufficient_samples():
