@@ -79,16 +79,23 @@ def collect_provenance(plan: dict, server: Server, python: str = sys.executable)
         assert server.proc is not None
         argv = [python, "-", "--pid", str(server.proc.pid)]
     result = subprocess.run(argv, input=source, capture_output=True, text=True, timeout=120)  # noqa: S603
-    if result.returncode != 0:
-        return {"error": f"provenance collection exited {result.returncode}", "stderr": result.stderr[-2000:]}
-    return json.loads(result.stdout)
+    try:
+        if result.returncode != 0:
+            raise ValueError(f"exited {result.returncode}: {result.stderr[-2000:]}")
+        return json.loads(result.stdout)
+    except ValueError as exc:
+        # Without a record of what was in effect, a number cannot be trusted: fail the configuration.
+        raise LaunchError("launch", "provenance_failed", f"could not read the server's environment: {exc}") from exc
 
 
 def server_info(server: Server) -> dict | None:
     for path in ("/server_info", "/get_server_info"):
         status, body = http_get(server.base_url + path, timeout=10)
         if status == 200:
-            return json.loads(body)
+            try:
+                return json.loads(body)
+            except ValueError as exc:
+                raise LaunchError("launch", "bad_server_info", f"{path} did not answer JSON: {exc}") from exc
     return None
 
 
