@@ -76,6 +76,10 @@ def test_both_configurations_run_in_containers(workflow_run):
         launch = json.loads((work / f"results/{name}/launch.json").read_text())
         assert launch["argv"][:3] == ["docker", "run", "--rm"]
         assert launch["image"]["tag"] == manifest["tag"]
+        # Provenance is read from the server inside the container (the child of docker's init), not from config.
+        provenance = launch["provenance"]
+        assert provenance["env_source"] != "/proc/1/environ"
+        assert provenance["env"]["OMP_NUM_THREADS"] == "1"
         assert docker.containers_with_label(f"io.specsweep.config={name}") == []
 
 
