@@ -29,8 +29,13 @@ from specsweep.server import LaunchError, Server, container_name, free_port, htt
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
 
 
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT arrived: tear down, record, and fail the job."""
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT arrived: tear down, record, and fail the job.
+
+    A KeyboardInterrupt on purpose: asyncio's event loop logs and swallows any
+    other BaseException raised inside a callback, so a signal that lands while
+    the client streams would be lost and the benchmark would run on.
+    """
 
 
 @dataclass(frozen=True)
