@@ -202,22 +202,37 @@ class Engine:
         if new:
             self._prefill(new)
 
+    def _pack_chunk(
+        self, reqs: list[Request], spans: dict[int, tuple[int, int | None]]
+    ) -> list[tuple[Request, int, int]]:
+        """(request, start, length) of the prompt pieces one bounded forward takes.
+
+        ``spans`` maps ``id(request)`` to (next position, end position or None for
+        the whole prompt); requests are taken in order until ``chunk_tokens`` is spent.
+        """
+        budget = self.chunk_tokens
+        batch: list[tuple[Request, int, int]] = []
+        for r in reqs:
+            if id(r) not in spans or budget <= 0:
+                continue
+            start, end = spans[id(r)]
+            n = min((len(r.input_ids) if end is None else end) - start, budget)
+            batch.append((r, start, n))
+            budget -= n
+        return batch
+
+    @staticmethod
+    def _chunk_inputs(batch: list[tuple[Request, int, int]]) -> tuple[list[int], list[Segment]]:
+        ids = list(itertools.chain.from_iterable(r.input_ids[s:s + n] for r, s, n in batch))
+        return ids, [Segment(r.slot, s, n) for r, s, n in batch]
+
     def _prefill(self, reqs: list[Request]) -> None:
         """Prompt forwards in chunks of at most ``chunk_tokens`` tokens, several prompts per forward."""
         pending = {id(r): 0 for r in reqs}  # next position to prefill
         last_logits: dict[int, torch.Tensor] = {}
         while pending:
-            budget = self.chunk_tokens
-            batch: list[tuple[Request, int, int]] = []
-            for r in reqs:
-                if id(r) not in pending or budget <= 0:
-                    continue
-                start = pending[id(r)]
-                n = min(len(r.input_ids) - start, budget)
-                batch.append((r, start, n))
-                budget -= n
-            ids = list(itertools.chain.from_iterable(r.input_ids[s:s + n] for r, s, n in batch))
-            segs = [Segment(r.slot, s, n) for r, s, n in batch]
+            batch = self._pack_chunk(reqs, {k: (s, None) for k, s in pending.items()})
+            ids, segs = self._chunk_inputs(batch)
             self.comm.reset_stats()
             t0 = time.perf_counter()
             logits = self.driver.call(("target", ids, segs, "last"))
@@ -247,16 +262,8 @@ class Engine:
         """
         pending = {id(r): len(r.input_ids) - 1 for r in reqs if len(r.input_ids) > 1}
         while pending:
-            budget = self.chunk_tokens
-            batch: list[tuple[Request, int, int]] = []
-            for r in reqs:
-                if id(r) not in pending or budget <= 0:
-                    continue
-                n = min(pending[id(r)] - r.draft_len, budget)
-                batch.append((r, r.draft_len, n))
-                budget -= n
-            ids = list(itertools.chain.from_iterable(r.input_ids[s:s + n] for r, s, n in batch))
-            segs = [Segment(r.slot, s, n) for r, s, n in batch]
+            batch = self._pack_chunk(reqs, {id(r): (r.draft_len, pending[id(r)]) for r in reqs if id(r) in pending})
+            ids, segs = self._chunk_inputs(batch)
             self.comm.reset_stats()
             t0 = time.perf_counter()
             self.driver.call(("draft", ids, segs, "target", "none"))
