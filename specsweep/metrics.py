@@ -255,29 +255,27 @@ def verify_compute_per_cycle_ms(records: Sequence[dict[str, Any]]) -> Value:
     return v - c
 
 
-def verify_comm_share(records: Sequence[dict[str, Any]]) -> Value:
-    """Share of verify time spent communicating, fraction 0..1:
-    ``sum(timing.verify_comm_s) / sum(timing.verify_s)``."""
-    for key in ("verify_s", "verify_comm_s"):
+def _timing_ratio(records: Sequence[dict[str, Any]], numerator: str, denominator: str) -> Value:
+    """``sum(timing.<numerator>) / sum(timing.<denominator>)``; absent when either is missing or the sum is 0."""
+    for key in (denominator, numerator):
         recs = _timing_records(records, key)
         if isinstance(recs, Absent):
             return recs
-    total = sum(r["timing"]["verify_s"] for r in records)
+    total = sum(r["timing"][denominator] for r in records)
     if total <= 0:
-        return Absent("sum of timing.verify_s is 0")
-    return sum(r["timing"]["verify_comm_s"] for r in records) / total
+        return Absent(f"sum of timing.{denominator} is 0")
+    return sum(r["timing"][numerator] for r in records) / total
+
+
+def verify_comm_share(records: Sequence[dict[str, Any]]) -> Value:
+    """Share of verify time spent communicating, fraction 0..1:
+    ``sum(timing.verify_comm_s) / sum(timing.verify_s)``."""
+    return _timing_ratio(records, "verify_comm_s", "verify_s")
 
 
 def allreduce_per_forward(records: Sequence[dict[str, Any]]) -> Value:
     """All-reduces per target forward, count: ``sum(timing.allreduce_ct) / sum(timing.forward_ct)``."""
-    for key in ("allreduce_ct", "forward_ct"):
-        recs = _timing_records(records, key)
-        if isinstance(recs, Absent):
-            return recs
-    fwd = sum(r["timing"]["forward_ct"] for r in records)
-    if fwd <= 0:
-        return Absent("sum of timing.forward_ct is 0")
-    return sum(r["timing"]["allreduce_ct"] for r in records) / fwd
+    return _timing_ratio(records, "allreduce_ct", "forward_ct")
 
 
 def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) -> float:
