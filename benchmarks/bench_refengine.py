@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specsweep.refengine.multirank import run_on_ranks  # noqa: E402
-from specsweep.server import LaunchError, free_port  # noqa: E402
-from specsweep.server import Server as SupervisedServer  # noqa: E402
+from specsweep.serve.server import LaunchError, free_port  # noqa: E402
+from specsweep.serve.server import Server as SupervisedServer  # noqa: E402
 
 
 def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, warmup: int, dtype_name: str) -> dict:

@@ -1,6 +1,6 @@
 """Calibrate the benchmark client against a loopback server whose timing is known.
 
-1. Accuracy at concurrency 1: the loopback server (``specsweep.loopback``,
+1. Accuracy at concurrency 1: the loopback server (``specsweep.testing.loopback``,
    its own process) sends the first chunk ``--ttft-ms`` after receiving a
    request and one chunk every ``--itl-ms`` after that, at absolute
    deadlines, and stamps every write with ``time.perf_counter_ns`` (CLOCK_MONOTONIC
@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from specsweep import metrics as M
-from specsweep.client import run_workload
-from specsweep.records import read_jsonl
+from specsweep.analysis import metrics as M
+from specsweep.files import read_jsonl
+from specsweep.serve.client import run_workload
 
 ACCURACY_TARGET = 0.01
 THROUGHPUT_TARGET = 20_000
@@ -39,8 +39,8 @@ THROUGHPUT_TARGET = 20_000
 
 @contextmanager
 def loopback(*args: str) -> Iterator[str]:
-    """Start ``python -m specsweep.loopback`` with ``args``; yield its base URL; stop it."""
-    proc = subprocess.Popen([sys.executable, "-m", "specsweep.loopback", "--port", "0", *args],
+    """Start ``python -m specsweep.testing.loopback`` with ``args``; yield its base URL; stop it."""
+    proc = subprocess.Popen([sys.executable, "-m", "specsweep.testing.loopback", "--port", "0", *args],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

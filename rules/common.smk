@@ -1,17 +1,18 @@
-# Validation and the small named input functions the rules use. Keep it short:
-# anything with logic belongs in the specsweep package.
+# Validation, the resolved plans, and every named input function the rules use.
+# Keep it short: each function is one line that calls specsweep.workflow with
+# this workflow's plans or config, given explicitly.
 import sys
 
 sys.path.insert(0, workflow.basedir)
 
-from snakemake.utils import validate
-
-from specsweep.config import ConfigError, check_config, check_files_strict
-from specsweep.docker import content_spec_json
-from specsweep.plan import canonical_json, plan_problems, resolve_plans
+from specsweep.workflow import inputs as sw
+from specsweep.plan.config import ConfigError, check_config, check_files_strict
+from specsweep.plan.resolve import plan_problems, resolve_plans
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
+# Validated once (schema, then semantics, with file, key path and allowed
+# values in every message), before any job is planned.
 try:
     check_files_strict(workflow.configfiles)
     check_config(config, CONFIG_SOURCE)
@@ -22,9 +23,8 @@ try:
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
-validate(config, "../schemas/config.schema.yaml", set_default=False)
-
 CONFIGS = sorted(PLANS)
+ROOT = workflow.basedir
 
 
 wildcard_constraints:
@@ -33,35 +33,40 @@ wildcard_constraints:
 
 
 def plan_json(wildcards):
-    """The resolved plan as canonical JSON: the job reruns exactly when it changes."""
-    return canonical_json(PLANS[wildcards.config])
+    return sw.plan_params(PLANS, wildcards.config)
 
 
 def parser_env_input(wildcards):
-    """SGLang configurations are parsed by the pinned SGLang in its own environment."""
-    if PLANS[wildcards.config]["engine"] == "sglang":
-        return f"{config.get('parser_env', 'results/envs/sglang-parser')}/ready.json"
-    return []
+    return sw.parser_env_input(PLANS, config, wildcards.config)
 
 
 def image_manifest_input(wildcards):
-    """A docker configuration depends on its image's manifest (content-addressed tag)."""
-    plan = PLANS[wildcards.config]
-    if plan["runtime"] == "docker":
-        return f"results/images/{plan['image']}.json"
-    return []
+    return sw.image_manifest_input(PLANS, wildcards.config)
 
 
-def image_spec_json(wildcards):
-    """Content keys of this configuration's image spec (null when it runs locally)."""
-    image = PLANS[wildcards.config].get("image")
-    return content_spec_json(config["images"][image]) if image else "null"
+def config_image_spec_json(wildcards):
+    return sw.config_image_spec_json(PLANS, config, wildcards.config)
 
 
 def gpus_of(wildcards):
-    return int(PLANS[wildcards.config].get("gpus", 0))
+    return sw.gpus_of(PLANS, wildcards.config)
 
 
 def report_params(wildcards):
-    descriptions = {name: (config["configurations"][name] or {}).get("description", "") for name in CONFIGS}
-    return canonical_json({"baseline": config.get("baseline"), "descriptions": descriptions})
+    return sw.report_params(config, CONFIGS)
+
+
+def image_spec_json(wildcards):
+    return sw.image_spec_json(config, wildcards.image)
+
+
+def image_tag(wildcards):
+    return sw.image_tag_params(config, ROOT, wildcards.image)
+
+
+def image_manifests(wildcards):
+    return sw.image_manifests(config)
+
+
+def registry_json(wildcards):
+    return sw.registry_json(config)

@@ -1,5 +1,5 @@
 # Container images: one build job per entry under `images:`, and a `push`
-# target. The logic lives in specsweep.docker; scripts/*.py only adapt.
+# target. The logic lives in specsweep.images; scripts/*.py only adapt.
 #
 # Rerun contract: the job's params are the image's own spec (content keys, as
 # canonical JSON) and its content-addressed tag (a hash of the Dockerfile,
@@ -8,13 +8,6 @@
 # this image's build args or sources rebuilds only this image, and the
 # manifest keeps its mtime when its content is unchanged (configurations that
 # use the image do not rerun).
-
-from specsweep.docker import ImageRuleInputs
-
-# Named input functions (specsweep.docker.ImageRuleInputs), given this
-# workflow's `images`, `registry` and root explicitly.
-IMAGES = ImageRuleInputs(config.get("images"), config.get("registry"), workflow.basedir)
-
 
 # No input on purpose. Depending on the users' preflight.json through ancient()
 # (to build only after preflight passed) breaks the rerun contract: when a
@@ -27,8 +20,8 @@ rule build_image:
     output:
         "results/images/{image}.json",
     params:
-        spec=IMAGES.spec_json,
-        tag=IMAGES.tag,
+        spec=image_spec_json,
+        tag=image_tag,
     log:
         "results/images/logs/build_{image}.log",
     benchmark:
@@ -42,11 +35,11 @@ rule build_image:
 
 rule push_images:
     input:
-        IMAGES.all_manifests,
+        image_manifests,
     output:
         "results/images/pushed.json",
     params:
-        registry=IMAGES.registry_json,
+        registry=registry_json,
     log:
         "results/images/logs/push_images.log",
     localrule: True

@@ -18,7 +18,7 @@ rule preflight_config:
     output:
         "results/{config}/preflight.json",
     params:
-        image=image_spec_json,
+        image=config_image_spec_json,
     log:
         "results/{config}/logs/preflight_config.log",
     # Before any image build or launch: a typo must not cost a build or a GPU hour.

@@ -1,14 +1,10 @@
 """One configuration's server: launch, readiness, warmup, measurement, teardown."""
 
 import sys
-from pathlib import Path
 
-from specsweep.io import read_json
-from specsweep.job import JobPaths, run_config
+from specsweep.workflow.jobs import benchmark_server, paths_of
 
 with open(snakemake.log[0], "w", buffering=1) as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
-    out = snakemake.output  # noqa: F821
-    paths = JobPaths(*(Path(p) for p in (out.launch, out.server_log, out.warmup, out.requests, out.outcome)))
-    manifest = read_json(snakemake.input.image) if snakemake.input.image else None  # noqa: F821
-    run_config(read_json(snakemake.input.plan), paths, manifest, log)  # noqa: F821
+    inp = snakemake.input  # noqa: F821
+    benchmark_server(inp.plan, paths_of(inp.image), dict(snakemake.output.items()), log)  # noqa: F821

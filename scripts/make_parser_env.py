@@ -3,8 +3,9 @@
 import sys
 from pathlib import Path
 
-from specsweep.pipeline import make_parser_env
+from specsweep.workflow.jobs import make_parser_env
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
-    make_parser_env(Path(snakemake.output[0]).parent, Path(snakemake.input[0]), Path(snakemake.output[0]), log)  # noqa: F821
+    ready = Path(snakemake.output[0])  # noqa: F821
+    make_parser_env(ready.parent, Path(snakemake.input[0]), ready, log)  # noqa: F821

@@ -2,9 +2,9 @@
 
 import sys
 
-from specsweep.pipeline import preflight_config
+from specsweep.workflow.jobs import paths_of, preflight_config
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
     inp, params = snakemake.input, snakemake.params  # noqa: F821
-    sys.exit(preflight_config(inp.plan, inp.parser, params.image, snakemake.output[0], log))  # noqa: F821
+    sys.exit(preflight_config(inp.plan, paths_of(inp.parser), params.image, snakemake.output[0], log))  # noqa: F821

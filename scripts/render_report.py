@@ -1,17 +1,10 @@
 """The cross-configuration report: summary.csv, report.md and the plots."""
 
-import json
 import sys
-from pathlib import Path
 
-from specsweep.io import read_json
-from specsweep.report import render_report
+from specsweep.workflow.jobs import render_report_files
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
-    params = json.loads(snakemake.params.report)  # noqa: F821
-    summaries = [read_json(p) for p in snakemake.input.summaries]  # noqa: F821
-    for summary in summaries:
-        summary["description"] = params["descriptions"].get(summary["config"], "")
     out = snakemake.output  # noqa: F821
-    render_report(summaries, params["baseline"], Path(out.csv), Path(out.md), Path(out.plots[0]).parent)
+    render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md, out.plots[0])  # noqa: F821

@@ -2,7 +2,7 @@
 
 import sys
 
-from specsweep.pipeline import summarize_files
+from specsweep.workflow.jobs import summarize_files
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log

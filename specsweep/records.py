@@ -1,8 +1,7 @@
-"""Raw per-request records (JSONL) and atomic file writers.
+"""Raw per-request records (JSONL): the contract between serving and analysis.
 
 One JSON object per line, one line per request, written by
-``specsweep.client`` and read back by ``specsweep.metrics`` /
-``specsweep.summary``. Metrics are always computed from these files, never
+``specsweep.serve.client`` and read back by ``specsweep.analysis``. Metrics are always computed from these files, never
 from the client's memory, so that a result can be recomputed and audited.
 
 Record fields (``RECORD_FORMAT_VERSION`` = 1):
@@ -49,12 +48,10 @@ on Linux they are CLOCK_MONOTONIC, so also across processes of one host.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from specsweep.io import write_text_atomic
-
+# Format history of a record (one line of requests.jsonl / warmup.jsonl):
+#   1  the fields of RECORD_FIELDS below.
 RECORD_FORMAT_VERSION = 1
 
 PHASES = ("warmup", "measured")
@@ -104,27 +101,6 @@ def validate_record(record: dict[str, Any]) -> list[str]:
     if isinstance(chunks, list) and isinstance(toks, list) and len(chunks) != len(toks):
         problems.append("chunk_ns and chunk_tokens differ in length")
     return problems
-
-
-def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Write one JSON object per line to ``path`` atomically (temp + rename)."""
-    lines = [json.dumps(r, separators=(",", ":"), allow_nan=False) for r in records]
-    write_text_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSONL file; a missing file is an error (the caller decides what it means)."""
-    out: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from exc
-    return out
 
 
 def new_record(**fields: Any) -> dict[str, Any]:

@@ -1,19 +1,17 @@
-"""Shared test helpers."""
+"""Fixtures and collection rules shared by every test tier.
+
+Helpers that tests import (the workflow copy, Snakemake's job table, the repo
+root) live in ``specsweep.testing.workflow``; this file is never imported as a
+module.
+"""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-
-# What a copy of the workflow needs to run in a temporary directory.
-WORKFLOW_FILES = [
-    "Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep",
-    "pyproject.toml", "requirements.txt", "config.yaml",
-]
+from specsweep.testing.workflow import REPO, copy_workflow
 
 
 @pytest.fixture
@@ -21,15 +19,10 @@ def repo_root() -> Path:
     return REPO
 
 
-def copy_workflow(dest: Path) -> Path:
-    """A private copy of the workflow, package included (model configs are read by relative path)."""
-    for name in WORKFLOW_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        elif src.exists():
-            shutil.copy2(src, dest / name)
-    return dest
+@pytest.fixture
+def workflow_copy(tmp_path: Path) -> Path:
+    """A private copy of the workflow (``specsweep.testing.workflow.copy_workflow``) in ``tmp_path``."""
+    return copy_workflow(tmp_path)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,15 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep import docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dockerfixtures import base_image, docker_engine  # noqa: E402,F401
+from specsweep.serve import container
+from specsweep.testing.workflow import copy_workflow, job_counts
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-COPY = ["Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep"]
 SMALL = {"num_prompts": 2, "input_len": 8, "output_len": 8, "repeats": 2,
          "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3}}
 
@@ -34,13 +28,6 @@ SMALL = {"num_prompts": 2, "input_len": 8, "output_len": 8, "repeats": 2,
 def snakemake(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2", *args]
     return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=timeout)  # noqa: S603
-
-
-def planned_jobs(output: str) -> dict[str, int]:
-    if "Job stats:" not in output:
-        return {}
-    table = output.split("Job stats:", 1)[1]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", table, flags=re.M) if m[1] != "total"}
 
 
 def _edit_config(work: Path, mutate) -> None:
@@ -53,13 +40,7 @@ def _edit_config(work: Path, mutate) -> None:
 @pytest.fixture(scope="module")
 def workflow_run(tmp_path_factory, request):
     request.getfixturevalue("base_image")
-    work = tmp_path_factory.mktemp("work")
-    for name in COPY:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif src.exists():
-            shutil.copy2(src, work / name)
+    work = copy_workflow(tmp_path_factory.mktemp("work"))
     _edit_config(work, lambda c: c["defaults"]["workload"].update(SMALL))
     result = snakemake(work, "all")
     return work, result
@@ -80,14 +61,14 @@ def test_both_configurations_run_in_containers(workflow_run):
         provenance = launch["provenance"]
         assert provenance["env_source"] != "/proc/1/environ"
         assert provenance["env"]["OMP_NUM_THREADS"] == "1"
-        assert docker.containers_with_label(f"io.specsweep.config={name}") == []
+        assert container.containers_with_label(f"io.specsweep.config={name}") == []
 
 
 def test_nothing_to_do_after_a_complete_run(workflow_run):
     work, _ = workflow_run
     result = snakemake(work, "-n", "all")
     assert result.returncode == 0, result.stderr
-    assert planned_jobs(result.stdout) == {}, result.stdout
+    assert job_counts(result.stdout) == {}, result.stdout
 
 
 def test_image_description_edit_reruns_nothing(workflow_run):
@@ -97,7 +78,7 @@ def test_image_description_edit_reruns_nothing(workflow_run):
     try:
         _edit_config(work, lambda c: c["images"]["reference"].update(description="edited"))
         result = snakemake(work, "-n", "all")
-        assert planned_jobs(result.stdout) == {}, result.stdout
+        assert job_counts(result.stdout) == {}, result.stdout
     finally:
         path.write_text(original)
 
@@ -108,7 +89,7 @@ def test_build_arg_change_rebuilds_the_image_and_reruns_its_users(workflow_run):
     original = path.read_text()
     try:
         _edit_config(work, lambda c: c["images"]["reference"]["build_args"].update(UNUSED_TEST_ARG="1"))
-        counts = planned_jobs(snakemake(work, "-n", "all").stdout)
+        counts = job_counts(snakemake(work, "-n", "all").stdout)
         assert counts.get("build_image") == 1
         assert counts.get("benchmark_server") == 2
         assert "resolve_plan" not in counts  # the plan does not depend on how the image is built
@@ -125,10 +106,10 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
     label = "io.specsweep.config=nospec"
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not docker.containers_with_label(label):
+        while time.monotonic() < deadline and not container.containers_with_label(label):
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
             time.sleep(0.5)
-        assert docker.containers_with_label(label), "the benchmark container never started"
+        assert container.containers_with_label(label), "the benchmark container never started"
         time.sleep(5)  # mid-benchmark: readiness wait or requests in flight
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=180)
@@ -136,9 +117,9 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and docker.containers_with_label(label):
+    while time.monotonic() < deadline and container.containers_with_label(label):
         time.sleep(1)
-    assert docker.containers_with_label(label) == []
+    assert container.containers_with_label(label) == []
     outcome = json.loads((work / "results/nospec/outcome.json").read_text()) \
         if (work / "results/nospec/outcome.json").exists() else None
     if outcome is not None:
@@ -149,12 +130,12 @@ def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base
     work, _ = workflow_run
     name = "specsweep-nospec-leftover-test"
     subprocess.run(["docker", "run", "-d", "--name", name, "--label", "io.specsweep.config=nospec",
-                    "--label", docker.PROJECT_LABEL, base_image, "sleep", "600"], check=True, capture_output=True)
+                    "--label", container.PROJECT_LABEL, base_image, "sleep", "600"], check=True, capture_output=True)
     try:
         result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/outcome.json")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         launch = json.loads((work / "results/nospec/launch.json").read_text())
         assert name in launch.get("removed_leftover_containers", [])
-        assert docker.containers_with_label("io.specsweep.config=nospec") == []
+        assert container.containers_with_label("io.specsweep.config=nospec") == []
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)

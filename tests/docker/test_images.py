@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tarfile
 import time
 import urllib.request
@@ -14,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep import docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dockerfixtures import base_image, docker_engine, registry_url, sources_snapshot, unique  # noqa: E402,F401
+from specsweep.images import build, cli, tag
+from specsweep.serve import container, job
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -45,26 +42,26 @@ def built(tmp_path_factory, base_image, sources_snapshot):
     out = tmp_path_factory.mktemp("results")
     manifest_path = out / "images" / "reference.json"
     t0 = time.monotonic()
-    first = docker.build_image("reference", SPEC, root, manifest_path, out / "build.log")
+    first = build.build_image("reference", SPEC, root, manifest_path, out / "build.log")
     first_s = time.monotonic() - t0
     mtime = manifest_path.stat().st_mtime_ns
     t0 = time.monotonic()
-    second = docker.build_image("reference", SPEC, root, manifest_path, out / "build.log")
+    second = build.build_image("reference", SPEC, root, manifest_path, out / "build.log")
     second_s = time.monotonic() - t0
     return {"root": root, "first": first, "second": second, "first_s": first_s, "second_s": second_s,
             "manifest_path": manifest_path, "mtime_before": mtime, "log": out / "build.log"}
 
 
 def test_base_image_exists(base_image):
-    info = docker.image_inspect(base_image)
+    info = cli.image_inspect(base_image)
     assert info["Os"] == "linux"
 
 
 def test_reference_image_builds(built):
     m = built["first"]
     assert re.fullmatch(r"specsweep/reference:[0-9a-f]{12}", m["tag"])
-    assert m["tag"] == docker.image_tag("reference", SPEC, built["root"])
-    info = docker.image_inspect(m["tag"])
+    assert m["tag"] == tag.image_tag("reference", SPEC, built["root"])
+    info = cli.image_inspect(m["tag"])
     assert info["Id"] == m["image_id"]
     labels = info["Config"]["Labels"]
     assert labels["io.specsweep.variant"] == "reference"
@@ -85,7 +82,7 @@ def test_second_build_is_a_fast_noop(built):
 
 def test_build_arg_change_gives_a_new_tag(built):
     changed = {**SPEC, "build_args": {**SPEC["build_args"], "NUMPY_VERSION": "2.4.5"}}
-    assert docker.image_tag("reference", changed, built["root"]) != built["first"]["tag"]
+    assert tag.image_tag("reference", changed, built["root"]) != built["first"]["tag"]
 
 
 def test_torch_in_image_is_cpu_build(built):
@@ -153,15 +150,15 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
     manifest = built["first"]
     registry = {"url": registry_url, "namespace": f"specsweep-test-{unique}"}
     log = built["log"].with_name("push.log")
-    pushed = docker.push_image(manifest, registry, log)
+    pushed = registry.push_image(manifest, registry, log)
     ref = pushed["ref"]
     assert ref == f"{registry_url}/specsweep-test-{unique}/reference:{manifest['tag'].split(':')[1]}"
     assert pushed["repo_digest"] and pushed["repo_digest"].startswith(ref.rsplit(":", 1)[0] + "@sha256:")
 
     # Remove every local name of the image, so the pull really fetches it.
     subprocess.run(["docker", "rmi", ref, manifest["tag"]], check=True, capture_output=True)
-    assert not docker.image_exists(manifest["image_id"])
-    assert docker.pull_image(ref) == manifest["image_id"]
+    assert not cli.image_exists(manifest["image_id"])
+    assert registry.pull_image(ref) == manifest["image_id"]
     subprocess.run(["docker", "tag", ref, manifest["tag"]], check=True)
 
     plan = {
@@ -173,8 +170,8 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
     }
     port = _free_port()
     name = f"specsweep-test-{unique}"
-    argv = docker.run_argv(plan, ref, "127.0.0.1", port, 30000, name)
-    proc = subprocess.Popen(argv, env=docker.run_env(plan, dict(__import__("os").environ)),
+    argv = container.run_argv(plan, ref, "127.0.0.1", port, 30000, name)
+    proc = subprocess.Popen(argv, env=job.server_environment(plan, dict(__import__("os").environ)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 180
@@ -188,12 +185,12 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
             except OSError:
                 time.sleep(1)
         assert status == 200
-        assert name in docker.containers_with_label(f"io.specsweep.config={plan['name']}")
+        assert name in container.containers_with_label(f"io.specsweep.config={plan['name']}")
     finally:
-        docker.remove_container(name)
+        container.remove_container(name)
         proc.wait(timeout=60)
         subprocess.run(["docker", "rmi", ref], capture_output=True)
-    assert docker.containers_with_label(f"io.specsweep.config={plan['name']}") == []
+    assert container.containers_with_label(f"io.specsweep.config={plan['name']}") == []
 
 
 def _free_port() -> int:

@@ -4,16 +4,10 @@ removal of a missing container is not an error."""
 from __future__ import annotations
 
 import subprocess
-import sys
-
-from pathlib import Path
 
 import pytest
 
-from specsweep import docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dockerfixtures import base_image, docker_engine, unique  # noqa: E402,F401
+from specsweep.serve import container
 
 pytestmark = pytest.mark.docker
 
@@ -21,7 +15,7 @@ pytestmark = pytest.mark.docker
 def _start(name: str, config: str, image: str) -> None:
     subprocess.run(
         ["docker", "run", "-d", "--init", "--name", name,
-         "--label", f"io.specsweep.config={config}", "--label", docker.PROJECT_LABEL,
+         "--label", f"io.specsweep.config={config}", "--label", container.PROJECT_LABEL,
          image, "sleep", "600"],
         check=True, capture_output=True,
     )
@@ -35,18 +29,18 @@ def test_remove_leftovers_removes_only_that_configuration(base_image, unique):
         for n in names:
             _start(n, config, base_image)
         _start(keep, other, base_image)
-        assert docker.containers_with_label(f"io.specsweep.config={config}") == sorted(names)
-        assert set(names + [keep]) <= set(docker.containers_with_label())
-        assert docker.remove_leftovers(config) == sorted(names)
-        assert docker.containers_with_label(f"io.specsweep.config={config}") == []
-        assert docker.containers_with_label(f"io.specsweep.config={other}") == [keep]
+        assert container.containers_with_label(f"io.specsweep.config={config}") == sorted(names)
+        assert set(names + [keep]) <= set(container.containers_with_label())
+        assert container.remove_leftovers(config) == sorted(names)
+        assert container.containers_with_label(f"io.specsweep.config={config}") == []
+        assert container.containers_with_label(f"io.specsweep.config={other}") == [keep]
     finally:
         for n in names + [keep]:
             subprocess.run(["docker", "rm", "-f", n], capture_output=True)
 
 
 def test_remove_container_missing_is_false(docker_engine, unique):
-    assert docker.remove_container(f"specsweep-never-{unique}") is False
+    assert container.remove_container(f"specsweep-never-{unique}") is False
 
 
 def test_stopped_containers_count_as_leftovers(base_image, unique):
@@ -55,6 +49,6 @@ def test_stopped_containers_count_as_leftovers(base_image, unique):
     try:
         subprocess.run(["docker", "create", "--name", name, "--label", f"io.specsweep.config={config}",
                         base_image, "true"], check=True, capture_output=True)
-        assert docker.remove_leftovers(config) == [name]
+        assert container.remove_leftovers(config) == [name]
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)

@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import copy_workflow  # noqa: E402
+from specsweep.testing.workflow import REPO, copy_workflow
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 SMALL_WORKLOAD = {
     "num_prompts": 3,

@@ -17,12 +17,12 @@ from typing import Any, Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specsweep.server import LaunchError, free_port
-from specsweep.server import Server as SupervisedServer
+from specsweep.serve.server import LaunchError, free_port
+from specsweep.serve.server import Server as SupervisedServer
+from specsweep.testing.workflow import REPO
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 TINY = str(REPO / "specsweep" / "refengine" / "configs" / "tiny")
 READY_LINE = "The server is fired up and ready to roll!"
 SPEC_ARGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,20 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import copy_workflow  # noqa: E402
+from specsweep.testing.workflow import REPO, copy_workflow, job_counts
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 
 
 def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a dry run, as {rule: count}."""
-    table = output.split("Job stats:", 1)[1]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", table, flags=re.M) if m[1] != "total"}
 
 
 def test_lint_is_clean(tmp_path):
@@ -36,7 +28,7 @@ def test_lint_is_clean(tmp_path):
 
 def test_dry_run_shows_every_stage_per_configuration(tmp_path):
     work = copy_workflow(tmp_path)
-    (work / "config.yaml").write_text((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
+    (work / "config.yaml").write_text((REPO / "config.yaml").read_text())
     result = run(SNAKEMAKE + ["-n", "all"], work)
     assert result.returncode == 0, result.stderr
     n = len(yaml.safe_load((work / "config.yaml").read_text())["configurations"])
@@ -52,7 +44,7 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
 
 
 def _write_config(work: Path, mutate) -> None:
-    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
     mutate(config)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
@@ -79,7 +71,7 @@ def test_invalid_configuration_name_is_refused(tmp_path):
 
 def test_duplicate_configuration_name_is_refused(tmp_path):
     work = copy_workflow(tmp_path)
-    text = (Path(__file__).resolve().parents[2] / "config.yaml").read_text()
+    text = (REPO / "config.yaml").read_text()
     text += "\n  nospec:\n    description: a second entry of the same name\n"
     (work / "config.yaml").write_text(text)
     result = run(SNAKEMAKE + ["-n", "all"], work)

@@ -1,0 +1,576 @@
+"""Metrics computed from raw request records, one small function each, and the one table of them.
+
+``METRICS`` (at the end) declares every metric once: its formula (the
+function), unit, definition, whether it needs speculation, whether it is
+required, and its report/CSV columns; the summary, the report, the CSV and
+the plots all read it.
+
+Every function states its formula and unit. A value that cannot be computed
+is returned as ``Absent(reason)``, never as 0. Only records with
+``phase == "measured"`` and ``status == "ok"`` of the run being summarised
+enter the metrics (``select_measured``); the others are counted.
+
+Time stamps are ``time.perf_counter_ns`` integers from the client. A
+*token chunk* is a stream chunk that carried at least one new token
+(``chunk_tokens`` > 0, or ``None`` = the endpoint does not say, which an
+OpenAI text delta with non-empty text is); chunks with 0 new tokens (e.g. a
+final meta-only chunk) do not move TTFT or ITL.
+
+First token convention: the first token chunk ends the prefill (TTFT). The
+decode time of a request is ``t_last_token_chunk - t_first_token_chunk``
+(= e2e - TTFT with e2e measured to the last token chunk), and
+``spec_verify_ct`` verify cycles are assumed to lie in it: the first token
+is produced by the prefill forward, not by a verify. When the first chunk
+already carries several tokens (prefill and a verify merged), that verify's
+time is attributed to TTFT and the cycle time is slightly underestimated.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+from specsweep.analysis.stats import (
+    PERCENTILE_METHOD_NAME,
+    WARMUP_CRITERION,
+    bootstrap_median_ci,
+    distribution,
+    per_repeat_medians,
+    windows_converged,
+)
+
+NS_PER_S = 1e9
+NS_PER_MS = 1e6
+
+
+class Absent(NamedTuple):
+    """A metric that cannot be computed, and why."""
+
+    reason: str
+
+
+Value = float | Absent
+
+
+def _token_chunks(rec: dict[str, Any]) -> list[int]:
+    """Arrival times (ns) of the chunks that carried new tokens."""
+    return [t for t, n in zip(rec["chunk_ns"], rec["chunk_tokens"]) if n is None or n > 0]
+
+
+# --------------------------------------------------------------- per request
+
+
+def ttft_ms(rec: dict[str, Any]) -> Value:
+    """Time to first token, ms: ``(t_first_token_chunk - send_ns) / 1e6``."""
+    chunks = _token_chunks(rec)
+    if not chunks:
+        return Absent("no chunk carried a token")
+    return (chunks[0] - rec["send_ns"]) / NS_PER_MS
+
+
+def itl_ms(rec: dict[str, Any]) -> list[float]:
+    """Inter-chunk latencies, ms: gaps between consecutive token chunks.
+
+    With speculation a chunk carries several tokens, so this is the latency
+    between deliveries as the user sees it, not per token (see ``tpot_ms``).
+    A request with fewer than two token chunks contributes no gap.
+    """
+    chunks = _token_chunks(rec)
+    return [(b - a) / NS_PER_MS for a, b in zip(chunks, chunks[1:])]
+
+
+def decode_ms(rec: dict[str, Any]) -> Value:
+    """Decode time, ms: ``(t_last_token_chunk - t_first_token_chunk) / 1e6`` (= e2e - TTFT)."""
+    chunks = _token_chunks(rec)
+    if not chunks:
+        return Absent("no chunk carried a token")
+    return (chunks[-1] - chunks[0]) / NS_PER_MS
+
+
+def tpot_ms(rec: dict[str, Any]) -> Value:
+    """Time per output token after the first, ms: ``decode_ms / (completion_tokens - 1)``."""
+    ct = rec.get("completion_tokens")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    if ct < 2:
+        return Absent(f"completion_tokens = {ct} < 2")
+    d = decode_ms(rec)
+    return d if isinstance(d, Absent) else d / (ct - 1)
+
+
+def e2e_ms(rec: dict[str, Any]) -> Value:
+    """End-to-end latency, ms: ``(end_ns - send_ns) / 1e6``, end = the ``[DONE]`` terminator."""
+    if rec.get("end_ns") is None:
+        return Absent("no end time")
+    return (rec["end_ns"] - rec["send_ns"]) / NS_PER_MS
+
+
+def output_tok_s(rec: dict[str, Any]) -> Value:
+    """Per-request output throughput, tok/s: ``completion_tokens / e2e_s`` (includes TTFT)."""
+    ct = rec.get("completion_tokens")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    e2e = e2e_ms(rec)
+    if isinstance(e2e, Absent):
+        return e2e
+    if e2e <= 0:
+        return Absent("non-positive e2e latency")
+    return ct / (e2e / 1e3)
+
+
+def decode_tok_s(rec: dict[str, Any]) -> Value:
+    """Decode rate, tok/s: ``(completion_tokens - 1) / decode_s`` = 1000 / TPOT_ms."""
+    t = tpot_ms(rec)
+    if isinstance(t, Absent):
+        return t
+    if t <= 0:
+        return Absent("decode time is 0 (all tokens in one chunk)")
+    return 1e3 / t
+
+
+def accept_length(rec: dict[str, Any]) -> Value:
+    """Accept length of one request, tokens/verify: ``completion_tokens / spec_verify_ct``."""
+    ct, vc = rec.get("completion_tokens"), rec.get("spec_verify_ct")
+    if ct is None:
+        return Absent("server reported no completion_tokens")
+    if vc is None:
+        return Absent("server reported no spec_verify_ct")
+    if vc <= 0:
+        return Absent(f"spec_verify_ct = {vc}")
+    return ct / vc
+
+
+def cycle_time_ms(rec: dict[str, Any]) -> Value:
+    """Speculation cycle time, ms: ``decode_ms / spec_verify_ct`` (draft steps + one verify)."""
+    vc = rec.get("spec_verify_ct")
+    if vc is None:
+        return Absent("server reported no spec_verify_ct")
+    if vc <= 0:
+        return Absent(f"spec_verify_ct = {vc}")
+    d = decode_ms(rec)
+    return d if isinstance(d, Absent) else d / vc
+
+
+# ------------------------------------------------------------------ aggregate
+
+
+def aggregate_output_tok_s(records: Sequence[dict[str, Any]]) -> Value:
+    """Aggregate output throughput of one round, tok/s:
+    ``sum(completion_tokens) / (max(end_ns) - min(send_ns)) * 1e9``."""
+    if not records:
+        return Absent("no ok requests")
+    if any(r.get("completion_tokens") is None for r in records):
+        return Absent("a request lacks completion_tokens")
+    span = max(r["end_ns"] for r in records) - min(r["send_ns"] for r in records)
+    if span <= 0:
+        return Absent("non-positive time span")
+    return sum(r["completion_tokens"] for r in records) / (span / NS_PER_S)
+
+
+def accept_length_weighted(records: Sequence[dict[str, Any]]) -> Value:
+    """Run accept length, tokens/verify: ``sum(completion_tokens) / sum(spec_verify_ct)``.
+
+    Absent unless every request reports both counts (a partial sum would be a
+    silently different population).
+    """
+    if not records:
+        return Absent("no ok measured requests")
+    lacking = sum(r.get("spec_verify_ct") is None or r.get("completion_tokens") is None for r in records)
+    if lacking:
+        return Absent(f"{lacking} of {len(records)} requests lack spec_verify_ct or completion_tokens")
+    verify = sum(r["spec_verify_ct"] for r in records)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(r["completion_tokens"] for r in records) / verify
+
+
+def cycle_time_weighted_ms(records: Sequence[dict[str, Any]]) -> Value:
+    """Run cycle time, ms: ``sum(decode_ms) / sum(spec_verify_ct)``.
+
+    Requests with 0 completion tokens had no decode and are left out of both
+    sums; every other request must report ``spec_verify_ct``.
+    """
+    decoding = [r for r in records if r.get("completion_tokens")]
+    if not decoding:
+        return Absent("no ok measured request produced tokens")
+    lacking = sum(r.get("spec_verify_ct") is None for r in decoding)
+    if lacking:
+        return Absent(f"{lacking} of {len(decoding)} requests lack spec_verify_ct")
+    decode = [decode_ms(r) for r in decoding]
+    if any(isinstance(d, Absent) for d in decode):
+        return Absent("a request with completion tokens had no token chunk")
+    verify = sum(r["spec_verify_ct"] for r in decoding)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(decode) / verify  # type: ignore[arg-type]
+
+
+def decode_tok_s_weighted(records: Sequence[dict[str, Any]]) -> Value:
+    """Run decode rate, tok/s: ``sum(completion_tokens - 1) / sum(decode_s)`` over requests
+    with at least 2 tokens. The same run-total aggregation as ``accept_length_weighted``
+    and ``cycle_time_weighted_ms``, so that ``accept / cycle`` and this rate agree."""
+    if any(r.get("completion_tokens") is None for r in records):
+        return Absent("a request lacks completion_tokens")
+    decoding = [r for r in records if r["completion_tokens"] >= 2]
+    if not decoding:
+        return Absent("no ok measured request produced 2 or more tokens")
+    decode = [decode_ms(r) for r in decoding]
+    if any(isinstance(d, Absent) for d in decode):
+        return Absent("a request with completion tokens had no token chunk")
+    total = sum(decode)  # type: ignore[arg-type]
+    if total <= 0:
+        return Absent("total decode time is 0")
+    return sum(r["completion_tokens"] - 1 for r in decoding) / (total / 1e3)
+
+
+def _timing_records(records: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]] | Absent:
+    if not records:
+        return Absent("no ok measured requests")
+    missing = sum(not isinstance(r.get("timing"), dict) or r["timing"].get(key) is None for r in records)
+    if missing == len(records):
+        return Absent(f"engine reported no timing.{key}")
+    if missing:
+        return Absent(f"{missing} of {len(records)} requests lack timing.{key}")
+    return list(records)
+
+
+def timing_per_cycle_ms(records: Sequence[dict[str, Any]], key: str) -> Value:
+    """Engine-reported time per speculation cycle, ms:
+    ``sum(timing[key]) / sum(spec_verify_ct) * 1e3`` for ``key`` in
+    ``draft_s``, ``verify_s``, ``verify_comm_s``."""
+    recs = _timing_records(records, key)
+    if isinstance(recs, Absent):
+        return recs
+    if any(r.get("spec_verify_ct") is None for r in recs):
+        return Absent("a request lacks spec_verify_ct")
+    verify = sum(r["spec_verify_ct"] for r in recs)
+    if verify <= 0:
+        return Absent("sum of spec_verify_ct is 0")
+    return sum(r["timing"][key] for r in recs) / verify * 1e3
+
+
+def verify_compute_per_cycle_ms(records: Sequence[dict[str, Any]]) -> Value:
+    """Verify compute per cycle, ms: ``verify_ms_per_cycle - verify_comm_ms_per_cycle``
+    (communication is part of the verify time)."""
+    v = timing_per_cycle_ms(records, "verify_s")
+    c = timing_per_cycle_ms(records, "verify_comm_s")
+    if isinstance(v, Absent):
+        return v
+    if isinstance(c, Absent):
+        return c
+    if c > v:
+        return Absent(f"verify_comm ({c:.3f} ms) exceeds verify ({v:.3f} ms): inconsistent timing")
+    return v - c
+
+
+def _timing_ratio(records: Sequence[dict[str, Any]], numerator: str, denominator: str) -> Value:
+    """``sum(timing.<numerator>) / sum(timing.<denominator>)``; absent when either is missing or the sum is 0."""
+    for key in (denominator, numerator):
+        recs = _timing_records(records, key)
+        if isinstance(recs, Absent):
+            return recs
+    total = sum(r["timing"][denominator] for r in records)
+    if total <= 0:
+        return Absent(f"sum of timing.{denominator} is 0")
+    return sum(r["timing"][numerator] for r in records) / total
+
+
+def verify_comm_share(records: Sequence[dict[str, Any]]) -> Value:
+    """Share of verify time spent communicating, fraction 0..1:
+    ``sum(timing.verify_comm_s) / sum(timing.verify_s)``."""
+    return _timing_ratio(records, "verify_comm_s", "verify_s")
+
+
+def allreduce_per_forward(records: Sequence[dict[str, Any]]) -> Value:
+    """All-reduces per target forward, count: ``sum(timing.allreduce_ct) / sum(timing.forward_ct)``."""
+    return _timing_ratio(records, "allreduce_ct", "forward_ct")
+
+
+def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) -> float:
+    """Accept length at which speculation equals the baseline, tokens/verify:
+    ``cycle_time_s x baseline_tok_s`` (DOMAIN: 0.030 s x 82 tok/s = 2.46).
+
+    Speculation pays iff ``accept_length > break_even``, because its decode
+    rate is ``accept_length / cycle_time_s``. ``baseline_tok_s`` must be the
+    baseline's decode rate (tok/s excluding TTFT), matching a cycle time
+    that counts decode only.
+    """
+    return cycle_time_ms_value / 1e3 * baseline_tok_s
+
+
+def warmup_windows_tok_s(records: Sequence[dict[str, Any]], window: int) -> list[float | None]:
+    """Throughput of each full warmup window, tok/s (``None`` = no ok request in it).
+
+    Records are taken in completion order (``end_ns``) and grouped by their
+    ``window`` index; a window's throughput is
+    ``sum(completion_tokens of its ok requests) / (end of its last request -
+    end of the previous window's last request)``, the first window measured
+    from the first send. Only complete windows (``window`` requests) count.
+    """
+    by: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("window") is not None:
+            by.setdefault(int(r["window"]), []).append(r)
+    out: list[float | None] = []
+    sends = [r["send_ns"] for r in records]
+    prev_end = min(sends) if sends else 0
+    for w in sorted(by):
+        group = by[w]
+        if len(group) < window:
+            break
+        end = max(r["end_ns"] for r in group if r["end_ns"] is not None)
+        ok = [r for r in group if r["status"] == "ok" and r.get("completion_tokens") is not None]
+        span = (end - prev_end) / NS_PER_S
+        out.append(sum(r["completion_tokens"] for r in ok) / span if ok and span > 0 else None)
+        prev_end = end
+    return out
+
+def warmup_report(records: Sequence[dict[str, Any]], cfg: dict[str, Any]) -> dict[str, Any]:
+    """The warmup section of a run (``cfg`` = the workload's ``warmup`` settings).
+
+    ``windows_tok_s`` by ``warmup_windows_tok_s``; ``converged`` by
+    ``stats.windows_converged`` (criterion: ``stats.WARMUP_CRITERION``);
+    ``failed`` counts the warmup requests that did not end ok.
+    """
+    window, tol, min_windows = int(cfg["window"]), float(cfg["tolerance"]), int(cfg["min_windows"])
+    tok_s = warmup_windows_tok_s(records, window)
+    return {
+        "requests": len(records),
+        "windows_tok_s": tok_s,
+        "converged": windows_converged(tok_s, tol, min_windows),
+        "tolerance": tol,
+        "window": window,
+        "min_windows": min_windows,
+        "max_requests": int(cfg["max_requests"]),
+        "criterion": WARMUP_CRITERION,
+        "failed": sum(r["status"] != "ok" for r in records),
+    }
+
+
+# ----------------------------------------------------------- whole run
+
+
+def select_measured(records: Iterable[dict[str, Any]], run_id: str | None = None) -> dict[str, Any]:
+    """Split records into those that enter the metrics and counts of the rest.
+
+    Enter: ``phase == "measured"``, ``status == "ok"``, and ``run_id`` equal to
+    the run being summarised (default: the run of the last measured record,
+    i.e. the run that wrote the file). Requests of other runs (e.g. sent
+    before this run) and warmup requests never enter.
+    """
+    records = list(records)
+    measured = [r for r in records if r.get("phase") == "measured"]
+    if run_id is None and measured:
+        run_id = measured[-1].get("run_id")
+    this_run = [r for r in measured if r.get("run_id") == run_id]
+    counts = {
+        "records": len(records),
+        "warmup_excluded": sum(r.get("phase") == "warmup" for r in records),
+        "other_run_excluded": len(measured) - len(this_run),
+        "measured": len(this_run),
+        "ok": sum(r["status"] == "ok" for r in this_run),
+        "error": sum(r["status"] == "error" for r in this_run),
+        "incomplete": sum(r["status"] == "incomplete" for r in this_run),
+    }
+    ok = [r for r in this_run if r["status"] == "ok"]
+    errors = list(dict.fromkeys(r.get("error") or r["status"] for r in this_run if r["status"] != "ok"))[:5]
+    return {"run_id": run_id, "ok": ok, "counts": counts, "errors": errors}
+
+
+def _put(metrics: dict[str, Any], absent: dict[str, str], name: str, value: Value) -> None:
+    if isinstance(value, Absent):
+        absent[name] = value.reason
+    else:
+        metrics[name] = {"value": value, "unit": METRICS[name].unit, "definition": METRICS[name].definition}
+
+
+def _values(records: Sequence[dict[str, Any]], fn: Any) -> tuple[list[float], list[int], list[str]]:
+    vals, reps, reasons = [], [], []
+    for r in records:
+        v = fn(r)
+        if isinstance(v, Absent):
+            reasons.append(v.reason)
+        else:
+            vals.append(v)
+            reps.append(r["repeat"])
+    return vals, reps, reasons
+
+
+def _aggregate_per_repeat(ok: Sequence[dict[str, Any]], repeats: Sequence[int]) -> list[float] | Absent:
+    per_repeat: list[float] = []
+    for rep in repeats:
+        v = aggregate_output_tok_s([r for r in ok if r["repeat"] == rep])
+        if isinstance(v, Absent):
+            return Absent(f"repeat {rep}: {v.reason}")
+        per_repeat.append(v)
+    return per_repeat or Absent("no ok measured requests")
+
+
+def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | None = None) -> dict[str, Any]:
+    """All metrics of ``METRICS`` for one run, from its raw records (see ``select_measured``).
+
+    Returns ``{"run_id", "counts", "errors", "percentile_method", <metric>:
+    {...}, "absent": {metric: reason}, "samples": {...}}``. Distribution
+    metrics hold ``n, p50, p90, p99, mean, min, max, unit, definition`` (with
+    ``median_ci`` and ``per_repeat_median`` where the table asks for a CI);
+    scalar metrics ``value, unit, definition``.
+    """
+    sel = select_measured(records, run_id)
+    ok: list[dict[str, Any]] = sel["ok"]
+    m: dict[str, Any] = {
+        "run_id": sel["run_id"],
+        "counts": sel["counts"],
+        "errors": sel["errors"],
+        "percentile_method": PERCENTILE_METHOD_NAME,
+        "repeats": sorted({r["repeat"] for r in ok}),
+    }
+    absent: dict[str, str] = {}
+    m["counts"]["ok_without_completion_tokens"] = sum(r.get("completion_tokens") is None for r in ok)
+
+    for metric in METRICS.values():
+        if metric.kind == "per_request":
+            vals, reps, reasons = _values(ok, metric.compute)
+            if not vals:
+                absent[metric.name] = reasons[0] if reasons else "no ok measured requests"
+                continue
+            d = distribution(vals, metric.unit)
+            d["definition"] = metric.definition
+            if reasons:
+                d["absent_in"] = {"requests": len(reasons), "first_reason": reasons[0]}
+            if metric.ci:
+                d["median_ci"] = bootstrap_median_ci(vals, seed)
+                d["per_repeat_median"] = per_repeat_medians(vals, reps)
+                m.setdefault("samples", {})[metric.name] = {"values": vals, "repeat": reps}
+            m[metric.name] = d
+        elif metric.kind == "pooled":
+            gaps = [g for r in ok for g in metric.compute(r)]
+            if gaps:
+                m[metric.name] = distribution(gaps, metric.unit) | {"definition": metric.definition}
+            else:
+                absent[metric.name] = "no request had two token chunks"
+        elif metric.kind == "per_repeat":
+            per_repeat = _aggregate_per_repeat(ok, m["repeats"])
+            if isinstance(per_repeat, Absent):
+                absent[metric.name] = per_repeat.reason
+            else:
+                m[metric.name] = {"per_repeat": per_repeat, "unit": metric.unit, "definition": metric.definition}
+        else:
+            _put(m, absent, metric.name, metric.compute(ok))
+    m["absent"] = absent
+    return m
+
+
+def column_value(metrics: dict[str, Any], column: "Column") -> Any:
+    """The value of one report/CSV column from a summary's ``metrics`` (None = absent)."""
+    entry = metrics.get(column.metric)
+    if not isinstance(entry, dict):
+        return None
+    if column.field == "ci_low" or column.field == "ci_high":
+        ci = entry.get("median_ci")
+        return ci[column.field[3:]] if ci else None
+    if column.field == "median_of_repeats":
+        values = entry.get("per_repeat")
+        return float(statistics.median(values)) if values else None
+    return entry.get(column.field)
+
+
+# ------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Column:
+    """A report/CSV column that shows one field of one metric."""
+
+    name: str  # CSV column and report-row key
+    metric: str
+    field: str  # "value", "p50", "p99", "ci_low", "ci_high", "median_of_repeats"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: its formula, unit, definition and how every consumer treats it.
+
+    ``kind``: ``per_request`` (a distribution over requests), ``pooled`` (a
+    distribution over values pooled from all requests), ``per_repeat`` (one
+    value per measured repeat) or ``run`` (one value over all records).
+    ``spec_only``: exists only under speculation (not listed as absent
+    otherwise). ``required``: ``"always"``, ``"speculation"`` or ``None``: a
+    required metric that is absent fails the configuration (``missing_metric``).
+    ``columns``: its report/CSV columns.
+    """
+
+    name: str
+    compute: Callable[..., Any]
+    unit: str
+    definition: str
+    kind: str
+    spec_only: bool = False
+    required: str | None = None
+    ci: bool = False
+    columns: tuple[Column, ...] = ()
+
+
+def _timing(key: str) -> Callable[[Sequence[dict[str, Any]]], Value]:
+    return lambda records: timing_per_cycle_ms(records, key)
+
+
+def _metrics(*entries: Metric) -> dict[str, Metric]:
+    return {e.name: e for e in entries}
+
+
+METRICS: dict[str, Metric] = _metrics(
+    Metric("output_tok_s", output_tok_s, "tok/s", "completion_tokens / e2e_s per request", "per_request",
+           required="always", ci=True,
+           columns=(Column("tok_s_median", "output_tok_s", "p50"), Column("tok_s_ci_low", "output_tok_s", "ci_low"),
+                    Column("tok_s_ci_high", "output_tok_s", "ci_high"))),
+    Metric("decode_tok_s", decode_tok_s, "tok/s", "(completion_tokens - 1) / decode_s per request", "per_request",
+           ci=True, columns=(Column("decode_tok_s_median", "decode_tok_s", "p50"),)),
+    Metric("ttft_ms", ttft_ms, "ms", "first token chunk - send", "per_request",
+           columns=(Column("ttft_p50_ms", "ttft_ms", "p50"), Column("ttft_p99_ms", "ttft_ms", "p99"))),
+    Metric("tpot_ms", tpot_ms, "ms", "decode_ms / (completion_tokens - 1)", "per_request",
+           columns=(Column("tpot_p50_ms", "tpot_ms", "p50"),)),
+    Metric("e2e_ms", e2e_ms, "ms", "[DONE] - send", "per_request"),
+    Metric("itl_ms", itl_ms, "ms", "gap between consecutive token chunks (pooled)", "pooled",
+           columns=(Column("itl_p50_ms", "itl_ms", "p50"), Column("itl_p99_ms", "itl_ms", "p99"))),
+    Metric("accept_length_per_request", accept_length, "tokens/verify", "completion_tokens / spec_verify_ct",
+           "per_request", spec_only=True),
+    Metric("cycle_time_ms_per_request", cycle_time_ms, "ms", "decode_ms / spec_verify_ct", "per_request",
+           spec_only=True),
+    Metric("aggregate_output_tok_s", aggregate_output_tok_s, "tok/s",
+           "sum(completion_tokens) / (last end - first send) per repeat", "per_repeat",
+           columns=(Column("aggregate_tok_s_median", "aggregate_output_tok_s", "median_of_repeats"),)),
+    Metric("accept_length", accept_length_weighted, "tokens/verify", "sum(completion_tokens) / sum(spec_verify_ct)",
+           "run", spec_only=True, required="speculation",
+           columns=(Column("accept_length", "accept_length", "value"),)),
+    Metric("cycle_time_ms", cycle_time_weighted_ms, "ms", "sum(decode_ms) / sum(spec_verify_ct)", "run",
+           spec_only=True, required="speculation", columns=(Column("cycle_time_ms", "cycle_time_ms", "value"),)),
+    Metric("decode_tok_s_weighted", decode_tok_s_weighted, "tok/s", "sum(completion_tokens - 1) / sum(decode_s)",
+           "run", columns=(Column("decode_tok_s_run", "decode_tok_s_weighted", "value"),)),
+    Metric("draft_ms_per_cycle", _timing("draft_s"), "ms", "sum(timing.draft_s) / sum(spec_verify_ct) x 1e3", "run",
+           spec_only=True, columns=(Column("draft_ms", "draft_ms_per_cycle", "value"),)),
+    Metric("verify_ms_per_cycle", _timing("verify_s"), "ms", "sum(timing.verify_s) / sum(spec_verify_ct) x 1e3",
+           "run", spec_only=True, columns=(Column("verify_ms", "verify_ms_per_cycle", "value"),)),
+    Metric("verify_comm_ms_per_cycle", _timing("verify_comm_s"), "ms",
+           "sum(timing.verify_comm_s) / sum(spec_verify_ct) x 1e3", "run", spec_only=True,
+           columns=(Column("verify_comm_ms", "verify_comm_ms_per_cycle", "value"),)),
+    Metric("verify_compute_ms_per_cycle", verify_compute_per_cycle_ms, "ms",
+           "verify_ms_per_cycle - verify_comm_ms_per_cycle", "run", spec_only=True,
+           columns=(Column("verify_compute_ms", "verify_compute_ms_per_cycle", "value"),)),
+    Metric("verify_comm_share", verify_comm_share, "fraction", "sum(timing.verify_comm_s) / sum(timing.verify_s)",
+           "run", spec_only=True, columns=(Column("comm_share", "verify_comm_share", "value"),)),
+    Metric("allreduce_per_forward", allreduce_per_forward, "count",
+           "sum(timing.allreduce_ct) / sum(timing.forward_ct)", "run", spec_only=True,
+           columns=(Column("allreduce_per_forward", "allreduce_per_forward", "value"),)),
+)
+
+#: Every metric column of the report and CSV, in table order.
+METRIC_COLUMNS: tuple[Column, ...] = tuple(c for m in METRICS.values() for c in m.columns)
+#: Metrics that exist only under speculation (not listed as absent for a non-speculative config).
+SPEC_ONLY_METRICS = frozenset(m.name for m in METRICS.values() if m.spec_only)
+
+
+def required_metrics(speculative: bool) -> list[str]:
+    """Metrics whose absence fails the configuration (``missing_metric``)."""
+    return [m.name for m in METRICS.values()
+            if m.required == "always" or (m.required == "speculation" and speculative)]

@@ -1,0 +1,47 @@
+"""The engine interface and the one list of engines.
+
+The orchestrator (``specsweep.serve``), the plan resolver and the workflow
+only talk to an :class:`Engine`; they never branch on an engine's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from specsweep.engines.preflight import PreflightResult
+from specsweep.engines.reference import ReferenceEngine
+from specsweep.engines.sglang.engine import SGLangEngine
+
+
+class Engine(Protocol):
+    name: str
+    ready_path: str  # polled until HTTP 200; passive (never a generation while measuring)
+    container_port: int  # the port the server listens on inside a container
+    needs_parser_env: bool  # preflight needs the workflow's pinned parser environment
+
+    def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
+        """The launch command without host/port (flags sorted)."""
+        ...
+
+    def address_args(self, host: str, port: int) -> list[str]: ...
+
+    def preflight(
+        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Check the plan with the engine's own parser, without launching anything."""
+        ...
+
+    def variant_evidence(self, server_log: str, plan: dict) -> dict:
+        """What the server log proves about the communication variant that really ran."""
+        ...
+
+
+ENGINES: dict[str, type] = {"reference": ReferenceEngine, "sglang": SGLangEngine}
+
+
+def get_engine(name: str) -> Engine:
+    try:
+        return ENGINES[name]()
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; allowed: {sorted(ENGINES)}") from None

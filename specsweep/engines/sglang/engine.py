@@ -1,0 +1,45 @@
+"""SGLang's ``launch_server`` behind the ``specsweep.engines.registry.Engine`` interface."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specsweep.engines.preflight import PreflightResult
+from specsweep.engines.sglang import launch
+from specsweep.engines.sglang.logcheck import variant_evidence
+from specsweep.engines.sglang.preflight import preflight_plans
+
+
+class SGLangEngine:
+    """``python -m sglang.launch_server`` as run in the SGLang images (see ``launch``)."""
+
+    name = "sglang"
+    ready_path = launch.READY_PATH
+    container_port = launch.CONTAINER_PORT
+    # Preflight runs SGLang's own parser, which lives in the workflow's pinned venv.
+    needs_parser_env = True
+
+    def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
+        """The launch command without host/port (flags sorted, see ``args_to_argv``)."""
+        return launch.launch_argv(python, server_args)
+
+    def address_args(self, host: str, port: int) -> list[str]:
+        return launch.address_args(host, port)
+
+    def preflight(
+        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Static rules, then SGLang's own parser (``parser_python`` is the pinned venv's python)."""
+        if parser_python is None:
+            raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
+        result = preflight_plans([plan], parser_python, images)[plan["name"]]
+        return PreflightResult(
+            errors=list(result["errors"]),
+            warnings=list(result["warnings"]),
+            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser",
+        )
+
+    def variant_evidence(self, server_log: str, plan: dict) -> dict:
+        """What the server log proves about the communication variants the plan requested."""
+        return variant_evidence(server_log, plan)

@@ -1,0 +1,191 @@
+"""Preflight of SGLang plans: static rules, then SGLang 0.5.23's own argument parser.
+
+Why: a typo'd or removed flag, or an unsupported combination, otherwise shows
+up only after an 8-GPU server has spent minutes loading a 1T-parameter model
+(or, for a silent fallback, never). Everything here runs on a CPU-only host:
+
+1. :mod:`specsweep.engines.sglang.rules` (in-process, no SGLang needed);
+2. every argv through ``sglang.srt.server_args.prepare_server_args`` of the
+   pinned wheel, inside a separate venv built by :func:`ensure_parser_env`
+   (``--system-site-packages`` to reuse the host's CPU torch, sglang installed
+   ``--no-deps``), driven by :mod:`specsweep.engines.sglang.parse_check` over JSON.
+
+The parser is the authority for "does 0.5.23 accept this argv": no copy of its
+flag list is kept here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specsweep.engines.sglang.launch import launch_argv, server_flags
+from specsweep.engines.sglang.rules import check_plan
+
+PARSE_CHECK = Path(__file__).resolve().parent / "parse_check.py"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_REQUIREMENTS = REPO_ROOT / "envs" / "sglang-parser.txt"
+_MARKER = ".specsweep-requirements.sha256"
+# Environment variables of this host that must not change the parser's verdict.
+_HOST_ENV_DROP = ("SGLANG_", "NCCL_", "PYTHON")
+
+
+class ParserEnvError(RuntimeError):
+    """The parser venv could not be built or the parser could not run (not a verdict on a plan)."""
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _venv_python(venv_dir: Path) -> Path:
+    return Path(venv_dir) / "bin" / "python"
+
+
+def _run(argv: list[str], log: Path, timeout: float) -> None:
+    with open(log, "a") as fh:
+        fh.write(f"$ {argv!r}\n")
+        fh.flush()
+        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        tail = Path(log).read_text(errors="replace")[-3000:]
+        raise ParserEnvError(f"command {argv!r} failed with exit status {proc.returncode}; log {log}:\n{tail}")
+
+
+# What `python -m venv` creates; only these are removed on a rebuild, so that
+# other files in the directory (the workflow keeps its ready.json and job log
+# there) survive.
+_VENV_ENTRIES = ("bin", "include", "lib", "lib64", "share", "pyvenv.cfg", _MARKER)
+
+
+def _clear_venv(venv_dir: Path) -> None:
+    for name in _VENV_ENTRIES:
+        path = venv_dir / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+
+
+def ensure_parser_env(
+    venv_dir: Path,
+    requirements: Path = DEFAULT_REQUIREMENTS,
+    python: str = sys.executable,
+    timeout_s: float = 1800,
+) -> str:
+    """Create (or reuse) the SGLang parser venv and return its python's path.
+
+    Idempotent and keyed on the sha256 of ``requirements``: an existing venv
+    whose marker matches (written only after its python imported
+    ``sglang.srt.server_args``) is reused; otherwise its venv parts are removed and it is rebuilt, so a
+    changed pin never mixes with old packages (other files in ``venv_dir``
+    are left alone). Raises :class:`ParserEnvError` (never returns a broken
+    env), so a test that needs the parser fails instead of skipping.
+    """
+    venv_dir = Path(venv_dir).resolve()
+    requirements = Path(requirements).resolve()
+    digest = _sha256(requirements)
+    marker = venv_dir / _MARKER
+    vpy = _venv_python(venv_dir)
+    if marker.exists() and marker.read_text().strip() == digest and vpy.exists():
+        return str(vpy)
+    _clear_venv(venv_dir)
+    venv_dir.mkdir(parents=True, exist_ok=True)
+    log = venv_dir.parent / f"{venv_dir.name}.build.log"
+    log.write_text("")
+    _run([python, "-m", "venv", "--system-site-packages", str(venv_dir)], log, timeout_s)
+    # --no-deps for the whole file: every line is an exact pin and the closure
+    # is listed by hand; sglang's declared deps are CUDA wheels the parser never imports.
+    _run(
+        [str(vpy), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "-r", str(requirements)],
+        log,
+        timeout_s,
+    )
+    _run([str(vpy), "-I", "-c", "import sglang.srt.server_args"], log, timeout_s)
+    marker.write_text(digest + "\n")
+    return str(vpy)
+
+
+def _parser_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_HOST_ENV_DROP)}
+    # The parser never needs a GPU; keep it off any that this host has.
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_parser(items: list[dict], parser_python: str, timeout_s: float = 600) -> dict:
+    """Run :mod:`parse_check` in the parser venv over ``items`` and return its JSON."""
+    proc = subprocess.run(
+        [parser_python, "-I", str(PARSE_CHECK)],
+        input=json.dumps({"items": items}),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=_parser_env(),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ParserEnvError(
+            f"SGLang parser check exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
+        )
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise ParserEnvError(f"SGLang parser check printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
+
+
+def preflight_plans(
+    plans: list[dict],
+    parser_python: str,
+    images: Mapping[str, Any] | None = None,
+) -> dict[str, dict]:
+    """Check every plan; return ``{name: {"ok", "errors", "warnings", "argv", "sglang_version"}}``.
+
+    ``errors`` and ``warnings`` are messages that name the configuration and
+    the flag (``configurations.<name>...``). ``images`` (the config's
+    ``images:`` mapping) lets the fusion rule recognise a patched image by its
+    target/patches rather than only by name. Plans of other engines are not
+    SGLang's to judge and are returned ok with a warning. All SGLang plans go
+    through one parser process (one ~3 s import).
+    """
+    out: dict[str, dict] = {}
+    items: list[dict] = []
+    for plan in plans:
+        name = plan["name"]
+        argv = list(plan.get("argv") or launch_argv("python3", plan.get("server_args") or {}))
+        if plan.get("engine", "sglang") != "sglang":
+            out[name] = {
+                "ok": True,
+                "errors": [],
+                "warnings": [f"configurations.{name}: engine {plan.get('engine')!r}, not checked by SGLang's parser"],
+                "argv": argv,
+                "sglang_version": None,
+            }
+            continue
+        findings = check_plan(plan, images)
+        out[name] = {
+            "ok": True,
+            "errors": [f.message for f in findings if f.severity == "error"],
+            "warnings": [f.message for f in findings if f.severity == "warning"],
+            "argv": argv,
+            "sglang_version": None,
+        }
+        items.append({"name": name, "argv": server_flags(plan), "env": dict(plan.get("env") or {})})
+    if items:
+        report = run_parser(items, parser_python)
+        for item in items:
+            name = item["name"]
+            verdict = report["results"][name]
+            out[name]["sglang_version"] = report.get("sglang_version")
+            out[name]["errors"] += [f"configurations.{name}.server_args: {e}" for e in verdict["errors"]]
+            out[name]["warnings"] += [f"configurations.{name}.server_args: {w}" for w in verdict["warnings"]]
+    for result in out.values():
+        result["ok"] = not result["errors"]
+    return out

@@ -1,0 +1,66 @@
+"""Pushing images to a registry and pulling them back, by content-addressed tag.
+
+Credentials, if any, come from the environment variable that
+``registry.password_env`` names; the password travels on stdin to ``docker
+login`` only (never argv, log or manifest).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specsweep.images.cli import DockerError, image_inspect, run_docker
+
+
+def registry_ref(manifest: Mapping[str, Any], registry: Mapping[str, Any]) -> str:
+    """``<url>/<namespace>/<name>:<hash>`` for an image manifest."""
+    tag = manifest["tag"].rsplit(":", 1)[1]
+    namespace = (registry.get("namespace") or "specsweep").strip("/")
+    return f"{registry['url'].rstrip('/')}/{namespace}/{manifest['name']}:{tag}"
+
+
+def login(registry: Mapping[str, Any], log: Path, environ: Mapping[str, str], docker: str = "docker") -> bool:
+    """``docker login --password-stdin`` when the registry names a password
+    variable; the password travels on stdin only (never argv, log, manifest)."""
+    var = registry.get("password_env")
+    if not var:
+        return False
+    if var not in environ:
+        raise DockerError(f"registry.password_env names {var!r}, which is not set in the environment")
+    argv = [docker, "login", "--password-stdin"]
+    if registry.get("username"):
+        argv += ["--username", str(registry["username"])]
+    argv.append(str(registry["url"]))
+    run_docker(argv, log=log, input_text=environ[var])
+    return True
+
+
+def push_image(
+    manifest: Mapping[str, Any],
+    registry: Mapping[str, Any],
+    log: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    docker: str = "docker",
+) -> dict[str, Any]:
+    """Tag the manifest's image for ``registry`` and push it. Returns
+    ``{"name", "ref", "image_id", "repo_digest"}``."""
+    log = Path(log)
+    login(registry, log, os.environ if environ is None else environ, docker)
+    ref = registry_ref(manifest, registry)
+    run_docker([docker, "tag", manifest["image_id"], ref], log=log)
+    run_docker([docker, "push", ref], log=log)
+    digests = image_inspect(ref, docker).get("RepoDigests") or []
+    repo = ref.rsplit(":", 1)[0]
+    digest = next((d for d in digests if d.startswith(repo + "@")), None)
+    return {"name": manifest["name"], "ref": ref, "image_id": manifest["image_id"], "repo_digest": digest}
+
+
+def pull_image(ref: str, *, docker: str = "docker", log: Path | None = None) -> str:
+    """``docker pull`` one reference; returns the local image id."""
+    run_docker([docker, "pull", ref], log=log)
+    return image_inspect(ref, docker)["Id"]
+

@@ -1,0 +1,220 @@
+"""Load and check ``config.yaml`` before anything expensive starts.
+
+Two layers of checking:
+
+1. the JSON schema (``schemas/config.schema.yaml``): types, allowed values,
+   unknown keys;
+2. semantic checks the schema cannot express: names usable as paths,
+   ``extends`` and ``image`` references that exist, no ``extends`` cycles,
+   duplicate keys in the YAML text (YAML silently keeps the last one).
+
+Every error names the file, the key path and what is allowed, and all errors
+are reported at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+NAME_PATTERN = re.compile(r"^[a-z0-9_-]+$")
+NAME_RULE = "names may use a-z, 0-9, '_' and '-' only (they become paths under results/)"
+
+
+class ConfigError(ValueError):
+    """A configuration that must not run. The message lists every problem found."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid configuration in {source}:\n{lines}")
+
+
+# libyaml's loader where PyYAML was built with it: the config is parsed at every
+# Snakemake start, so this is on the path of every `snakemake -n`.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
+    """A YAML loader that refuses duplicate keys instead of keeping the last."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml_strict(path: Path) -> dict:
+    """Parse ``path`` as YAML, failing on duplicate keys with file and line."""
+    try:
+        data = yaml.load(Path(path).read_text(), Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [str(exc).replace("\n", " ")]) from exc
+    return data if data is not None else {}
+
+
+@functools.lru_cache(maxsize=4)
+def _schema_text_cached(path: Path) -> dict:
+    return yaml.load(Path(path).read_text(), Loader=_SafeLoader)  # noqa: S506 - a safe loader
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    """The config schema (parsed once per process; callers get their own copy)."""
+    return copy.deepcopy(_schema_text_cached(Path(path)))
+
+
+def _key_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> str:
+    where = _key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        return f"{where}: unknown key(s) {extra}; allowed: {allowed}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not allowed; allowed values: {error.validator_value}"
+    if error.validator == "oneOf" and error.context:
+        return f"{where}: {error.instance!r} must be a string or a list of strings"
+    return f"{where}: {error.message}"
+
+
+def schema_problems(config: Mapping, schema: Mapping) -> list[str]:
+    """Every schema violation of ``config``, as 'key.path: what is wrong; what is allowed'."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    return [_schema_problem(e) for e in errors]
+
+
+def semantic_problems(config: Mapping) -> list[str]:
+    """Checks that need the whole configuration: names, references, cycles."""
+    problems: list[str] = []
+    configurations: Mapping = config.get("configurations") or {}
+    images: Mapping = config.get("images") or {}
+    known = sorted(configurations)
+    for name in configurations:
+        if not NAME_PATTERN.match(str(name)):
+            problems.append(f"configurations.{name}: invalid name; {NAME_RULE}")
+    for name in images:
+        if not NAME_PATTERN.match(str(name)):
+            problems.append(f"images.{name}: invalid name; {NAME_RULE}")
+
+    baseline = config.get("baseline")
+    if baseline is not None and baseline not in configurations:
+        problems.append(f"baseline: {baseline!r} is not a configuration; allowed: {known}")
+
+    defaults = config.get("defaults") or {}
+    if "extends" in defaults:
+        problems.append("defaults.extends: not allowed in defaults (defaults apply to every configuration)")
+    for where, entry in [("defaults", defaults)] + [(f"configurations.{n}", e or {}) for n, e in configurations.items()]:
+        image = entry.get("image")
+        if image is not None and image not in images:
+            problems.append(f"{where}.image: {image!r} is not defined under images; allowed: {sorted(images)}")
+        for parent in as_list(entry.get("extends")):
+            if parent not in configurations:
+                problems.append(f"{where}.extends: {parent!r} is not a configuration; allowed: {known}")
+
+    for name in configurations:
+        cycle = _extends_cycle(configurations, name)
+        if cycle:
+            problems.append(f"configurations.{name}.extends: cycle {' -> '.join(cycle)}")
+    return problems
+
+
+def _extends_cycle(configurations: Mapping, start: str) -> list[str] | None:
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name not in configurations:
+            return None
+        path.append(name)
+        for parent in as_list((configurations[name] or {}).get("extends")):
+            found = visit(parent)
+            if found:
+                return found
+        path.pop()
+        return None
+
+    return visit(start)
+
+
+def as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def check_config(config: Mapping, source: str, schema: Mapping | None = None) -> dict:
+    """Validate ``config`` (already parsed); return a deep copy or raise ConfigError."""
+    schema = schema if schema is not None else load_schema()
+    problems = schema_problems(config, schema)
+    if not problems:
+        problems = semantic_problems(config)
+    if problems:
+        raise ConfigError(source, problems)
+    return copy.deepcopy(dict(config))
+
+
+def load_config(path: Path | str) -> dict:
+    """Read, de-duplicate-check and validate one config file."""
+    path = Path(path)
+    return check_config(load_yaml_strict(path), str(path))
+
+
+def check_files_strict(paths: Iterable[Path | str]) -> None:
+    """Fail on duplicate keys in the YAML files Snakemake already loaded leniently."""
+    for path in paths:
+        load_yaml_strict(Path(path))
+
+
+def deep_merge(base: Mapping, override: Mapping) -> dict:
+    """Merge ``override`` onto ``base``; nested mappings merge, everything else is replaced."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_configs(paths: Iterable[Path | str]) -> dict:
+    """Load one or more config files merged in order, as ``snakemake --configfile A B`` does.
+
+    Snakemake deep-merges several config files (later wins); the weight-free
+    overlay (``config/kimi-k25-8gpu-dummy.yaml``) relies on it. The merged
+    result is validated like a single file.
+    """
+    paths = [Path(p) for p in paths]
+    merged: dict = {}
+    for path in paths:
+        merged = deep_merge(merged, load_yaml_strict(path))
+    return check_config(merged, " + ".join(str(p) for p in paths))

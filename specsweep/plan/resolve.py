@@ -1,0 +1,119 @@
+"""Resolve a configuration into one explicit launch plan.
+
+The plan is everything that decides a measurement and nothing else: engine,
+runtime, image, argv, env, address, workload and the harness version. It is
+passed to Snakemake as canonical JSON (sorted keys), so that reordering keys
+or editing an unrelated configuration reruns nothing, while any change that
+alters what would be measured reruns exactly that configuration.
+
+Merge order, later wins: the schema's built-in defaults, the top-level
+``defaults``, the configurations named in ``extends`` (in order), the entry.
+Mappings (``server_args``, ``env``, ``workload``) are deep-merged; other
+values are replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from specsweep import HARNESS_VERSION
+from specsweep.engines.registry import get_engine
+from specsweep.plan.config import as_list, deep_merge, load_schema
+
+# Format history of results/<config>/plan.json (and of the params that carry it):
+#   1  name, engine, runtime, image, server_args, argv, env, host, port,
+#      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
+#      target keys of the schema (gpu_arch, nvlink, volumes, ...).
+PLAN_FORMAT_VERSION = 1
+# Keys of a configuration that do not change what is measured, kept out of
+# the plan so that editing them reruns only the report.
+_NOT_IN_PLAN = {"description", "extends"}
+
+
+def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
+    """Built-in default of a schema node, descending into object properties."""
+    for ref_holder in [node] + list(node.get("allOf", [])):
+        ref = ref_holder.get("$ref")
+        if ref:
+            node = {**defs[ref.rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k not in ("$ref", "allOf")}}
+    if node.get("type") == "object" and "properties" in node:
+        out = copy.deepcopy(node.get("default", {}))
+        for key, sub in node["properties"].items():
+            value = _schema_defaults(sub, defs)
+            if value is not _MISSING:
+                out[key] = value
+        return out
+    return copy.deepcopy(node["default"]) if "default" in node else _MISSING
+
+
+_MISSING = object()
+
+
+def builtin_defaults(schema: Mapping | None = None) -> dict:
+    """Defaults of a configuration entry as written in the schema (``default:`` keys)."""
+    schema = schema if schema is not None else load_schema()
+    defs = schema["$defs"]
+    entry = _schema_defaults(defs["config_entry"], defs)
+    entry["workload"] = _schema_defaults(defs["workload"], defs)
+    entry.pop("description", None)
+    entry.pop("extends", None)
+    return entry
+
+
+def merged_entry(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """The configuration ``name`` with defaults and ``extends`` parents merged in."""
+    configurations = config["configurations"]
+
+    def own(entry_name: str) -> dict:
+        entry = dict(configurations[entry_name] or {})
+        merged: dict = {}
+        for parent in as_list(entry.get("extends")):
+            merged = deep_merge(merged, own(parent))
+        return deep_merge(merged, entry)
+
+    base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
+    return deep_merge(base, own(name))
+
+
+def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
+    """Environment values as the strings the process will see; null drops the key."""
+    return {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(env.items()) if v is not None}
+
+
+def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """Resolve configuration ``name`` of a checked ``config`` into its launch plan."""
+    entry = merged_entry(config, name, defaults)
+    engine = get_engine(entry["engine"])
+    server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
+    plan = {k: v for k, v in entry.items() if k not in _NOT_IN_PLAN}
+    plan.update(
+        format_version=PLAN_FORMAT_VERSION,
+        harness_version=HARNESS_VERSION,
+        name=name,
+        server_args=server_args,
+        argv=engine.launch_argv("python3", server_args),
+        env=_env_strings(entry["env"]),
+        variant=sorted(as_list(entry.get("variant"))),
+    )
+    if plan["runtime"] != "docker":
+        plan["image"] = None
+    return plan
+
+
+def resolve_plans(config: Mapping) -> dict[str, dict]:
+    """Plans of every configuration, by name."""
+    defaults = builtin_defaults()
+    return {name: build_plan(config, name, defaults) for name in sorted(config["configurations"])}
+
+
+def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:
+    """Checks on resolved plans (what only exists after merging)."""
+    problems = []
+    for name, plan in plans.items():
+        if plan["runtime"] == "docker" and not plan.get("image"):
+            problems.append(f"configurations.{name}.image: runtime 'docker' needs an image (a name under images:)")
+    return problems
+

@@ -1,0 +1,197 @@
+"""Report figures (matplotlib, Agg backend), drawn from ``report.render.config_rows`` (row keys = CSV column names).
+
+* ``plot_tok_s``: median per-request output tok/s per configuration with its
+  bootstrap CI and the baseline's median as a line.
+* ``plot_cycle_time``: engine-reported time per speculation cycle split into
+  draft / verify compute / verify communication, with the client-measured
+  cycle time as a marker.
+* ``plot_accept_length``: decode tok/s against accept length; each
+  configuration's constant-cycle-time curve ``tok/s = accept / cycle_s``
+  meets the baseline line at its break-even accept length (marked ``x``).
+
+Every function writes its file even when there is nothing to draw (a figure
+saying why), because the workflow declares the file as an output.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+VERDICT_COLORS = {
+    "baseline": "#1f77b4",
+    "faster": "#2ca02c",
+    "slower": "#d62728",
+    "no significant difference": "#7f7f7f",
+    "insufficient samples": "#bcbd22",
+    "no baseline": "#7f7f7f",
+    "failed": "#ffffff",
+}
+BASELINE_LINE = "#000000"
+PART_COLORS = {"draft": "#9467bd", "verify compute": "#ff7f0e", "verify communication": "#d62728"}
+
+
+def _empty(path: Path, title: str, message: str) -> None:
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=11)
+    _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> None:
+    """Save atomically (temp file beside ``path`` + rename) and close the figure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _height(n: int) -> float:
+    return max(3.0, 1.2 + 0.45 * n)
+
+
+def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
+    """Horizontal bars: median output tok/s with 95% bootstrap CI; baseline as a dashed line."""
+    title = "Output throughput per request (median, 95% bootstrap CI)"
+    if not rows:
+        _empty(path, title, "no configurations")
+        return
+    fig, ax = plt.subplots(figsize=(9, _height(len(rows)) + 0.6))
+    y = np.arange(len(rows))[::-1]
+    xmax = 0.0
+    for yi, row in zip(y, rows):
+        tok = row.get("tok_s_median")
+        if tok is None:
+            ax.text(0, yi, f" no tok/s: {row['status']}: {row.get('reason') or row['absent'].get('output_tok_s', 'no tok/s')}",
+                    va="center", ha="left", fontsize=9, color="#d62728")
+            continue
+        color = VERDICT_COLORS.get(row.get("verdict", ""), "#7f7f7f")
+        hatch = "//" if row["status"] != "ok" else None
+        ax.barh(yi, tok, color=color, alpha=0.8, hatch=hatch, edgecolor="black", linewidth=0.5)
+        lo, hi = row.get("tok_s_ci_low"), row.get("tok_s_ci_high")
+        right = tok
+        if lo is not None and hi is not None:
+            ax.errorbar(tok, yi, xerr=[[tok - lo], [hi - tok]], fmt="none", ecolor="black", capsize=4)
+            right = hi
+        label = f" {tok:.1f}"
+        if row["status"] == "failed":
+            label += f"  (failed: {row.get('reason')})"
+        ax.text(right, yi, label, va="center", ha="left", fontsize=8)
+        xmax = max(xmax, right * (1.35 if row["status"] == "failed" else 1.0))
+    if baseline is not None and baseline.get("tok_s_median") is not None:
+        ax.axvline(baseline["tok_s_median"], color=BASELINE_LINE, ls="--", lw=1.2,
+                   label=f"baseline ({baseline['config']}): {baseline['tok_s_median']:.1f} tok/s")
+        xmax = max(xmax, baseline["tok_s_median"])
+    ax.set_yticks(y)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticklabels([f"{r['config']}" + (f" ({r['status']})" if r["status"] != "ok" else "") for r in rows])
+    ax.set_xlim(0, xmax * 1.12 if xmax > 0 else 1)
+    ax.set_xlabel("output tok/s per request (completion tokens / end-to-end latency)")
+    ax.set_title(title)
+    used = {r.get("verdict") for r in rows if r.get("tok_s_median") is not None}
+    legend = [(plt.Rectangle((0, 0), 1, 1, facecolor=c, alpha=0.8, edgecolor="black", linewidth=0.5), k)
+              for k, c in VERDICT_COLORS.items() if k in used]
+    legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
+                   "hatched: status fallback / failed"))
+    base_handles, base_labels = ax.get_legend_handles_labels()
+    labels = base_labels + [k if k.startswith("hatched") else f"verdict: {k}" for _, k in legend]
+    ax.legend(base_handles + [h for h, _ in legend], labels, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=3, fontsize=8, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+
+
+def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
+    """Stacked bars of engine-reported ms per cycle; client-measured cycle time as a diamond."""
+    title = "Time per speculation cycle (draft + one verify)"
+    shown = [r for r in rows if r.get("cycle_time_ms") is not None or r.get("verify_ms") is not None]
+    if not shown:
+        _empty(path, title,
+               "no configuration reported a cycle time\n(no speculation, or no spec_verify_ct / engine timing)")
+        return
+    fig, ax = plt.subplots(figsize=(9, _height(len(shown)) + 0.6))
+    y = np.arange(len(shown))[::-1]
+    xmax = 0.0
+    for yi, row in zip(y, shown):
+        parts = [("draft", row.get("draft_ms")), ("verify compute", row.get("verify_compute_ms")),
+                 ("verify communication", row.get("verify_comm_ms"))]
+        left = 0.0
+        if all(v is not None for _, v in parts):
+            for name, v in parts:
+                ax.barh(yi, v, left=left, color=PART_COLORS[name], edgecolor="black", linewidth=0.5)
+                if v > 0.06 * max(1e-9, row.get("cycle_time_ms") or sum(p[1] for p in parts)):
+                    ax.text(left + v / 2, yi, f"{v:.1f}", ha="center", va="center", fontsize=8, color="white")
+                left += v
+        else:
+            ax.text(0, yi - 0.3, "  no engine timing split", fontsize=8, va="center", color="#555555")
+        cyc = row.get("cycle_time_ms")
+        if cyc is not None:
+            ax.plot(cyc, yi, marker="D", color="black", ms=7, ls="none")
+            ax.text(cyc, yi, f"   {cyc:.1f} ms", ha="left", va="center", fontsize=8)
+        xmax = max(xmax, left, cyc or 0.0)
+    ax.set_yticks(y)
+    ax.set_ylim(-0.6, len(shown) - 0.4)
+    ax.set_yticklabels([r["config"] for r in shown])
+    ax.set_xlim(0, xmax * 1.15 if xmax > 0 else 1)
+    ax.set_xlabel("ms per cycle")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
+    handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
+    labels = [f"{k} (engine)" for k in PART_COLORS] + ["cycle time measured by client"]
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+
+
+def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
+    """Decode tok/s vs accept length; break-even where each config's curve meets the baseline."""
+    title = "Run decode rate vs accept length (speculation pays above the baseline line)"
+    pts = [r for r in rows if r.get("accept_length") is not None and r.get("decode_tok_s_run") is not None]
+    base_tok = baseline.get("decode_tok_s_run") if baseline else None
+    if not pts:
+        _empty(path, title, "no configuration reported an accept length")
+        return
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    cmap = plt.get_cmap("tab10")
+    xs = [r["accept_length"] for r in pts] + [r["break_even_accept_length"] for r in pts if r.get("break_even_accept_length") is not None]
+    xmax = max(xs) * 1.25
+    ymax = max([r["decode_tok_s_run"] for r in pts] + [base_tok or 0]) * 1.25
+    a = np.linspace(0, xmax, 200)
+    for i, row in enumerate(pts):
+        c = cmap(i % 10)
+        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=row["config"])
+        ax.annotate(row["config"], (row["accept_length"], row["decode_tok_s_run"]), textcoords="offset points",
+                    xytext=(6, 6), fontsize=8, color=c)
+        cyc = row.get("cycle_time_ms")
+        if cyc:
+            ax.plot(a, a / (cyc / 1e3), ls=":", color=c, lw=1)
+        be = row.get("break_even_accept_length")
+        if be is not None and base_tok is not None:
+            ax.plot(be, base_tok, "x", color=c, ms=10, mew=2.5)
+            ax.annotate(f"{be:.2f}", (be, base_tok), textcoords="offset points", xytext=(0, -16),
+                        ha="center", fontsize=8, color=c)
+    if base_tok is not None:
+        ax.axhline(base_tok, color=BASELINE_LINE, ls="--", lw=1.2,
+                   label=f"baseline ({baseline['config']}): {base_tok:.1f} tok/s")
+        ax.axhspan(base_tok, ymax, color="#2ca02c", alpha=0.06)
+        ax.text(xmax * 0.02, base_tok * 1.02, "speculation pays", fontsize=8, color="#2ca02c", va="bottom")
+    ax.plot([], [], ls=":", color="black", label="accept / cycle time (dotted)")
+    ax.plot([], [], "x", color="black", mew=2.5, label="break-even = cycle time x baseline tok/s")
+    ax.set_xlim(0, xmax)
+    ax.set_ylim(0, ymax)
+    ax.set_xlabel("accept length (completion tokens / verify)")
+    ax.set_ylabel("decode tok/s: sum(tokens - 1) / sum(decode time)")
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    ax.grid(alpha=0.3)
+    _save(fig, path)

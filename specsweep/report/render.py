@@ -1,0 +1,248 @@
+"""The cross-configuration report: results/summary.csv, results/report.md, plots.
+
+The break-even accept length of a configuration is its cycle time x the
+baseline's decode rate; speculation pays only when
+``accept_length > cycle_time_s x baseline_tok_s``. The baseline's decode
+rate (1 / TPOT, TTFT excluded) is used because the cycle time counts decode
+only (``metrics.cycle_time_weighted_ms``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from specsweep.analysis.metrics import METRIC_COLUMNS, SPEC_ONLY_METRICS, break_even_accept_length, column_value
+from specsweep.analysis.stats import (
+    BOOTSTRAP_RESAMPLES,
+    CI_LEVEL,
+    CI_METHOD,
+    PERCENTILE_METHOD_NAME,
+    VERDICT_METHOD,
+    compare_to_baseline,
+)
+from specsweep.files import write_text_atomic
+from specsweep.report.plots import plot_accept_length, plot_cycle_time, plot_tok_s
+
+#: File names under ``plots_dir`` (the Snakefile declares these).
+PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png"}
+
+FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
+
+#: Columns that describe a configuration and its outcome (before the metric columns).
+ID_COLUMNS = ("config", "description", "status", "expect", "stage", "reason", "n_ok", "n_error", "n_incomplete")
+#: Columns of the comparison with the baseline (after the metric columns).
+COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "break_even_accept_length",
+                      "speculation_pays", "warmup_converged")
+#: summary.csv: one row per configuration; metric columns come from ``metrics.METRICS``.
+CSV_COLUMNS = (*ID_COLUMNS, *(c.name for c in METRIC_COLUMNS), *COMPARISON_COLUMNS)
+
+
+def _row(summary: dict[str, Any]) -> dict[str, Any]:
+    """Flatten one summary into the values the table, CSV and plots show (None = absent).
+
+    Keys are the CSV column names (``CSV_COLUMNS``) plus what the markdown and
+    plots need beside them (samples, log tail, warnings, absent reasons).
+    """
+    m = summary.get("metrics") or {}
+    counts = m.get("counts") or {}
+    row: dict[str, Any] = {
+        "config": summary["config"],
+        "description": summary.get("description", ""),
+        "status": summary["status"],
+        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree).
+        "expect": (summary.get("plan") or {}).get("expect", "ok"),
+        "stage": summary.get("stage"),
+        "reason": summary.get("reason"),
+        "n_ok": counts.get("ok"),
+        "n_error": counts.get("error"),
+        "n_incomplete": counts.get("incomplete"),
+        "detail": summary.get("detail"),
+        "log_tail": summary.get("log_tail"),
+        "warnings": summary.get("warnings") or [],
+        "spec": summary.get("speculative_algorithm"),
+        "samples": ((m.get("samples") or {}).get("output_tok_s") or {}).get("values") or [],
+        "repeat_medians": (m.get("output_tok_s") or {}).get("per_repeat_median") or [],
+        "warmup_converged": (summary.get("warmup") or {}).get("converged"),
+        "absent": m.get("absent") or {},
+        "seed": ((summary.get("plan") or {}).get("workload") or {}).get("seed", 0),
+    }
+    for column in METRIC_COLUMNS:
+        row[column.name] = column_value(m, column)
+    return row
+
+
+def config_rows(
+    summaries: list[dict[str, Any]], baseline: str | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One row per configuration (sorted by name, baseline first) with verdict and break-even.
+
+    Returns ``(rows, baseline_row)``; ``baseline_row`` is None when no baseline
+    is named or it is not among the summaries. A baseline that did not end
+    ``ok`` gives no verdicts and no break-even (``no baseline``).
+    """
+    rows = sorted((_row(s) for s in summaries), key=lambda r: (r["config"] != baseline, r["config"]))
+    base = next((r for r in rows if r["config"] == baseline), None)
+    base_ok = base is not None and base["status"] == "ok"
+    for r in rows:
+        r["comparison"] = None
+        if r is base:
+            r["verdict"] = "baseline"
+        elif r["status"] == "failed":
+            r["verdict"] = "failed"
+        elif not base_ok:
+            r["verdict"] = "no baseline"
+        else:
+            v = compare_to_baseline(r["samples"], base["samples"], r["repeat_medians"], base["repeat_medians"],
+                                    seed=int(r["seed"]))
+            r["comparison"], r["verdict"] = v, v["verdict"]
+        v = r["comparison"] or {}
+        r["ratio"] = v.get("ratio")
+        r["ratio_ci_low"], r["ratio_ci_high"] = v.get("ratio_ci") or [None, None]
+        r["break_even_accept_length"], r["speculation_pays"] = None, None
+        if r["cycle_time_ms"] is None:
+            r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
+        elif not base_ok or base["decode_tok_s_run"] is None:
+            r["break_even_why"] = "no baseline decode tok/s"
+        else:
+            r["break_even_accept_length"] = break_even_accept_length(r["cycle_time_ms"], base["decode_tok_s_run"])
+            if r["accept_length"] is not None:
+                r["speculation_pays"] = r["accept_length"] > r["break_even_accept_length"]
+    return rows, base
+
+
+def _f(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def _verdict_cell(r: dict[str, Any]) -> str:
+    v = r.get("comparison")
+    if v is None or "ratio" not in v:
+        return r["verdict"]
+    lo, hi = v["ratio_ci"]
+    return f"{v['verdict']} (x{v['ratio']:.3f} [{lo:.3f}, {hi:.3f}])"
+
+
+def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str) -> str:
+    out = io.StringIO()
+    w = out.write
+    w("# specsweep report\n\n")
+    if base is None:
+        w(f"Baseline: **none** ({'not named in config.yaml' if baseline is None else f'{baseline!r} has no summary'}); "
+          "no verdicts and no break-even.\n\n")
+    else:
+        w(f"Baseline: **{base['config']}** (status {base['status']}), median output {_f(base['tok_s_median'])} tok/s, "
+          f"run decode rate {_f(base['decode_tok_s_run'])} tok/s.\n\n")
+    w("## When speculation pays\n\n")
+    w("Single-stream throughput of speculative decoding is `accept_length / cycle_time_s` (a cycle = the draft "
+      "steps + one verify), so speculation pays only when\n\n")
+    w(f"    {FORMULA}\n\n")
+    w("Break-even accept length = cycle time x baseline tok/s (e.g. 0.030 s x 82 tok/s = 2.46). Here cycle time = "
+      "decode time / spec_verify_ct measured by the client (decode time = last token chunk - first token chunk; "
+      "the first token comes from prefill), and baseline tok/s = the baseline's run decode rate = "
+      "sum(completion tokens - 1) / sum(decode time), because the cycle time counts decode only. Accept length, "
+      "cycle time and decode rate are all run totals, so `pays?` agrees with comparing decode rates.\n\n")
+    w("## Results\n\n")
+    head = ["config", "status", "tok/s median [95% CI]", "verdict vs baseline (ratio [CI])", "accept length",
+            "cycle ms", "verify ms", "comm share", "TTFT p50/p99 ms", "ITL p50/p99 ms", "break-even accept",
+            "pays?", "ok/err/inc"]
+    w("| " + " | ".join(head) + " |\n")
+    w("|" + "---|" * len(head) + "\n")
+    for r in rows:
+        tok = _f(r["tok_s_median"])
+        if r["tok_s_median"] is not None and r["tok_s_ci_low"] is not None:
+            tok += f" [{r['tok_s_ci_low']:.1f}, {r['tok_s_ci_high']:.1f}]"
+        pays = "n/a" if r["speculation_pays"] is None else ("yes" if r["speculation_pays"] else "no")
+        be = (_f(r["break_even_accept_length"], "{:.2f}") if r["break_even_accept_length"] is not None
+              else f"n/a ({r['break_even_why']})")
+        cells = [
+            f"**{r['config']}**" if r is base else r["config"], r["status"], tok, _verdict_cell(r),
+            _f(r["accept_length"], "{:.2f}"), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["verify_ms"], "{:.2f}"),
+            _f(r["comm_share"] and r["comm_share"] * 100, "{:.0f}%") if r["comm_share"] is not None else "n/a",
+            f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}", f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}",
+            be, pays, f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
+        ]
+        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+    w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
+      "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests.\n\n")
+    w("## Methods\n\n")
+    w("- tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end latency; "
+      "the median over all measured requests of all repeats. At concurrency > 1 see also "
+      "`aggregate_tok_s_median` in summary.csv (median over repeats of total tokens / wall time).\n")
+    w(f"- CI: {CI_METHOD}, {CI_LEVEL:.0%}, {BOOTSTRAP_RESAMPLES} resamples, seeded with the workload seed.\n")
+    w(f"- Percentiles: {PERCENTILE_METHOD_NAME}.\n")
+    w(f"- Verdict: {VERDICT_METHOD}.\n")
+    w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
+      "TPOT = decode time / (completion tokens - 1).\n")
+    w("- accept length = sum(completion tokens) / sum(spec_verify_ct) over this run's measured requests "
+      "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n\n")
+
+    described = [r for r in rows if r["description"]]
+    if described:
+        w("## Configurations\n\n")
+        for r in described:
+            w(f"- **{r['config']}**: {r['description']}\n")
+        w("\n")
+    problems = [r for r in rows if r["status"] != "ok"]
+    w("## Failed and fallen-back configurations\n\n")
+    if not problems:
+        w("None.\n\n")
+    for r in problems:
+        expected = " (expected: a known-failing case)" if r["expect"] == "failure" and r["status"] == "failed" else ""
+        w(f"### {r['config']}: {r['status']}{expected}\n\n")
+        w(f"- stage: `{r['stage']}`\n- reason: `{r['reason']}`\n- detail: {r['detail']}\n\n")
+        if r["log_tail"]:
+            tail = r["log_tail"] if isinstance(r["log_tail"], str) else "\n".join(map(str, r["log_tail"]))
+            w("```\n" + tail.rstrip().replace("```", "'''") + "\n```\n\n")
+    for r in rows:
+        if r["expect"] == "failure" and r["status"] != "failed":
+            r["warnings"] = [*r["warnings"], "expected to fail (a known-failing case) but did not: re-check what changed"]
+    warned = [r for r in rows if r["warnings"]]
+    if warned:
+        w("## Warnings\n\n")
+        for r in warned:
+            for msg in r["warnings"]:
+                w(f"- {r['config']}: {msg}\n")
+        w("\n")
+    w("## Absent metrics\n\n")
+    any_absent = False
+    for r in rows:
+        absent = {k: v for k, v in r["absent"].items() if r["spec"] or k not in SPEC_ONLY_METRICS}
+        if r["status"] == "failed" or not absent:
+            continue
+        any_absent = True
+        items = "; ".join(f"{k}: {v}" for k, v in sorted(absent.items()))
+        w(f"- {r['config']}: {items}\n")
+    if not any_absent:
+        w("None.\n")
+    w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm.)\n")
+    w("\n## Plots\n\n")
+    for name in PLOT_FILES.values():
+        w(f"![{name}]({plots_rel}/{name})\n")
+    return out.getvalue()
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    wr = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    wr.writeheader()
+    for r in rows:
+        wr.writerow(r)
+    # csv writes None as an empty cell: absent stays absent, never 0.
+    return out.getvalue()
+
+
+def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path) -> None:
+    """Write summary.csv, report.md and the PNGs named in ``PLOT_FILES`` under ``plots_dir``."""
+    rows, base = config_rows(summaries, baseline)
+    write_text_atomic(csv_path, _csv(rows))
+    plots_dir = Path(plots_dir)
+    plots_rel = Path(os.path.relpath(plots_dir, Path(md_path).parent)).as_posix()
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel))
+    base_for_plots = base if base is not None and base["status"] == "ok" else None
+    plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
+    plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
+    plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])

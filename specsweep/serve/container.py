@@ -1,0 +1,103 @@
+"""Containers of server jobs: the ``docker run`` argv, labels, teardown, leftovers.
+
+Only the part of docker the server job needs; images are ``specsweep.images``'s
+business.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specsweep.images.cli import DockerError, run_docker
+
+PROJECT_LABEL = "io.specsweep.project=specsweep"
+CONFIG_LABEL_KEY = "io.specsweep.config"
+
+
+def run_argv(
+    plan: Mapping[str, Any],
+    image_ref: str,
+    host: str,
+    port: int,
+    container_port: int,
+    container_name: str,
+    *,
+    docker: str = "docker",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """The ``docker run`` argv for a plan (pure; golden-tested).
+
+    Env vars are passed as ``-e KEY`` only: the caller must put the values in
+    the docker client's environment (see ``run_env``), so that no value shows
+    up in ``ps``. ``extra_args`` are appended after the plan's argv (the
+    engine's address flags, e.g. ``--host 0.0.0.0 --port <container_port>``).
+    """
+    argv = [
+        docker, "run", "--rm",
+        "--name", container_name,
+        "--label", f"{CONFIG_LABEL_KEY}={plan['name']}",
+        "--label", PROJECT_LABEL,
+        "-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}",
+        "--init",
+    ]
+    for key in sorted(plan.get("env") or {}):
+        argv += ["-e", str(key)]
+    for volume in plan.get("volumes") or []:
+        host_path, _, rest = str(volume).partition(":")
+        argv += ["-v", f"{os.path.abspath(host_path)}:{rest}"]
+    gpus = int(plan.get("gpus") or 0)
+    if gpus > 0:
+        argv += [
+            "--gpus", str(plan.get("gpu_devices") or gpus),
+            "--ipc=host",
+            "--shm-size", str(plan.get("shm_size") or "16g"),
+            "--ulimit", "memlock=-1",
+            "--ulimit", "stack=67108864",
+        ]
+    elif plan.get("shm_size"):
+        argv += ["--shm-size", str(plan["shm_size"])]
+    argv.append(image_ref)
+    argv += [str(a) for a in plan["argv"]]
+    argv += [str(a) for a in extra_args]
+    return argv
+
+
+
+def containers_with_label(label: str = PROJECT_LABEL, *, docker: str = "docker", all_states: bool = True) -> list[str]:
+    """Names of containers carrying ``label`` (``key=value`` or ``key``)."""
+    argv = [docker, "ps", "--filter", f"label={label}", "--format", "{{.Names}}"]
+    if all_states:
+        argv.insert(2, "--all")
+    out = run_docker(argv).stdout
+    return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
+def remove_container(name: str, *, docker: str = "docker") -> bool:
+    """``docker rm -f`` one container; False if it did not exist.
+
+    Existence is checked first: newer CLIs exit 0 from ``rm -f`` on a missing
+    container, older ones print "No such container"; both mean False here.
+    """
+    if run_docker([docker, "container", "inspect", "--format", "{{.Id}}", name], check=False).returncode != 0:
+        return False
+    proc = run_docker([docker, "rm", "-f", name], check=False)
+    if proc.returncode == 0:
+        return True
+    if "No such container" in (proc.stderr or ""):
+        return False  # a --rm container that went away meanwhile
+    raise DockerError(f"docker rm -f {name} exited {proc.returncode}: {(proc.stderr or '').strip()}")
+
+
+def remove_leftovers(config_name: str, *, docker: str = "docker") -> list[str]:
+    """Remove every container labelled ``io.specsweep.config=<config_name>``
+    (a previous run's server killed before its teardown); returns their names."""
+    names = containers_with_label(f"{CONFIG_LABEL_KEY}={config_name}", docker=docker)
+    return [n for n in names if remove_container(n, docker=docker)]
+
+
+def container_name(config: str) -> str:
+    """Unique per launch; the config label (not the name) finds leftovers."""
+    return f"specsweep-{config}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,170 @@
+"""A server under supervision: launch, readiness, teardown that really happens.
+
+:class:`Server` is a context manager. It starts the server in its own process
+group (``start_new_session``) or as a labelled ``docker run --rm`` container,
+waits for readiness with a deadline while watching for the process to die,
+and on exit ends the whole group (SIGTERM, then SIGKILL) and removes the
+container. A port already answering before launch is a leftover server of
+some earlier run and is reported as such, never mistaken for the new one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from specsweep.serve.container import remove_container
+
+TERM_GRACE_S = 15.0
+
+
+class LaunchError(RuntimeError):
+    """The server could not be brought up. ``stage`` and ``reason`` classify why."""
+
+    def __init__(self, stage: str, reason: str, detail: str) -> None:
+        super().__init__(f"{stage}/{reason}: {detail}")
+        self.stage = stage
+        self.reason = reason
+        self.detail = detail
+
+
+def free_port(host: str) -> int:
+    """A port the OS says is free now (the server binds it moments later)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """GET ``url``; (status, body). Connection errors give status 0."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, b""
+
+
+@dataclass
+class Server:
+    """One server process (or container) and its life.
+
+    ``argv`` is the full command (for docker, the ``docker run`` argv); ``env``
+    the complete environment of that process; ``container`` the container
+    name when the runtime is docker.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    ready_path: str
+    log_file: IO[bytes]
+    container: str | None = None
+    proc: subprocess.Popen | None = field(default=None, init=False)
+    ready_s: float | None = field(default=None, init=False)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> None:
+        if port_in_use(self.host, self.port):
+            raise LaunchError(
+                "launch",
+                "port_in_use",
+                f"{self.host}:{self.port} already answers before launch: a leftover server "
+                "from an earlier run (or another program) holds it; stop it or pick another port",
+            )
+        self.proc = subprocess.Popen(  # noqa: S603 - argv list built from a checked plan
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+        """Poll the readiness endpoint until 200; notice the process dying meanwhile."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        url = self.base_url + self.ready_path
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise LaunchError("launch", "server_exited", f"server exited with code {code} before it was ready")
+            status, _ = http_get(url, timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+            if status == 200:
+                if self.proc.poll() is not None:
+                    raise LaunchError("launch", "server_exited", "readiness answered but our process has exited")
+                self.ready_s = time.monotonic() - t0
+                return self.ready_s
+            if time.monotonic() >= deadline:
+                raise LaunchError(
+                    "ready", "ready_timeout", f"{url} did not answer 200 within {timeout_s:g} s (last status {status})"
+                )
+            time.sleep(poll_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        """End the process group (and container); always safe to call twice."""
+        if self.container:
+            remove_container(self.container)
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=TERM_GRACE_S)
+        # Ranks or helpers left in the group after the leader exited.
+        _signal_group(self.proc.pid, signal.SIGKILL)
+        return self.proc.returncode
+
+    def __enter__(self) -> "Server":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone: nothing left to end
+
+
+def tail(path: Path, lines: int = 40, max_chars: int = 6000) -> str:
+    """The last ``lines`` lines of a log (bounded in size)."""
+    try:
+        data = Path(path).read_bytes()[-max_chars * 2 :]
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])[-max_chars:]

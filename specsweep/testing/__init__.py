@@ -1,0 +1,1 @@
+"""Test doubles that the tests and benchmarks use (never the package itself)."""

@@ -1,0 +1,77 @@
+"""Rule inputs and params: what ``rules/common.smk``'s named input functions return.
+
+Each function takes the resolved plans (or the config) and one wildcard value
+explicitly; ``common.smk`` binds them to this workflow's own plans in one-line
+named functions. Imported at every Snakemake start, so it stays light (no
+numpy, matplotlib or aiohttp).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from specsweep.engines.registry import get_engine
+from specsweep.files import canonical_json
+from specsweep.images.tag import content_spec_json, image_tag
+
+DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
+
+
+
+def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
+    """The resolved plan as canonical JSON: the plan job reruns exactly when it changes."""
+    return canonical_json(plans[config_name])
+
+
+def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
+    """The parser environment's ready file, for engines whose preflight needs it (SGLang)."""
+    if get_engine(plans[config_name]["engine"]).needs_parser_env:
+        return [f"{config.get('parser_env') or DEFAULT_PARSER_ENV}/ready.json"]
+    return []
+
+
+def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
+    """A docker configuration depends on its image's manifest (content-addressed tag)."""
+    plan = plans[config_name]
+    return [f"results/images/{plan['image']}.json"] if plan["runtime"] == "docker" else []
+
+
+def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> str:
+    """Content keys of a configuration's image spec (``null`` when it runs locally)."""
+    image = plans[config_name].get("image")
+    return content_spec_json(config["images"][image]) if image else "null"
+
+
+def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:
+    return int(plans[config_name].get("gpus", 0))
+
+
+def report_params(config: Mapping[str, Any], names: Sequence[str]) -> str:
+    """Baseline and descriptions: what the report shows beyond the summaries (no benchmark reruns)."""
+    configurations = config["configurations"]
+    descriptions = {name: (configurations[name] or {}).get("description", "") for name in names}
+    return canonical_json({"baseline": config.get("baseline"), "descriptions": descriptions})
+
+
+def image_spec_json(config: Mapping[str, Any], image: str) -> str:
+    """One image's spec (content keys only) as canonical JSON."""
+    return content_spec_json((config.get("images") or {})[image])
+
+
+def image_tag_params(config: Mapping[str, Any], root: Path | str, image: str) -> str:
+    """The content-addressed tag the build must produce."""
+    return image_tag(image, (config.get("images") or {})[image], Path(root))
+
+
+def image_manifests(config: Mapping[str, Any]) -> list[str]:
+    """Every image's manifest (what `push` needs)."""
+    return [f"results/images/{name}.json" for name in sorted(config.get("images") or {})]
+
+
+def registry_json(config: Mapping[str, Any]) -> str:
+    """The registry mapping as canonical JSON (``password_env`` is a variable NAME, not a secret)."""
+    return canonical_json(dict(config.get("registry") or {}))
+
+

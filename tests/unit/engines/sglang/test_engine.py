@@ -1,0 +1,123 @@
+"""SGLangEngine: golden argv, address flags, readiness path, registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specsweep.engines.registry import get_engine
+from specsweep.engines.sglang.engine import SGLangEngine
+from specsweep.plan.config import load_configs
+from specsweep.plan.resolve import resolve_plans
+from specsweep.testing.workflow import REPO
+
+
+def test_identity():
+    engine = get_engine("sglang")
+    assert isinstance(engine, SGLangEngine)
+    assert engine.name == "sglang"
+    assert engine.ready_path == "/ready"  # never /health: it generates a token
+    assert engine.container_port == 30000
+
+
+def test_launch_argv_golden():
+    argv = SGLangEngine().launch_argv(
+        "/usr/bin/python3",
+        {
+            "tp-size": 8,
+            "model-path": "/models/kimi-k2.5",
+            "trust-remote-code": True,
+            "disable-custom-all-reduce": False,
+            "speculative-draft-load-format": None,
+            "speculative-algorithm": "EAGLE3",
+            "speculative-num-steps": 3,
+        },
+    )
+    assert argv == [
+        "/usr/bin/python3", "-m", "sglang.launch_server",
+        "--model-path", "/models/kimi-k2.5",
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-num-steps", "3",
+        "--tp-size", "8",
+        "--trust-remote-code",
+    ]
+
+
+def test_address_args():
+    assert SGLangEngine().address_args("0.0.0.0", 30000) == ["--host", "0.0.0.0", "--port", "30000"]
+
+
+def test_matrix_argv_golden():
+    """The resolved argv of the EAGLE-3 baseline and of a combination, as plan.json will hold them."""
+    plans = resolve_plans(load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"]))
+    assert plans["eagle3"]["argv"] == [
+        "python3", "-m", "sglang.launch_server",
+        "--cuda-graph-max-bs-decode", "8",
+        "--model-path", "/models/kimi-k2.5",
+        "--random-seed", "0",
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", "/models/kimi-k2.5-eagle3",
+        "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+        "--speculative-num-steps", "3",
+        "--tp-size", "8",
+        "--trust-remote-code",
+    ]
+    combo = plans["fi-fusion-pcie-ipc"]
+    assert combo["image"] == "sglang-fi-fusion"
+    assert "--flashinfer-allreduce-fusion-backend" in combo["argv"]
+    assert combo["env"]["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"] == "1"
+    assert combo["variant"] == ["flashinfer_fusion", "pcie_ipc_allreduce"]
+    deepep = plans["deepep"]["argv"]
+    assert deepep[deepep.index("--moe-a2a-backend") + 1] == "deepep"
+    assert deepep[deepep.index("--deepep-mode") + 1] == "low_latency"
+
+
+def test_dummy_argv_golden():
+    files = [REPO / "config" / "kimi-k25-8gpu.yaml", REPO / "config" / "kimi-k25-8gpu-dummy.yaml"]
+    plans = resolve_plans(load_configs(files))
+    argv = plans["eagle3"]["argv"]
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert argv[argv.index("--speculative-draft-load-format") + 1] == "dummy"
+    assert "--skip-tokenizer-init" in argv
+    assert argv[argv.index("--model-path") + 1] == "/specsweep-models/kimi-k25"
+
+
+def test_dummy_model_configs_have_the_real_shape():
+    """config.json of the weight-free target: Kimi-K2.5 text model = DeepSeek-V3 at Kimi-K2 size."""
+    import json
+
+    target = json.loads((REPO / "config" / "models" / "kimi-k25" / "config.json").read_text())
+    assert target["architectures"] == ["KimiK25ForConditionalGeneration"] and target["model_type"] == "kimi_k25"
+    text = target["text_config"]
+    assert (text["num_hidden_layers"], text["hidden_size"], text["n_routed_experts"], text["num_experts_per_tok"]) == (
+        61, 7168, 384, 8)
+    assert text["quantization_config"]["quant_method"] == "compressed-tensors"
+    draft = json.loads((REPO / "config" / "models" / "kimi-k25-eagle3" / "config.json").read_text())
+    assert draft["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert draft["hidden_size"] == draft["target_hidden_size"] == text["hidden_size"]
+    assert draft["vocab_size"] == text["vocab_size"]
+
+
+@pytest.mark.slow
+def test_dummy_architectures_exist_in_pinned_wheel():
+    """Both architectures are model entry classes of the sglang that the parser venv pins."""
+    import os
+    import subprocess
+
+    from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
+
+    venv = os.environ.get("SPECSWEEP_PARSER_ENV") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specsweep" / "sglang-parser"
+    )
+    python = ensure_parser_env(Path(venv), DEFAULT_REQUIREMENTS)
+    site = subprocess.run(
+        [python, "-I", "-c", "import importlib.util, pathlib; "
+         "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    models = Path(site) / "srt" / "models"
+    assert "EntryClass = [KimiK25ForConditionalGeneration]" in (models / "kimi_k25.py").read_text()
+    assert "EntryClass = [LlamaForCausalLMEagle3]" in (models / "llama_eagle3.py").read_text()
+    assert "KimiK25Config" in (Path(site) / "srt" / "utils" / "hf_transformers" / "common.py").read_text()

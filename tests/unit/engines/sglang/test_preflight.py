@@ -1,0 +1,254 @@
+"""Preflight of SGLang plans: static rules (fast) and SGLang 0.5.23's own parser (slow).
+
+The parser tests build the pinned parser venv (envs/sglang-parser.txt) under
+``$SPECSWEEP_PARSER_ENV`` (default ``$XDG_CACHE_HOME/specsweep/sglang-parser``)
+once; later runs reuse it. They fail, never skip, when it cannot be built:
+a preflight that silently does not run is worse than none.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+
+from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
+from specsweep.engines.sglang.engine import SGLangEngine
+from specsweep.engines.sglang.rules import check_plan
+from specsweep.plan.config import load_configs
+from specsweep.plan.resolve import resolve_plans
+from specsweep.testing.workflow import REPO
+
+GPU_CONFIG = REPO / "config" / "kimi-k25-8gpu.yaml"
+DUMMY_OVERLAY = REPO / "config" / "kimi-k25-8gpu-dummy.yaml"
+CONFIG_SETS = {
+    "weights": [GPU_CONFIG],
+    "dummy": [GPU_CONFIG, DUMMY_OVERLAY],
+}
+
+
+def _plans(paths: list[Path]) -> tuple[dict, dict]:
+    config = load_configs(paths)
+    return config, resolve_plans(config)
+
+
+@pytest.fixture(scope="module")
+def gpu_plans() -> tuple[dict, dict]:
+    return _plans([GPU_CONFIG])
+
+
+def _plan(gpu_plans: tuple[dict, dict], base: str, **changes) -> dict:
+    """A copy of plan ``base`` with ``changes`` (server_args/env merged, None removes a key)."""
+    plan = copy.deepcopy(gpu_plans[1][base])
+    for key, value in changes.items():
+        if key in ("server_args", "env"):
+            plan[key] = {**plan[key], **value}
+            plan[key] = {k: v for k, v in plan[key].items() if v is not None}
+        else:
+            plan[key] = value
+    return plan
+
+
+def _errors(plan: dict) -> list[str]:
+    return [f.message for f in check_plan(plan) if f.severity == "error"]
+
+
+# --- static rules (fast) ----------------------------------------------------
+
+
+def test_matrix_passes_static_rules(gpu_plans):
+    for name, plan in gpu_plans[1].items():
+        assert _errors(plan) == [], name
+
+
+def test_matrix_covers_the_issue(gpu_plans):
+    """Every optimisation of the plan has a configuration, and one combination uses an extends list."""
+    config, plans = gpu_plans
+    variants = {v for p in plans.values() for v in p["variant"]}
+    assert variants >= {"custom_allreduce", "mscclpp", "torch_symm_mem", "flashinfer_fusion", "deepep",
+                        "pcie_ipc_allreduce", "nccl_env"}
+    assert plans["nccl-tree"]["env"]["NCCL_ALGO"] == "allreduce:tree"
+    assert plans["nccl-tree-bare"]["expect"] == "failure"
+    assert plans["no-custom-ar"]["server_args"]["disable-custom-all-reduce"] is True
+    assert any(isinstance(c.get("extends"), list) for c in config["configurations"].values())
+    seed = plans["nccl-seed"]["env"]
+    assert {k: seed[k] for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL", "NCCL_MAX_NCHANNELS",
+                                 "NCCL_BUFFSIZE", "NCCL_NTHREADS")} == {
+        "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_P2P_LEVEL": "SYS", "NCCL_MAX_NCHANNELS": "16",
+        "NCCL_BUFFSIZE": "16777216", "NCCL_NTHREADS": "512"}
+
+
+def test_dummy_overlay_is_weight_free():
+    _config, plans = _plans(CONFIG_SETS["dummy"])
+    for name, plan in plans.items():
+        sa = plan["server_args"]
+        assert sa["load-format"] == "dummy", name
+        assert sa["skip-tokenizer-init"] is True, name
+        assert plan["env"]["SGLANG_SIMULATE_ACC_LEN"] == "2.0", name
+        assert plan["workload"]["endpoint"] == "generate", name  # input_ids requests
+        if sa.get("speculative-algorithm"):
+            assert sa["speculative-draft-load-format"] == "dummy", name
+            assert sa["speculative-draft-model-path"].startswith("/specsweep-models/"), name
+
+
+def test_removed_flag_names_config_and_replacement(gpu_plans):
+    errors = _errors(_plan(gpu_plans, "eagle3", server_args={"cuda-graph-max-bs": 8}))
+    assert any("configurations.eagle3.server_args.cuda-graph-max-bs" in e and "--cuda-graph-max-bs-decode" in e
+               for e in errors), errors
+
+
+def test_fusion_on_sm120_needs_patched_image(gpu_plans):
+    plan = _plan(gpu_plans, "fi-fusion", image="sglang")
+    errors = _errors(plan)
+    assert any("configurations.fi-fusion.server_args.flashinfer-allreduce-fusion-backend" in e and "sm120" in e
+               for e in errors), errors
+    assert _errors(_plan(gpu_plans, "fi-fusion")) == []
+    assert _errors(_plan(gpu_plans, "fi-fusion", image="sglang", gpu_arch="sm90")) == []
+    # A patched image recognised by its target, whatever its name.
+    patched = {"my-img": {"target": "fi-fusion"}}
+    findings = check_plan(_plan(gpu_plans, "fi-fusion", image="my-img"), patched)
+    assert [f for f in findings if f.severity == "error"] == []
+
+
+def test_mscclpp_tp_size(gpu_plans):
+    errors = _errors(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 6}))
+    assert any("configurations.mscclpp.server_args.enable-mscclpp" in e and "6" in e for e in errors), errors
+
+
+def test_deepep_normal_without_nvlink(gpu_plans):
+    for mode in ("normal", "auto", None):
+        errors = _errors(_plan(gpu_plans, "deepep", server_args={"deepep-mode": mode}))
+        assert any("configurations.deepep.server_args.deepep-mode" in e for e in errors), (mode, errors)
+    assert _errors(_plan(gpu_plans, "deepep", server_args={"deepep-mode": "normal"}, nvlink=True)) == []
+
+
+def test_ll128_on_pcie(gpu_plans):
+    for value in ("LL128", "Simple,LL128", "allreduce:LL128"):
+        errors = _errors(_plan(gpu_plans, "nccl-proto-ll", env={"NCCL_PROTO": value}))
+        assert any("configurations.nccl-proto-ll.env.NCCL_PROTO" in e for e in errors), (value, errors)
+    assert _errors(_plan(gpu_plans, "nccl-proto-ll", env={"NCCL_PROTO": "^LL128"})) == []
+
+
+def test_bare_tree_warns_unless_expected_failure(gpu_plans):
+    warn = [f for f in check_plan(_plan(gpu_plans, "nccl-tree-bare", expect="ok")) if f.rule == "nccl-bare-tree"]
+    assert warn and "allreduce:tree" in warn[0].message
+    assert [f for f in check_plan(gpu_plans[1]["nccl-tree-bare"]) if f.rule == "nccl-bare-tree"] == []
+
+
+def test_eagle_numbers(gpu_plans):
+    errors = _errors(_plan(gpu_plans, "eagle3", server_args={"speculative-num-steps": None}))
+    assert any("configurations.eagle3.server_args.speculative-num-steps" in e for e in errors), errors
+    errors = _errors(_plan(gpu_plans, "eagle3", server_args={"speculative-num-draft-tokens": 6}))
+    assert any("configurations.eagle3.server_args.speculative-num-draft-tokens" in e and "= 4" in e
+               for e in errors), errors
+    # topk > 1 (tree drafts): any draft-token count is SGLang's to judge.
+    assert _errors(_plan(gpu_plans, "eagle3", server_args={"speculative-eagle-topk": 4,
+                                                           "speculative-num-draft-tokens": 8})) == []
+
+
+def test_unknown_variant(gpu_plans):
+    errors = _errors(_plan(gpu_plans, "eagle3", variant=["nvls"]))
+    assert any("configurations.eagle3.variant" in e and "nvls" in e for e in errors), errors
+
+
+def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
+    engine = SGLangEngine()
+    good = engine.preflight(gpu_plans[1]["eagle3"], parser_python)
+    assert good.errors == [] and good.checked_with.startswith("sglang 0.5.23")
+    assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2}), parser_python).errors
+    with pytest.raises(ValueError, match="parser"):
+        engine.preflight(gpu_plans[1]["eagle3"])
+
+
+def test_parser_env_reused_when_marker_matches(tmp_path):
+    """Keyed on the requirements' sha256: a matching venv is returned without pip."""
+    import hashlib
+
+    req = tmp_path / "req.txt"
+    req.write_text("sglang==0.5.23\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / ".specsweep-requirements.sha256").write_text(hashlib.sha256(req.read_bytes()).hexdigest() + "\n")
+    assert ensure_parser_env(venv, req) == str(venv.resolve() / "bin" / "python")
+
+
+def test_rebuild_keeps_other_files(tmp_path):
+    """The workflow keeps ready.json and its job log in the venv directory; a rebuild must not delete them."""
+    from specsweep.engines.sglang.preflight import _clear_venv
+
+    venv = tmp_path / "venv"
+    for d in ("bin", "lib"):
+        (venv / d).mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("")
+    (venv / "ready.json").write_text("{}")
+    (venv / "make_parser_env.log").write_text("")
+    _clear_venv(venv)
+    assert sorted(p.name for p in venv.iterdir()) == ["make_parser_env.log", "ready.json"]
+
+
+# --- SGLang 0.5.23's own parser (slow, runs in CI) ---------------------------
+
+
+def _parser_env_dir() -> Path:
+    if os.environ.get("SPECSWEEP_PARSER_ENV"):
+        return Path(os.environ["SPECSWEEP_PARSER_ENV"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "specsweep" / "sglang-parser"
+
+
+@pytest.fixture(scope="session")
+def parser_python() -> str:
+    # No try/except: a venv that cannot be built fails the tests that need it.
+    return ensure_parser_env(_parser_env_dir(), DEFAULT_REQUIREMENTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
+def test_every_configuration_passes_sglang_parser(parser_python, config_set):
+    config, plans = _plans(CONFIG_SETS[config_set])
+    results = preflight_plans(list(plans.values()), parser_python, config["images"])
+    assert set(results) == set(plans)
+    bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
+    assert bad == {}
+    assert {r["sglang_version"] for r in results.values()} == {"0.5.23"}
+    assert results["eagle3"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
+
+
+@pytest.mark.slow
+def test_sglang_parser_rejections_name_config_and_flag(parser_python, gpu_plans):
+    cases = {
+        # typo'd flag: argparse alone would accept this prefix of --enable-mscclpp
+        "typo": (_plan(gpu_plans, "mscclpp", name="typo", server_args={"enable-mscclpp": None, "enable-msccl": True}),
+                 "--enable-msccl"),
+        "typo2": (_plan(gpu_plans, "eagle3", name="typo2", server_args={"speculative-num-stepz": 3}),
+                  "--speculative-num-stepz"),
+        # removed flag (SGLang's parser says "ambiguous option"; the rule names the replacement)
+        "removed": (_plan(gpu_plans, "eagle3", name="removed", server_args={"cuda-graph-max-bs": 8}),
+                    "cuda-graph-max-bs"),
+        # a value outside SGLang's choices
+        "choice": (_plan(gpu_plans, "fi-fusion", name="choice",
+                         server_args={"flashinfer-allreduce-fusion-backend": "nccl"}),
+                   "--flashinfer-allreduce-fusion-backend"),
+        # unsupported combination: fusion on SM120 with the stock image
+        "combo": (_plan(gpu_plans, "fi-fusion", name="combo", image="sglang"),
+                  "flashinfer-allreduce-fusion-backend"),
+    }
+    plans = []
+    for name, (plan, _flag) in cases.items():
+        plan["argv"] = None  # rebuilt from server_args
+        plans.append(plan)
+    results = preflight_plans(plans, parser_python)
+    for name, (_plan_, flag) in cases.items():
+        result = results[name]
+        assert not result["ok"], name
+        assert any(f"configurations.{name}" in e and flag in e for e in result["errors"]), (name, result["errors"])
+    assert any("--cuda-graph-max-bs-decode" in e for e in results["removed"]["errors"])
+    assert any("invalid choice" in e for e in results["choice"]["errors"])
+
+
+@pytest.mark.slow
+def test_parser_env_is_idempotent(parser_python):
+    assert ensure_parser_env(_parser_env_dir(), DEFAULT_REQUIREMENTS) == parser_python

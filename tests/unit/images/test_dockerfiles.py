@@ -1,0 +1,139 @@
+"""Static checks of every Dockerfile under containers/: pins, ARG reasons,
+labels, no in-place source edits, nothing floating (`:latest`, `main`)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from specsweep.images.tag import _logical_lines
+from specsweep.testing.workflow import REPO
+
+DOCKERFILES = sorted((REPO / "containers").rglob("Dockerfile"))
+SGLANG = REPO / "containers/sglang/Dockerfile"
+REFERENCE = REPO / "containers/reference/Dockerfile"
+
+# What the sglang 0.5.23 wheel's METADATA requires (Requires-Dist), checked by hand.
+SGLANG_PINS = {
+    "SGLANG_VERSION": "0.5.23",
+    "TORCH_VERSION": "2.14.1",
+    "FLASHINFER_VERSION": "0.7.2",
+    "SGLANG_KERNEL_VERSION": "0.4.10",
+    "SGL_DEEP_EP_VERSION": "0.1.2.post1",
+}
+
+
+def _arg_defaults(text: str) -> dict[str, str]:
+    out = {}
+    for m in re.finditer(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$", text, re.M):
+        out.setdefault(m.group(1), m.group(2))
+    return out
+
+
+def test_there_are_dockerfiles():
+    assert SGLANG in DOCKERFILES and REFERENCE in DOCKERFILES
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_arg_has_a_reason_comment(path):
+    lines = path.read_text().splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        if line.startswith("ARG "):
+            prev = lines[i - 1].strip() if i else ""
+            if not prev.startswith("#") or len(prev.lstrip("# ")) < 8:
+                missing.append(f"line {i + 1}: {line}")
+    assert not missing, "ARGs without a one-line reason comment above them:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_sed_in_place_and_nothing_floating(path):
+    text = path.read_text()
+    code = "\n".join(_logical_lines(text))
+    assert not re.search(r"\bsed\b[^\n]*\s-i", code), "use a patch under containers/patches, not sed -i"
+    assert ":latest" not in code
+    assert not re.search(r"(--branch|checkout|@)\s*(main|master)\b", code)
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_from_is_configurable(path):
+    froms = re.findall(r"^FROM\s+(\S+)", path.read_text(), re.M)
+    externals = [f for f in froms if not re.fullmatch(r"[a-z0-9-]+", f)]  # stage names are fine
+    assert externals and all(f.startswith("${") for f in externals), froms
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_oci_and_specsweep_labels(path):
+    text = path.read_text()
+    for key in ("source", "revision", "version", "created", "title"):
+        assert f"org.opencontainers.image.{key}=" in text, key
+    assert "io.specsweep.variant=" in text
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_exec_form_cmd_and_entrypoint(path):
+    for line in _logical_lines(path.read_text()):
+        word = line.split()[0].upper()
+        if word in ("CMD", "ENTRYPOINT"):
+            assert line.split(None, 1)[1].startswith("["), line
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_proxy_ca_only_as_secret_mount(path):
+    text = path.read_text()
+    assert "ca-certificates.crt" not in "\n".join(_logical_lines(text)), "the host CA bundle must not be copied"
+    for line in _logical_lines(text):
+        if "proxy_ca" in line and line.split()[0].upper() == "RUN":
+            assert "--mount=type=secret,id=proxy_ca" in line
+
+
+def test_sglang_pins_match_the_wheel_metadata():
+    args = _arg_defaults(SGLANG.read_text())
+    for key, value in SGLANG_PINS.items():
+        assert args.get(key) == value, (key, args.get(key))
+    text = SGLANG.read_text()
+    for pin in ('"torch==${TORCH_VERSION}"', '"sglang==${SGLANG_VERSION}"',
+                '"flashinfer_python[cu13]==${FLASHINFER_VERSION}"', '"sglang-kernel==${SGLANG_KERNEL_VERSION}"',
+                '"sgl-deep-ep==${SGL_DEEP_EP_VERSION}"'):
+        assert pin in text
+    assert "io.specsweep.sglang.version=" in text
+
+
+def test_sglang_targets():
+    stages = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", SGLANG.read_text(), re.M)
+    for target in ("stock", "mscclpp", "deepep", "fi-fusion"):
+        assert target in stages
+
+
+def test_mscclpp_pinned_to_tag_and_commit_with_sm120():
+    args = _arg_defaults(SGLANG.read_text())
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", args["MSCCLPP_TAG"])
+    assert re.fullmatch(r"[0-9a-f]{40}", args["MSCCLPP_COMMIT"])
+    assert "120" in args["MSCCLPP_GPU_ARCHS"].split(";")
+    text = SGLANG.read_text()
+    assert 'rev-parse HEAD)" = "${MSCCLPP_COMMIT}"' in text
+
+
+def test_fusion_patch_applied_with_a_failing_check():
+    text = SGLANG.read_text()
+    patch = "containers/patches/sglang-0.5.23-flashinfer-fusion-sm120.patch"
+    assert (REPO / patch).is_file()
+    assert f"source={patch}" in text
+    assert "patch --dry-run --forward --fuzz=0 -p1" in text
+
+
+def test_reference_image_uses_cpu_torch_and_local_base():
+    args = _arg_defaults(REFERENCE.read_text())
+    assert args["BASE_IMAGE"] == "specsweep/debian:bookworm"
+    assert args["TORCH_VERSION"].endswith("+cpu")
+    text = REFERENCE.read_text()
+    assert "COPY --from=builder /opt/venv /opt/venv" in text
+    assert "FROM ${BASE_IMAGE} AS runtime" in text
+def test_make_base_image_script_is_strict():
+    text = (REPO / "scripts/make_base_image.sh").read_text()
+    assert "set -euo pipefail" in text and "docker import" in text.replace('"$DOCKER" import', "docker import")
+    assert shutil.which("bash")
+
+

@@ -1,0 +1,121 @@
+"""The cross-configuration report: table, verdicts, break-even, failed section, PNGs."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+
+from specsweep.analysis.summary import build_summary
+from specsweep.records import new_record
+from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
+
+MS = 1_000_000
+WORKLOAD = {
+    "endpoint": "generate", "num_prompts": 12, "input_len": 8, "output_len": 33, "concurrency": 1,
+    "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
+    "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
+}
+OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
+
+
+def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: int) -> list[dict]:
+    """Sequential requests of 33 tokens: first token at 50 ms, then chunks every ``gap_ms``."""
+    rng, out, t = random.Random(seed), [], 0
+    for rep in range(2):
+        for i in range(12):
+            chunks, toks = [t + 50 * MS], [1]
+            while sum(toks) < 33:
+                chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.98, 1.02) * MS))
+                toks.append(min(tokens_per_chunk, 33 - sum(toks)))
+            verify = len(chunks) - 1
+            timing = {"draft_s": 0.002 * verify, "verify_s": (gap_ms - 2) / 1e3 * verify,
+                      "verify_comm_s": (gap_ms - 7) / 1e3 * verify, "allreduce_ct": 122 * verify,
+                      "forward_ct": verify} if spec else None
+            out.append(new_record(
+                run_id=run, request_id=f"{run}{rep}{i}", phase="measured", repeat=rep, index=i, endpoint="generate",
+                input_len=8, output_len=33, send_ns=t, chunk_ns=chunks, chunk_tokens=toks, end_ns=chunks[-1],
+                http_status=200, completion_tokens=33, spec_verify_ct=verify if spec else None, timing=timing,
+                status="ok"))
+            t = chunks[-1] + MS
+    return out
+
+
+def plan(name: str, spec: bool) -> dict:
+    args = {"speculative-algorithm": "EAGLE3"} if spec else {}
+    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD}
+
+
+@pytest.fixture()
+def summaries() -> list[dict]:
+    base = build_summary(plan("base", False), None, OK, [], records("b", 12.0, 1, False, 1), None)
+    fast = build_summary(plan("fast", True), None, OK, [], records("f", 12.0, 2, True, 2), None)  # 2 tok / 12 ms
+    slow = build_summary(plan("slow", True), None, OK, [], records("s", 30.0, 2, True, 3), None)  # 2 tok / 30 ms
+    broken = build_summary(plan("broken", True), None,
+                           {"status": "failed", "stage": "launch", "reason": "server_exited",
+                            "detail": "exit 1", "log_tail": "NCCL error: invalid usage"}, [], [], None)
+    fb = build_summary(plan("fb", True), None, OK, [], records("x", 12.0, 2, True, 4),
+                       {"fell_back": [{"variant": "all-reduce:custom", "line": "all-reduce backend: nccl"}]})
+    return [slow, broken, fast, base, fb]
+
+
+def test_rows_verdicts_and_break_even(summaries):
+    rows, base = config_rows(summaries, "base")
+    assert [r["config"] for r in rows][0] == "base" and base["config"] == "base"
+    by = {r["config"]: r for r in rows}
+    assert by["fast"]["verdict"] == "faster" and by["slow"]["verdict"] == "slower"
+    assert by["broken"]["verdict"] == "failed"
+    # base decodes at 1000/12 tok/s; slow cycles every 30 ms -> break-even 0.030 x 83.3 = 2.5 > accept 2
+    assert by["base"]["decode_tok_s_median"] == pytest.approx(1000 / 12, rel=0.02)
+    assert by["slow"]["break_even_accept_length"] == pytest.approx(0.030 * 1000 / 12, rel=0.03)
+    assert by["slow"]["speculation_pays"] is False and by["fast"]["speculation_pays"] is True
+    assert by["base"]["break_even_accept_length"] is None  # no speculation: no cycle
+
+
+def test_no_baseline_gives_no_verdict(summaries):
+    rows, base = config_rows(summaries, None)
+    assert base is None and {r["verdict"] for r in rows} <= {"no baseline", "failed"}
+
+
+def test_render_report(summaries, tmp_path: Path):
+    csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
+    render_report(summaries, "base", csv_path, md_path, plots)
+    md = md_path.read_text()
+    assert FORMULA in md
+    assert "| fast | ok |" in md and "faster (x" in md
+    assert "### broken: failed" in md and "server_exited" in md and "NCCL error: invalid usage" in md
+    assert "### fb: fallback" in md and "all-reduce:custom" in md
+    assert "Hyndman" in md and "bootstrap" in md
+    rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["broken"]["tok_s_median"] == ""  # absent stays empty, never 0
+    assert rows["base"]["accept_length"] == "" and float(rows["fast"]["accept_length"]) == pytest.approx(33 / 16)
+    assert rows["slow"]["speculation_pays"] == "False"
+    for name in PLOT_FILES.values():
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_render_report_with_nothing_to_plot(tmp_path: Path):
+    broken = build_summary(plan("broken", True), None,
+                           {"status": "failed", "stage": "launch", "reason": "x", "detail": "", "log_tail": None},
+                           [], [], None)
+    render_report([broken], "broken", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "p")
+    for name in PLOT_FILES.values():
+        assert (tmp_path / "p" / name).exists()
+
+
+def test_known_failing_case_is_marked_expected_and_a_surprise_success_warned(summaries, tmp_path: Path):
+    tree = build_summary(dict(plan("nccl-tree-bare", True), expect="failure"), None,
+                         {"status": "failed", "stage": "launch", "reason": "server_exited",
+                          "detail": "exit 1", "log_tail": "NCCL WARN no algorithm"}, [], [], None)
+    lucky = build_summary(dict(plan("lucky", True), expect="failure"), None, OK, [],
+                          records("l", 12.0, 2, True, 5), None)
+    md_path, csv_path = tmp_path / "report.md", tmp_path / "summary.csv"
+    render_report([*summaries, tree, lucky], "base", csv_path, md_path, tmp_path / "plots")
+    md = md_path.read_text()
+    assert "### nccl-tree-bare: failed (expected: a known-failing case)" in md
+    assert "### broken: failed\n" in md  # an unexpected failure is not marked expected
+    assert "lucky: expected to fail (a known-failing case) but did not" in md
+    rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["nccl-tree-bare"]["expect"] == "failure" and rows["base"]["expect"] == "ok"

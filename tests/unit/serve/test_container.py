@@ -1,0 +1,113 @@
+"""specsweep.serve.container: golden docker run argv (no env values in it), leftover removal by label."""
+
+from __future__ import annotations
+
+import json
+
+from specsweep.images import cli
+from specsweep.serve import container, job
+
+
+def _plan(**overrides):
+    plan = {
+        "name": "eagle3-shm",
+        "argv": ["python3", "-m", "specsweep.refengine", "--tp-size", "2", "--host", "0.0.0.0", "--port", "30000"],
+        "env": {"SGLANG_SIMULATE_ACC_LEN": "2.5", "OMP_NUM_THREADS": "1"},
+        "gpus": 0,
+    }
+    plan.update(overrides)
+    return plan
+
+
+class _Recorder:
+    """Stands in for subprocess.run and records argv and stdin."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, argv, **kw):
+        import subprocess
+
+        self.calls.append((list(argv), kw.get("input")))
+        out = ""
+        if argv[1:3] == ["image", "inspect"]:
+            out = json.dumps([{"Id": "sha256:1", "RepoDigests": [argv[3].rsplit(":", 1)[0] + "@sha256:d"]}])
+        stdout = kw.get("stdout")
+        if stdout is not None and hasattr(stdout, "write"):
+            stdout.write("ok\n")
+        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
+
+
+def test_run_argv_cpu_golden():
+    argv = container.run_argv(_plan(), "specsweep/reference:0123456789ab", "127.0.0.1", 41234, 30000, "specsweep-eagle3-shm")
+    assert argv == [
+        "docker", "run", "--rm",
+        "--name", "specsweep-eagle3-shm",
+        "--label", "io.specsweep.config=eagle3-shm",
+        "--label", "io.specsweep.project=specsweep",
+        "-p", "127.0.0.1:41234:30000",
+        "--init",
+        "-e", "OMP_NUM_THREADS",
+        "-e", "SGLANG_SIMULATE_ACC_LEN",
+        "specsweep/reference:0123456789ab",
+        "python3", "-m", "specsweep.refengine", "--tp-size", "2", "--host", "0.0.0.0", "--port", "30000",
+    ]
+
+
+def test_run_argv_gpu_golden():
+    plan = _plan(name="mscclpp-tp8", gpus=8, env={"NCCL_DEBUG": "INFO"},
+                 argv=["python3", "-m", "sglang.launch_server", "--tp-size", "8"])
+    argv = container.run_argv(plan, "specsweep/sglang-mscclpp:abcdefabcdef", "127.0.0.1", 30001, 30000, "c1")
+    assert argv == [
+        "docker", "run", "--rm", "--name", "c1",
+        "--label", "io.specsweep.config=mscclpp-tp8",
+        "--label", "io.specsweep.project=specsweep",
+        "-p", "127.0.0.1:30001:30000",
+        "--init",
+        "-e", "NCCL_DEBUG",
+        "--gpus", "8", "--ipc=host", "--shm-size", "16g",
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+        "specsweep/sglang-mscclpp:abcdefabcdef",
+        "python3", "-m", "sglang.launch_server", "--tp-size", "8",
+    ]
+
+
+def test_run_argv_never_carries_env_values():
+    plan = _plan(env={"HF_TOKEN": "hf_secret_value"})
+    argv = container.run_argv(plan, "img:1", "127.0.0.1", 1, 2, "c")
+    assert "hf_secret_value" not in " ".join(argv)
+    assert ["-e", "HF_TOKEN"] == argv[argv.index("-e"):argv.index("-e") + 2]
+    # The values travel through the docker client's environment (``-e KEY`` forwards them).
+    env = job.server_environment(plan, {"PATH": "/bin"})
+    assert env["PATH"] == "/bin" and env["HF_TOKEN"] == "hf_secret_value"
+
+
+def test_run_argv_defaults_to_loopback():
+    argv = container.run_argv(_plan(), "img:1", "", 5, 6, "c")
+    assert "127.0.0.1:5:6" in argv
+
+
+def test_remove_leftovers_uses_config_label(monkeypatch):
+    rec = _Recorder()
+
+    def fake(argv, **kw):
+        rec(argv, **kw)
+        import subprocess
+        out = "specsweep-a\nspecsweep-b\n" if argv[1] == "ps" else ""
+        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(cli.subprocess, "run", fake)
+    assert container.remove_leftovers("nospec") == ["specsweep-a", "specsweep-b"]
+    assert rec.calls[0][0] == ["docker", "ps", "--all", "--filter", "label=io.specsweep.config=nospec",
+                               "--format", "{{.Names}}"]
+    assert [c[0] for c in rec.calls[1:] if c[0][1] == "rm"] == [
+        ["docker", "rm", "-f", "specsweep-a"], ["docker", "rm", "-f", "specsweep-b"]]
+
+
+def test_run_argv_mounts_volumes_with_absolute_host_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan = _plan(volumes=["config/models:/specsweep-models:ro", "/data/w:/weights"])
+    argv = container.run_argv(plan, "img:1", "127.0.0.1", 41234, 30000, "c")
+    i = argv.index("-v")
+    assert argv[i : i + 4] == ["-v", f"{tmp_path}/config/models:/specsweep-models:ro", "-v", "/data/w:/weights"]
+    assert argv.index("img:1") > i

@@ -1,0 +1,42 @@
+"""Pieces of the server job that need no engine: provenance read from the live process."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specsweep.serve.job import collect_provenance, server_environment
+from specsweep.serve.server import LaunchError, Server, free_port
+
+
+@pytest.fixture
+def sleeper(tmp_path):
+    plan = {"name": "x", "env": {"NCCL_ALGO": "allreduce:tree", "NCCL_DEBUG": "INFO"}}
+    server = Server(argv=[sys.executable, "-c", "import time; time.sleep(60)"],
+                    env=server_environment(plan, dict(os.environ)), host="127.0.0.1",
+                    port=free_port("127.0.0.1"), ready_path="/ready", log_file=(tmp_path / "log").open("wb"))
+    server.start()
+    deadline = time.monotonic() + 10  # until exec, /proc/<pid>/environ is the fork's copy of ours
+    while b"time.sleep" not in Path(f"/proc/{server.proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    yield plan, server
+    server.stop()
+
+
+def test_provenance_is_read_from_the_server_process_not_the_config(sleeper):
+    plan, server = sleeper
+    out = collect_provenance(plan, server)
+    assert out["env_source"] == f"/proc/{server.proc.pid}/environ"
+    assert out["env"]["NCCL_ALGO"] == "allreduce:tree" and out["env"]["NCCL_DEBUG"] == "INFO"
+
+
+def test_provenance_that_cannot_be_read_fails_the_configuration(sleeper):
+    plan, server = sleeper
+    with pytest.raises(LaunchError) as info:
+        collect_provenance(plan, server, python="/bin/false")
+    assert info.value.reason == "provenance_failed"
