@@ -34,7 +34,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -734,6 +735,98 @@ def remove_leftovers(config_name: str, *, docker: str = "docker") -> list[str]:
     (a previous run's server killed before its teardown); returns their names."""
     names = containers_with_label(f"{CONFIG_LABEL_KEY}={config_name}", docker=docker)
     return [n for n in names if remove_container(n, docker=docker)]
+
+
+def ensure_image(
+    manifest: Mapping[str, Any],
+    registry: Mapping[str, Any] | None,
+    *,
+    docker: str = "docker",
+    log: Path | None = None,
+) -> dict[str, Any]:
+    """Make the manifest's image present on this host without building it.
+
+    A server job on a cluster node never builds: the image was built (and
+    pushed with ``snakemake push``) on the submit host. Present under its
+    content tag with the manifest's image id: nothing to do. Absent: pull
+    ``registry_ref(manifest, registry)``, check that the pulled image id is
+    the manifest's (the id is the digest of the image config, which a push
+    and pull keep), then tag it with the content tag, so that ``run_argv``
+    runs exactly what a local run would. Returns what happened, for
+    launch.json; raises DockerError when the image cannot be had or is not
+    the manifest's image.
+    """
+    tag, want = manifest["tag"], manifest["image_id"]
+    if image_exists(tag, docker):
+        have = image_inspect(tag, docker)["Id"]
+        if have != want:
+            raise DockerError(
+                f"{tag} on this host is image {have}, the manifest {manifest['name']}.json says {want}: "
+                "a stale or foreign image holds the content tag; remove it (docker rmi) so the right one is pulled"
+            )
+        return {"tag": tag, "image_id": have, "source": "local"}
+    if not registry or not registry.get("url"):
+        raise DockerError(
+            f"{tag} is not on this host and no `registry:` is configured to pull it from; a server job "
+            "never builds: set `registry:` and run `snakemake push` on the build host first"
+        )
+    ref = registry_ref(manifest, registry)
+    login(registry, Path(log) if log else Path(os.devnull), os.environ, docker)
+    started = time.monotonic()
+    try:
+        pulled = pull_image(ref, docker=docker, log=log)
+    except DockerError as exc:
+        raise DockerError(f"could not pull {ref} (was `snakemake push` run?): {exc}") from exc
+    if pulled != want:
+        raise DockerError(f"pulled {ref} is image {pulled}, the manifest {manifest['name']}.json says {want}")
+    _run([docker, "tag", pulled, tag], log=log)
+    digests = image_inspect(ref, docker).get("RepoDigests") or []
+    return {
+        "tag": tag,
+        "image_id": pulled,
+        "source": "pulled",
+        "ref": ref,
+        "repo_digest": next((d for d in digests if d.startswith(ref.rsplit(":", 1)[0] + "@")), None),
+        "pull_s": round(time.monotonic() - started, 3),
+    }
+
+
+def prepare_launch(
+    config_name: str, manifest: Mapping[str, Any], registry: Mapping[str, Any] | None, *, docker: str = "docker"
+) -> dict[str, Any]:
+    """What the docker runtime does on the node before a launch: remove a
+    previous run's leftover containers of this configuration, and make the
+    image present (``ensure_image``). Returns the launch.json keys."""
+    return {
+        "removed_leftover_containers": remove_leftovers(config_name, docker=docker),
+        "image_source": ensure_image(manifest, registry, docker=docker),
+    }
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """How one container runtime launches a server (the seam for more runtimes).
+
+    ``prepare(config_name, manifest, registry)`` runs on the node before the
+    launch and returns launch.json keys; ``run_argv(plan, image_ref, host,
+    port, container_port, container_name)`` is the launching argv, whose
+    process the server job supervises. ``daemon``: whether the server lives in
+    a daemon's container (docker: named, removed by name, provenance read
+    with ``docker exec``) rather than as a child process (Apptainer, enroot:
+    the process group is the server, as for the local runtime).
+    """
+
+    prepare: Callable[..., dict[str, Any]]
+    run_argv: Callable[..., list[str]]
+    daemon: bool
+
+
+# A plan's `runtime` (other than `local`) -> its launcher. An Apptainer or
+# Pyxis/enroot runtime is one more entry here (and in the schema's enum):
+# see docs/slurm.md.
+CONTAINER_RUNTIMES: dict[str, ContainerRuntime] = {
+    "docker": ContainerRuntime(prepare=prepare_launch, run_argv=run_argv, daemon=True),
+}
 
 
 # --------------------------------------------------------------------------

@@ -18,10 +18,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from specsweep.docker import CONTAINER_RUNTIMES, ContainerRuntime, DockerError
 from specsweep.engines import get_engine
 from specsweep.io import write_json_atomic, write_text_atomic
 from specsweep.server import LaunchError, Server, container_name, free_port, http_get, tail
@@ -51,6 +53,28 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
+def slurm_job(environ: Mapping[str, str]) -> dict[str, str | None] | None:
+    """The Slurm job this server job runs in, as Slurm set it in the job's
+    environment (None outside Slurm): its id, the node, and the step."""
+    if not environ.get("SLURM_JOB_ID"):
+        return None
+    return {
+        "job_id": environ["SLURM_JOB_ID"],
+        "node": environ.get("SLURMD_NODENAME"),
+        "step_id": environ.get("SLURM_STEP_ID"),
+    }
+
+
+def container_runtime(name: str) -> ContainerRuntime | None:
+    """The launcher of a plan's ``runtime`` (None for ``local``: a process here)."""
+    if name == "local":
+        return None
+    try:
+        return CONTAINER_RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; known: local, {', '.join(sorted(CONTAINER_RUNTIMES))}") from None
+
+
 def server_environment(plan: dict, base: dict[str, str]) -> dict[str, str]:
     """The server's environment: the job's own, then the plan's (which wins)."""
     env = dict(base)
@@ -62,14 +86,13 @@ def server_environment(plan: dict, base: dict[str, str]) -> dict[str, str]:
 def build_launch(plan: dict, port: int, image_manifest: dict | None) -> tuple[list[str], str | None]:
     """Full argv of the server process (or of ``docker run``) and the container name."""
     engine = get_engine(plan["engine"])
-    if plan["runtime"] == "docker":
-        from specsweep import docker
-
-        assert image_manifest is not None, "docker runtime needs the image manifest"
-        name = container_name(plan["name"])
+    runtime = container_runtime(plan["runtime"])
+    if runtime is not None:
+        assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
+        name = container_name(plan["name"]) if runtime.daemon else None
         server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
         run_plan = dict(plan, argv=server_argv)
-        argv = docker.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name)
+        argv = runtime.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name)
         return argv, name
     return plan["argv"] + engine.address_args(plan["host"], port), None
 
@@ -104,25 +127,32 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
-def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO) -> dict:
-    """Launch, wait, warm up, measure, tear down; return (and write) the outcome."""
+def run_config(
+    plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO, registry: Mapping[str, Any] | None = None
+) -> dict:
+    """Launch, wait, warm up, measure, tear down; return (and write) the outcome.
+
+    ``registry`` (the config's ``registry:``) is where a container runtime
+    pulls an image that is not on this host (a cluster node never builds).
+    """
     from specsweep import client
 
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
     outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None}
-    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time()}
+    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time(), "slurm": slurm_job(os.environ)}
     for path in (paths.warmup, paths.requests):
         path.unlink(missing_ok=True)
     server: Server | None = None
     try:
-        if plan["runtime"] == "docker":
-            from specsweep import docker
-
-            removed = docker.remove_leftovers(plan["name"])
-            launch["removed_leftover_containers"] = removed
-            if removed:
-                print(f"removed leftover containers of {plan['name']}: {removed}", file=log)
+        runtime = container_runtime(plan["runtime"])
+        if runtime is not None:
+            try:
+                prepared = runtime.prepare(plan["name"], image_manifest, registry)
+            except DockerError as exc:
+                raise LaunchError("launch", "image_unavailable", str(exc)) from exc
+            launch.update(prepared)
+            print(f"{plan['runtime']} runtime prepared: {prepared}", file=log, flush=True)
         if plan.get("gpus", 0) > 0:
             from specsweep.provenance import gpu_busy
 
