@@ -27,6 +27,7 @@ from specsweep.docker import CONTAINER_RUNTIMES, ContainerRuntime, DockerError
 from specsweep.engines import get_engine
 from specsweep.io import write_json_atomic, write_text_atomic
 from specsweep.server import LaunchError, Server, container_name, free_port, http_get, tail
+from specsweep.slurm import EndWatch, slurm_job
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
 
@@ -51,18 +52,6 @@ class JobPaths:
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
     raise Interrupted(signal.Signals(signum).name)
-
-
-def slurm_job(environ: Mapping[str, str]) -> dict[str, str | None] | None:
-    """The Slurm job this server job runs in, as Slurm set it in the job's
-    environment (None outside Slurm): its id, the node, and the step."""
-    if not environ.get("SLURM_JOB_ID"):
-        return None
-    return {
-        "job_id": environ["SLURM_JOB_ID"],
-        "node": environ.get("SLURMD_NODENAME"),
-        "step_id": environ.get("SLURM_STEP_ID"),
-    }
 
 
 def container_runtime(name: str) -> ContainerRuntime | None:
@@ -144,6 +133,8 @@ def run_config(
     for path in (paths.warmup, paths.requests):
         path.unlink(missing_ok=True)
     server: Server | None = None
+    # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.slurm).
+    watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
         runtime = container_runtime(plan["runtime"])
         if runtime is not None:
@@ -198,6 +189,8 @@ def run_config(
         outcome.update(reason="interrupted", detail=f"received {exc}")
         raise
     finally:
+        if watch is not None:
+            watch.stop()
         if server is not None:
             outcome["exit_code"] = server.stop()
         for signum, handler in previous.items():
