@@ -74,8 +74,9 @@ if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     log "munged already answering"
 else
     log "starting munged (log: $LOG_DIR/munged.log)"
-    # munged refuses to run as root; --foreground keeps its pid ours to track.
-    nohup runuser -u munge -- munged --foreground --log-file="$LOG_DIR/munged.log" \
+    # munged refuses to run as root; setpriv execs it as munge (no wrapper
+    # process), and --foreground keeps the recorded pid munged's own.
+    nohup setpriv --reuid=munge --regid=munge --init-groups munged --foreground --log-file="$LOG_DIR/munged.log" \
         >>"$LOG_DIR/munged.out" 2>&1 &
     echo $! > "$LOG_DIR/munged.pid"
     for _ in $(seq 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.5; done

@@ -604,7 +604,7 @@ def registry_ref(manifest: Mapping[str, Any], registry: Mapping[str, Any]) -> st
     return f"{registry['url'].rstrip('/')}/{namespace}/{manifest['name']}:{tag}"
 
 
-def login(registry: Mapping[str, Any], log: Path, environ: Mapping[str, str], docker: str = "docker") -> bool:
+def login(registry: Mapping[str, Any], log: Path | None, environ: Mapping[str, str], docker: str = "docker") -> bool:
     """``docker login --password-stdin`` when the registry names a password
     variable; the password travels on stdin only (never argv, log, manifest)."""
     var = registry.get("password_env")
@@ -771,7 +771,7 @@ def ensure_image(
             "never builds: set `registry:` and run `snakemake push` on the build host first"
         )
     ref = registry_ref(manifest, registry)
-    login(registry, Path(log) if log else Path(os.devnull), os.environ, docker)
+    login(registry, log, os.environ, docker)
     started = time.monotonic()
     try:
         pulled = pull_image(ref, docker=docker, log=log)
