@@ -34,6 +34,8 @@ rule summarize_config:
         "results/{config}/summary.json",
     log:
         "results/{config}/logs/summarize_config.log",
+    # Seconds of arithmetic on files: on a cluster, not worth a queue wait.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

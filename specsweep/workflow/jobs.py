@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from specsweep.analysis.summary import build_summary
 from specsweep.engines.registry import get_engine
@@ -95,11 +95,15 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     return out
 
 
-def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
-    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``)."""
+def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
+                     registry: Mapping[str, Any] | None = None) -> dict:
+    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``).
+
+    ``registry`` is where a container runtime pulls an image this host lacks.
+    """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    return run_config(read_json(plan_path), paths, manifest, log)
+    return run_config(read_json(plan_path), paths, manifest, log, registry)
 
 
 def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> dict:
