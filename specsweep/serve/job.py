@@ -24,8 +24,10 @@ from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.serve import client
 from specsweep.serve.container import container_name, remove_leftovers, run_argv
+from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
 
@@ -105,6 +107,16 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
+def load_prompts(plan: dict) -> list[Prompt] | None:
+    """The plan's selected dataset prompts (hash-checked), or None for synthetic ones; before any launch."""
+    if not plan.get("prompts"):
+        return None
+    try:
+        return [Prompt.from_dict(d) for d in load_selection(plan["prompts"])]
+    except DatasetError as exc:
+        raise LaunchError("launch", "prompts_unavailable", str(exc)) from exc
+
+
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO) -> dict:
     """Launch, wait, warm up, measure, tear down; return (and write) the outcome."""
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -115,6 +127,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         path.unlink(missing_ok=True)
     server: Server | None = None
     try:
+        prompts = load_prompts(plan)
         if plan["runtime"] == "docker":
             removed = remove_leftovers(plan["name"])
             launch["removed_leftover_containers"] = removed
@@ -150,7 +163,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             write_json_atomic(paths.launch, launch)
 
             outcome["stage"] = "warmup"
-            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log)
+            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log,
+                                                prompts)
             outcome["warmup"] = warmup_report
             if not server.alive():
                 raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
