@@ -34,8 +34,9 @@ tokenizer files' sizes and mtimes) and the selection settings, so a start
 with an unchanged dataset costs a few ``stat`` calls and one small read,
 whatever the file's size. The plan holds the dataset's path and size, the
 tokenizer's identity and the sha256 of the selected prompts, never the mtime:
-touching a file reselects (same prompts, same hash, nothing reruns), editing
-it reruns exactly the configurations whose selected prompts changed.
+touching a file reselects (same prompts, same identity, nothing reruns);
+changing its bytes reruns the configurations that use it, and only those
+(an edit that keeps the size is caught by the hash).
 """
 
 from __future__ import annotations

@@ -265,3 +265,21 @@ def test_sglang_without_a_tokenizer_cannot_select_a_dataset(tmp_path, monkeypatc
                                        "workload": {"dataset": {"format": "sharegpt", "path": str(data)}}}}}
     with pytest.raises(ConfigError, match="needs a tokenizer.*workload.dataset.tokenizer.*format: random"):
         resolve_plans(config)
+
+
+def test_editing_one_dataset_changes_only_the_plans_that_use_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a, b = write_sharegpt(tmp_path / "a.json", 20, seed=1), write_sharegpt(tmp_path / "b.json", 20, seed=2)
+    config = {"configurations": {
+        "on-a": {"workload": {"dataset": {"format": "sharegpt", "path": str(a)}}},
+        "on-b": {"workload": {"dataset": {"format": "sharegpt", "path": str(b)}}},
+        "synthetic": {},
+    }}
+    before = resolve_plans(config, write_prompts=True)
+    convs = json.loads(a.read_text())
+    convs[0]["conversations"][0]["value"] = convs[0]["conversations"][0]["value"][::-1]  # same size, other text
+    a.write_text(json.dumps(convs, indent=1))
+    after = resolve_plans(config, write_prompts=True)
+    assert after["on-a"]["prompts"]["dataset"]["size"] == before["on-a"]["prompts"]["dataset"]["size"]
+    assert after["on-a"]["prompts"]["sha256"] != before["on-a"]["prompts"]["sha256"]  # the hash sees it
+    assert after["on-b"] == before["on-b"] and after["synthetic"] == before["synthetic"]
