@@ -6,10 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest

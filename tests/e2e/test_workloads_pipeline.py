@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from specsweep.testing.datasets import write_sharegpt
-from specsweep.testing.workflow import REPO, copy_workflow, job_counts
+from specsweep.testing.workflow import copy_workflow, job_counts
 
 pytestmark = pytest.mark.slow
 
