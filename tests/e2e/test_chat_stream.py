@@ -12,14 +12,15 @@ from typing import Any, Iterator
 
 import pytest
 
+from specsweep.analysis.summary import build_summary
 from specsweep.files import read_jsonl
 from specsweep.plan.datasets import read_candidates, select_prompts
-from specsweep.plan.tokenizer import ByteChatTokenizer
+from specsweep.plan.tokenizer import ByteChatTokenizer, HFTokenizer
 from specsweep.refengine.tokenizer import apply_chat_template
 from specsweep.serve.client import run_workload
 from specsweep.serve.payloads import ChatAdapter, Prompt, StreamState
 from specsweep.serve.server import Server, free_port
-from specsweep.testing.datasets import write_sharegpt
+from specsweep.testing.datasets import write_sharegpt, write_tokenizer
 from specsweep.testing.workflow import REPO
 
 pytestmark = pytest.mark.slow
@@ -125,3 +126,22 @@ def test_a_sharegpt_workload_over_chat_is_served_at_its_intended_lengths(base_ur
         assert r["endpoint"] == "chat" and r["input_len"] == p["input_len"] == r["prompt_tokens"] <= 120
         assert len(r["output_ids"]) == r["completion_tokens"] == 8
         assert r["spec_correct_drafts_histogram"] is not None
+
+
+def test_prompts_counted_by_another_tokenizer_than_the_servers_are_warned_about(base_url, tmp_path):
+    """Prompts selected with a Hugging Face tokenizer, served by the byte-level engine: the report warns."""
+    tok = HFTokenizer(write_tokenizer(tmp_path / "tok"))
+    cands = read_candidates(write_sharegpt(tmp_path / "s.json", 20), "sharegpt")
+    selected, _ = select_prompts(cands, tok, endpoint="chat", input_len=60, min_input_len=4, long_prompts="cut",
+                                 needed=3, seed=0, source="s.json")
+    workload = {"endpoint": "chat", "num_prompts": 3, "input_len": 60, "output_len": 4, "concurrency": 1,
+                "request_rate": None, "repeats": 1, "seed": 0, "temperature": 0.0, "request_timeout_s": 60,
+                "warmup": {"window": 1, "tolerance": 1.0, "min_windows": 1, "max_requests": 0}}
+    run_workload(base_url, workload, tmp_path / "w.jsonl", tmp_path / "r.jsonl", io.StringIO(),
+                 [Prompt.from_dict(p) for p in selected])
+    recs = read_jsonl(tmp_path / "r.jsonl")
+    assert all(r["prompt_tokens"] > r["input_len"] for r in recs)  # bytes outnumber BPE tokens
+    plan = {"name": "c", "engine": "reference", "image": None, "env": {}, "workload": workload,
+            "server_args": {"speculative-algorithm": "EAGLE3"}}
+    s = build_summary(plan, None, {"status": "ok"}, [], recs, None)
+    assert any(w.startswith("prompt length: 3 of 3 requests") for w in s["warnings"]), s["warnings"]
