@@ -3,6 +3,7 @@ rule benchmark_server:
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
         image=image_manifest_input,
+        prompts=prompts_input,
     output:
         launch="results/{config}/launch.json",
         server_log="results/{config}/server.log",
@@ -24,6 +25,8 @@ rule benchmark_server:
 
 rule summarize_config:
     input:
+        # The output-agreement check compares with the baseline's outputs (none for the baseline itself).
+        unpack(baseline_inputs),
         plan="results/{config}/plan.json",
         launch="results/{config}/launch.json",
         server_log="results/{config}/server.log",
@@ -32,6 +35,8 @@ rule summarize_config:
         outcome="results/{config}/outcome.json",
     output:
         "results/{config}/summary.json",
+    params:
+        agreement=agreement_params,
     log:
         "results/{config}/logs/summarize_config.log",
     # Seconds of arithmetic on files: on a cluster, not worth a queue wait.

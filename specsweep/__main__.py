@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("check", "preflight"):
         try:
             config = load_configs(args.config)
-            plans = resolve_plans(config)
+            plans = resolve_plans(config, " + ".join(map(str, args.config)))
             problems = plan_problems(plans)
             if problems:
                 raise ConfigError(" + ".join(map(str, args.config)), problems)

@@ -20,6 +20,8 @@ class ReferenceEngine:
     ready_path = "/ready"
     container_port = 30000
     needs_parser_env = False
+    # Its byte tokenizer and chat template (refengine/tokenizer.py), named as plan.tokenizer.BUILTIN knows it.
+    builtin_tokenizer = "refengine-bytes"
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         return [python, "-m", "specsweep.refengine", *args_to_argv(server_args)]

@@ -19,6 +19,8 @@ class Engine(Protocol):
     ready_path: str  # polled until HTTP 200; passive (never a generation while measuring)
     container_port: int  # the port the server listens on inside a container
     needs_parser_env: bool  # preflight needs the workflow's pinned parser environment
+    # Tokenizer the engine uses when the model directory holds none (plan.tokenizer.BUILTIN), or None.
+    builtin_tokenizer: str | None
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         """The launch command without host/port (flags sorted)."""

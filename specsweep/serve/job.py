@@ -26,8 +26,10 @@ from typing import Any, TextIO
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.images.cli import DockerError
+from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.serve import client
 from specsweep.serve.container import container_name, container_runtime
+from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
 from specsweep.serve.slurm import EndWatch, slurm_job
@@ -109,6 +111,16 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
+def load_prompts(plan: dict) -> list[Prompt] | None:
+    """The plan's selected dataset prompts (hash-checked), or None for synthetic ones; before any launch."""
+    if not plan.get("prompts"):
+        return None
+    try:
+        return [Prompt.from_dict(d) for d in load_selection(plan["prompts"])]
+    except DatasetError as exc:
+        raise LaunchError("launch", "prompts_unavailable", str(exc)) from exc
+
+
 def run_config(
     plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO, registry: Mapping[str, Any] | None = None
 ) -> dict:
@@ -127,6 +139,7 @@ def run_config(
     # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.slurm).
     watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
+        prompts = load_prompts(plan)
         runtime = container_runtime(plan["runtime"])
         if runtime is not None:
             try:
@@ -165,7 +178,8 @@ def run_config(
             write_json_atomic(paths.launch, launch)
 
             outcome["stage"] = "warmup"
-            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log)
+            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log,
+                                                prompts)
             outcome["warmup"] = warmup_report
             if not server.alive():
                 raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")

@@ -15,6 +15,7 @@ from typing import Any
 from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
+from specsweep.plan.config import load_schema
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
 
@@ -42,6 +43,28 @@ def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any],
     """Content keys of a configuration's image spec (``null`` when it runs locally)."""
     image = plans[config_name].get("image")
     return content_spec_json(config["images"][image]) if image else "null"
+
+
+def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
+    """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution)."""
+    prompts = plans[config_name].get("prompts")
+    return [prompts["file"]] if prompts else []
+
+
+def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, str]:
+    """The baseline's plan and requests, which the output-agreement check compares with (none for itself)."""
+    baseline = config.get("baseline")
+    if baseline is None or baseline == config_name:
+        return {}
+    return {"baseline_plan": f"results/{baseline}/plan.json", "baseline_requests": f"results/{baseline}/requests.jsonl"}
+
+
+def agreement_params(config: Mapping[str, Any]) -> str:
+    """Baseline name and agreement threshold (changing the threshold reruns summaries, never a benchmark)."""
+    threshold = config.get("agreement_threshold")
+    if threshold is None:
+        threshold = load_schema()["properties"]["agreement_threshold"]["default"]
+    return canonical_json({"baseline": config.get("baseline"), "threshold": threshold})
 
 
 def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from specsweep.analysis.summary import build_summary
+from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
@@ -106,15 +106,25 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     return run_config(read_json(plan_path), paths, manifest, log, registry)
 
 
-def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> dict:
-    """summarize_config: summary.json of one configuration from the files its server job left."""
+def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}") -> dict:
+    """summarize_config: summary.json of one configuration from the files its server job left.
+
+    ``agreement``: the params (baseline name, threshold); the baseline's plan
+    and requests are the named inputs ``baseline_plan`` / ``baseline_requests``.
+    """
     plan = read_json(inputs["plan"])
     outcome = read_json(inputs["outcome"])
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
     evidence = get_engine(plan["engine"]).variant_evidence(server_log, plan) if outcome["status"] == "ok" else None
+    params = json.loads(agreement)
+    baseline = BaselineRun(params.get("baseline"))
+    if "baseline_requests" in inputs.keys():
+        baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
+                               read_jsonl(inputs["baseline_requests"]))
     summary = build_summary(
-        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence
+        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence,
+        baseline, params.get("threshold"),
     )
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)

@@ -19,6 +19,8 @@ class SGLangEngine:
     container_port = launch.CONTAINER_PORT
     # Preflight runs SGLang's own parser, which lives in the workflow's pinned venv.
     needs_parser_env = True
+    # SGLang tokenizes with the model's own tokenizer; there is none built in.
+    builtin_tokenizer = None
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         """The launch command without host/port (flags sorted, see ``args_to_argv``)."""
