@@ -11,10 +11,20 @@ rule make_parser_env:
         "../scripts/make_parser_env.py"
 
 
+def preflight_parser_input(wildcards):
+    """What preflight parses with: the parser venv (ready.json), or, with
+    `preflight_parser: image`, the SGLang plan's own image (its manifest):
+    exactly what will run, at the cost of building the image first."""
+    plan = PLANS[wildcards.config]
+    if config.get("preflight_parser", "venv") == "image" and plan["engine"] == "sglang" and plan.get("image"):
+        return f"results/images/{plan['image']}.json"
+    return parser_env_input(wildcards)
+
+
 rule preflight_config:
     input:
         plan="results/{config}/plan.json",
-        parser=parser_env_input,
+        parser=preflight_parser_input,
     output:
         "results/{config}/preflight.json",
     params:

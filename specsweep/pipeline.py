@@ -30,12 +30,13 @@ def preflight_config(plan_path: str, parser_ready: Any, image_spec_json: str, ou
     warnings: list[str] = []
     checked_with = "specsweep.refengine.cli"
     if plan["engine"] == "sglang":
-        from specsweep.sglang.preflight import preflight_plans
+        from specsweep.sglang.preflight import parser_prefix, preflight_plans
 
         image_spec = json.loads(image_spec_json)
         images = {plan["image"]: image_spec} if plan.get("image") and image_spec else None
         ready = read_json(parser_ready if isinstance(parser_ready, str) else parser_ready[0])
-        result = preflight_plans([plan], ready["python"], images)[plan["name"]]
+        # ready.json of the parser venv, or the image manifest (preflight_parser: image)
+        result = preflight_plans([plan], parser_prefix(ready), images)[plan["name"]]
         errors += [e for e in result["errors"] if e not in errors]
         warnings = list(result.get("warnings", []))
         checked_with = f"sglang {result.get('sglang_version') or '?'} ServerArgs parser"
