@@ -220,3 +220,12 @@ def test_deepep_extension_resolves_its_libraries(images):
     assert [m for m in missing if not m.startswith("libcuda.so.1")] == [], got.stdout
     nvshmem = [ln for ln in lines if "libnvshmem_host" in ln]
     assert nvshmem and "/opt/venv/" in nvshmem[0], got.stdout
+
+
+def test_proxy_ca_is_in_no_layer_of_any_sglang_image(images, base_image):
+    """The existing scan (dockerfixtures.scan_images_for_proxy_ca), over all
+    three images at once: every file of every layer, configs, history."""
+    scan = scan_images_for_proxy_ca([m["tag"] for m in images.values()], base_image)
+    assert scan["layers"] >= 4 and scan["files"] > 50_000, scan
+    assert not scan["hits"], f"proxy CA found in an SGLang image: {scan['hits']}"
+    print(json.dumps({k: v for k, v in scan.items() if k != "hits"}))
