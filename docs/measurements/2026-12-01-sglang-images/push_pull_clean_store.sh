@@ -13,8 +13,6 @@ OUT="${1:?usage: $0 OUT_DIR}"
 mkdir -p "$OUT"
 REGISTRY=127.0.0.1:5000
 NAMESPACE=specsweep
-ROOT=/var/lib/specsweep-clean-docker
-SOCK=/run/specsweep-clean-docker.sock
 export PYTHONPATH="$PWD"
 
 echo "== push (specsweep.docker.push_image, what rule push_images calls)"
@@ -31,16 +29,11 @@ print(json.dumps(out, indent=2))
 PY
 cat "$OUT/pushed.json"
 
-echo "== a second dockerd with an empty store ($ROOT, $SOCK)"
-rm -rf "$ROOT"; mkdir -p "$ROOT"
-dockerd --data-root "$ROOT" --exec-root /run/specsweep-clean-docker --pidfile /run/specsweep-clean-docker.pid \
-    -H "unix://$SOCK" --bridge=none --iptables=false --ip-masq=false \
-    > "$OUT/clean-dockerd.log" 2>&1 &
-DPID=$!
-cleanup() { kill "$DPID" 2>/dev/null || true; wait "$DPID" 2>/dev/null || true; rm -rf "$ROOT"; }
-trap cleanup EXIT
-export DOCKER_HOST="unix://$SOCK"
-for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+echo "== a second dockerd with an empty store (/var/lib/specsweep-clean)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HERE/second_engine.sh"
+LOG_DIR="$OUT" start_second_engine specsweep-clean spsw2 172.31.253.1/24
+trap stop_second_engine EXIT
 docker info --format 'clean engine {{.ServerVersion}} root {{.DockerRootDir}} images {{.Images}}'
 test "$(docker images -q | wc -l)" -eq 0
 
@@ -81,4 +74,4 @@ for item in pushed:
 assert all(r["same_id"] and r["help_rc"] == 0 and not r["parse_errors"] for r in report), "a pulled image failed a check"
 PY
 docker images --digests --format '{{.Repository}}@{{.Digest}} {{.ID}} {{.Size}}' | tee "$OUT/clean-store-images.txt"
-du -sh "$ROOT" | tee "$OUT/clean-store-du.txt"
+du -sh /var/lib/specsweep-clean | tee "$OUT/clean-store-du.txt"

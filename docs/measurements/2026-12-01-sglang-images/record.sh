@@ -19,8 +19,10 @@ for name in sglang sglang-deepep sglang-fi-fusion; do
     docker history --no-trunc --format '{{.Size}}\t{{printf "%.110s" .CreatedBy}}' "$id" > "$OUT/history-$name.txt"
     docker image inspect --format '{{json .Config.Labels}}' "$id" | python3 -m json.tool --sort-keys > "$OUT/labels-$name.json"
     docker image inspect --format '{{json .RootFS.Layers}}' "$id" | python3 -m json.tool > "$OUT/layers-$name.json"
-    { echo "\$ docker run --rm $tag python3 -m sglang.launch_server --help | head -5"; \
-      run "$id" python3 -m sglang.launch_server --help 2>&1 | head -5; } > "$OUT/help-$name.txt"
+    { echo "\$ docker run --rm --network none $tag python3 -m sglang.launch_server --help"; \
+      run "$id" python3 -m sglang.launch_server --help > "$OUT/.help" 2>&1; echo "[exit $?]"; \
+      echo "(first 12 lines of $(wc -l < "$OUT/.help") lines; $(grep -cE '^  --' "$OUT/.help") options)"; \
+      head -n 12 "$OUT/.help"; rm -f "$OUT/.help"; } > "$OUT/help-$name.txt"
     python3 - "$id" "$name" > "$OUT/parse-$name.json" <<'PY'
 import json, sys
 from pathlib import Path
