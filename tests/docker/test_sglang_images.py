@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +44,6 @@ PINS = {"sglang": "0.5.23", "torch": "2.14.1", "flashinfer-python": "0.7.2",
 LABELS = {"sglang": "io.specsweep.sglang.version", "torch": "io.specsweep.torch.version",
           "flashinfer-python": "io.specsweep.flashinfer.version",
           "sglang-kernel": "io.specsweep.sglang-kernel.version", "sgl-deep-ep": "io.specsweep.sgl-deep-ep.version"}
-COPY = ["Snakefile", "rules", "scripts", "schemas", "envs", "profiles", "report", "containers", "config", "specsweep"]
 SITE = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('sglang').submodule_search_locations[0]))"
 
 
@@ -63,18 +61,16 @@ def _specs() -> dict:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("sglang-work")
-    for name in COPY:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(src, work / name)
-    return work
+    """An empty working directory: the Snakefile runs from the repository in
+    place (`--directory`), so the images' sources are the repository's and
+    their revision label is its HEAD (a copy without .git would label
+    `unknown`)."""
+    return tmp_path_factory.mktemp("sglang-work")
 
 
 def snakemake(work: Path, *args: str, configs: list[str], timeout: float = 3600) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "snakemake", "--cores", "1", *args, "--configfile", *configs]
+    argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
+            "--cores", "1", *args, "--configfile", *[str(REPO / c) for c in configs]]
     return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
@@ -117,7 +113,7 @@ def test_labels_carry_the_versions_that_are_installed(images):
         assert labels["io.specsweep.python"] == "python3.11"
         assert labels["org.opencontainers.image.base.name"] == "specsweep/debian:bookworm"
         assert labels["org.opencontainers.image.title"] == f"specsweep-sglang-{VARIANT[name]}"
-        assert re.fullmatch(r"[0-9a-f]{40}", labels["org.opencontainers.image.revision"]), labels
+        assert re.fullmatch(r"[0-9a-f]{40}", labels["org.opencontainers.image.revision"]), labels  # git HEAD
         assert labels["io.specsweep.content-tag"] == m["tag"]
         for dist, key in LABELS.items():
             assert labels[key] == PINS[dist], (name, key)

@@ -19,7 +19,8 @@ scripts/make_base_image.sh > "$OUT/cold-make-base.log" 2>&1
 t1=$(date +%s)
 echo "make_base_image_s $((t1 - t0))" | tee "$OUT/cold-times.txt"
 set +e
-PYTHONPATH="$PWD" python3 -m pytest tests/docker/test_sglang_images.py -v --durations=0 -p no:cacheprovider > "$OUT/cold-pytest.txt" 2>&1
+PYTHONPATH="$PWD" python3 -m pytest tests/docker/test_sglang_images.py -v --durations=0 -p no:cacheprovider \
+    --basetemp "$OUT/pytest-tmp" > "$OUT/cold-pytest.txt" 2>&1
 rc=$?
 set -e
 t2=$(date +%s)
