@@ -1,6 +1,6 @@
 """The SGLang GPU images built for real, on a CPU host: `sglang` (stock),
 `sglang-deepep` and `sglang-fi-fusion` of config/kimi-k25-8gpu.yaml on the
-local base (config/images-local-base.yaml), built by the workflow's own
+local base (config/kimi-k25-8gpu-local-base.yaml), built by the workflow's own
 `build_image` rule (Snakemake, in a copy of the repository), then checked
 inside: the launch entry point, SGLang's own parser over every argv of the GPU
 matrix, the fusion patch, DeepEP's libraries, the labels, and no proxy CA in
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 GPU_CONFIG = ["config/kimi-k25-8gpu.yaml"]
 DUMMY = "config/kimi-k25-8gpu-dummy.yaml"
-LOCAL_BASE = "config/images-local-base.yaml"
+LOCAL_BASE = "config/kimi-k25-8gpu-local-base.yaml"
 IMAGES = ("sglang", "sglang-deepep", "sglang-fi-fusion")
 VARIANT = {"sglang": "stock", "sglang-deepep": "deepep", "sglang-fi-fusion": "fi-fusion"}
 PATCH = REPO / "containers/patches/sglang-0.5.23-flashinfer-fusion-sm120.patch"

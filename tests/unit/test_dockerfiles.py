@@ -146,7 +146,7 @@ def test_sglang_two_bases_one_file():
     # the default is what a connected host pulls; the local base comes from the overlay
     assert args["BASE_IMAGE"] == "nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04"
     assert args["PYTHON"] == "python3.12"
-    overlay = yaml.safe_load((REPO / "config/images-local-base.yaml").read_text())
+    overlay = yaml.safe_load((REPO / "config/kimi-k25-8gpu-local-base.yaml").read_text())
     for name in ("sglang", "sglang-deepep", "sglang-fi-fusion"):
         assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm", "PYTHON": "python3.11"}
     text = SGLANG.read_text()
