@@ -41,6 +41,10 @@ def parser_env_input(wildcards):
     return sw.parser_env_input(PLANS, config, wildcards.config)
 
 
+def preflight_parser_input(wildcards):
+    return sw.preflight_parser_input(PLANS, config, wildcards.config)
+
+
 def image_manifest_input(wildcards):
     return sw.image_manifest_input(PLANS, wildcards.config)
 

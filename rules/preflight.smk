@@ -16,7 +16,7 @@ rule make_parser_env:
 rule preflight_config:
     input:
         plan="results/{config}/plan.json",
-        parser=parser_env_input,
+        parser=preflight_parser_input,
     output:
         "results/{config}/preflight.json",
     params:

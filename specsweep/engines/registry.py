@@ -6,7 +6,7 @@ only talk to an :class:`Engine`; they never branch on an engine's name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from specsweep.engines.preflight import PreflightResult
@@ -29,7 +29,7 @@ class Engine(Protocol):
     def address_args(self, host: str, port: int) -> list[str]: ...
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Check the plan with the engine's own parser, without launching anything."""
         ...

@@ -33,6 +33,17 @@ def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], confi
     return []
 
 
+def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
+    """What preflight parses with: the parser venv (its ready file), or, with
+    ``preflight_parser: image``, the plan's own built image (its manifest):
+    exactly what will run, at the cost of building the image first."""
+    plan = plans[config_name]
+    if config.get("preflight_parser", "venv") == "image" and get_engine(plan["engine"]).needs_parser_env \
+            and plan.get("image"):
+        return [f"results/images/{plan['image']}.json"]
+    return parser_env_input(plans, config, config_name)
+
+
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     """A docker configuration depends on its image's manifest (content-addressed tag)."""
     plan = plans[config_name]

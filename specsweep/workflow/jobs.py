@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import ensure_parser_env
+from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
@@ -56,8 +56,9 @@ def preflight_config(
     engine = get_engine(plan["engine"])
     spec = json.loads(image_spec)
     images = {plan["image"]: spec} if plan.get("image") and spec else None
-    parser_python = read_json(parser_ready[0])["python"] if parser_ready else None
-    result = engine.preflight(plan, parser_python, images)
+    # The parser venv's ready.json, or the image manifest (preflight_parser: image).
+    parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
+    result = engine.preflight(plan, parser, images)
     for warning in result.warnings:
         print(f"preflight warning: {warning}", file=log)
     if result.errors:

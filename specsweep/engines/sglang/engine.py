@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.engines.preflight import PreflightResult
@@ -30,9 +30,9 @@ class SGLangEngine:
         return launch.address_args(host, port)
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Static rules, then SGLang's own parser (``parser_python`` is the pinned venv's python)."""
+        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
         result = preflight_plans([plan], parser_python, images)[plan["name"]]
