@@ -32,6 +32,9 @@ rule summarize_config:
         outcome="results/{config}/outcome.json",
     output:
         "results/{config}/summary.json",
+    params:
+        # variant only (the log must prove it): relabelling reruns this and the report, no server.
+        labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",
     conda:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .cli import parse_args, resolved_args_dict
-from .comm import SAFE_CUDA_ENV, CommError, check_cuda_env, prepare_spec
+from .comm import SAFE_CUDA_ENV, CommError, check_cuda_env, comm_host, prepare_spec
 from .config import ModelConfig, load_config
 from .engine import Engine, Request
 from .http import ServerState, build_app
@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     max_tokens = max(CHUNK_TOKENS, ns.max_running_requests * ((k or 0) + 1))
     elem = 4 if ns.dtype == "float32" else 2
     try:
-        comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem)
+        comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem,
+                                 host=comm_host(ns.host))
     except CommError as exc:
         log.error("%s", exc)
         return 1

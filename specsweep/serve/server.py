@@ -4,7 +4,8 @@
 group (``start_new_session``) or as a labelled ``docker run --rm`` container,
 waits for readiness with a deadline while watching for the process to die,
 and on exit ends the whole group (SIGTERM, then SIGKILL) and removes the
-container. A port already answering before launch is a leftover server of
+container. The process gets SIGTERM from the kernel when the process that
+started it dies (``serve.watchdog``), whatever killed that one. A port already answering before launch is a leftover server of
 some earlier run and is reported as such, never mistaken for the new one.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from specsweep.serve.container import remove_container
+from specsweep.serve.watchdog import exec_argv
 
 TERM_GRACE_S = 15.0
 
@@ -68,7 +70,8 @@ class Server:
 
     ``argv`` is the full command (for docker, the ``docker run`` argv); ``env``
     the complete environment of that process; ``container`` the container
-    name when the runtime is docker.
+    name when the runtime is docker. ``keep_fds`` are inherited by the server
+    (the host lock's descriptors, so that the lock lasts as long as the server).
     """
 
     argv: list[str]
@@ -78,6 +81,7 @@ class Server:
     ready_path: str
     log_file: IO[bytes]
     container: str | None = None
+    keep_fds: tuple[int, ...] = ()
     proc: subprocess.Popen | None = field(default=None, init=False)
     ready_s: float | None = field(default=None, init=False)
 
@@ -95,12 +99,13 @@ class Server:
                 "from an earlier run (or another program) holds it; stop it or pick another port",
             )
         self.proc = subprocess.Popen(  # noqa: S603 - argv list built from a checked plan
-            self.argv,
+            exec_argv(os.getpid(), self.argv),  # the same pid after exec, with PR_SET_PDEATHSIG set
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=self.keep_fds,
         )
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
