@@ -20,7 +20,7 @@ from pathlib import Path
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
 from specsweep.plan.config import ConfigError, load_configs
-from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_plans
+from specsweep.plan.resolve import plan_problems, resolve_labels, resolve_plans
 from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
 
 
@@ -38,10 +38,11 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
 
 
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
-    """Every plan through its engine's preflight (SGLang: its parser, in the pinned venv) and the labels'
-    checks; print each argv, every warning and error; 1 when any configuration has errors."""
+    """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
+    its parser, in the pinned venv); print each argv, every warning and error; 1 when any has errors."""
     labels = resolve_labels(config)
-    errors, warnings = label_findings(plans, labels, config.get("images"))
+    errors: list[str] = []
+    warnings: list[str] = []
     parser_python = None
     if any(get_engine(p["engine"]).needs_parser_env for p in plans.values()):
         venv = parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV)
@@ -49,7 +50,8 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
         parser_python = ensure_parser_env(venv, requirements)
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
-        result = engine.preflight(plan, parser_python if engine.needs_parser_env else None, config.get("images"))
+        labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
+        result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None, config.get("images"))
         errors += result.errors
         warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
