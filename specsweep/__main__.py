@@ -7,7 +7,8 @@
                                                 exit 1 when any configuration has errors)
     python -m specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated)
                                                 configurations of these config files, for
-                                                `snakemake --cores 1 all --configfile F -R $(python -m specsweep failed F)`
+                                                `snakemake --cores 1 all --configfile F \
+                                                     -R $(python -m specsweep failed F)`
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="validate config files and print the resolved argv of each configuration")
     check.add_argument("config", nargs="*", default=[Path("config.yaml")], type=Path,
                        help="config file(s), merged in order like --configfile (default: config.yaml)")
-    check.add_argument("--parser-env", type=Path, default=None, help="SGLang parser venv (default: config's parser_env)")
+    check.add_argument("--parser-env", type=Path, default=None,
+                       help="SGLang parser venv (default: config's parser_env)")
     check.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
     pre = sub.add_parser("preflight", help="check every SGLang configuration with SGLang's own parser")
     pre.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")

@@ -125,7 +125,8 @@ def describe(others: Sequence[dict[str, Any]]) -> str:
     """One line naming other servers (what a message or a reason says)."""
     parts = []
     for o in others:
-        where = f"configuration {o.get('config')!r} of {o.get('checkout') or 'an unknown checkout'}, run {o.get('run_id')}"
+        checkout = o.get("checkout") or "an unknown checkout"
+        where = f"configuration {o.get('config')!r} of {checkout}, run {o.get('run_id')}"
         if o["kind"] == "container":
             parts.append(f"container {o['name']} ({where})")
         else:

@@ -48,8 +48,8 @@ from specsweep.serve import client, guard
 from specsweep.serve.container import checkout_id, container_name, remove_leftovers, run_argv, run_labels
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.provenance import gpu_busy
-from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
-from specsweep.serve.watchdog import ParentWatch, reaper, watch_parents
+from specsweep.serve.server import TERM_GRACE_S, LaunchError, Server, free_port, http_get, tail
+from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, reaper, watch_parents
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
 
@@ -320,7 +320,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         raise
     finally:
         if server is not None:
-            outcome["exit_code"] = server.stop()
+            # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
+            # nothing running for longer than seconds; a normal end gives the server its full grace.
+            outcome["exit_code"] = server.stop(REAP_GRACE_S if outcome["reason"] == "interrupted" else TERM_GRACE_S)
             outcome["server_stopped_at"] = time.time()
         if sampler is not None and "host" not in outcome:
             outcome["host"] = guard.summarize(sampler.stop())

@@ -5,8 +5,9 @@ group (``start_new_session``) or as a labelled ``docker run --rm`` container,
 waits for readiness with a deadline while watching for the process to die,
 and on exit ends the whole group (SIGTERM, then SIGKILL) and removes the
 container. The process gets SIGTERM from the kernel when the process that
-started it dies (``serve.watchdog``), whatever killed that one. A port already answering before launch is a leftover server of
-some earlier run and is reported as such, never mistaken for the new one.
+started it dies (``serve.watchdog``), whatever killed that one. A port
+already answering before launch is a leftover server of some earlier run and
+is reported as such, never mistaken for the new one.
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> int | None:
-        """End the process group (and container); always safe to call twice."""
+    def stop(self, grace_s: float = TERM_GRACE_S) -> int | None:
+        """End the process group (and container): SIGTERM, SIGKILL after ``grace_s``; safe to call twice."""
         if self.container:
             remove_container(self.container)
         if self.proc is None:
@@ -142,7 +143,7 @@ class Server:
         if self.proc.poll() is None:
             _signal_group(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=TERM_GRACE_S)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=TERM_GRACE_S)

@@ -270,7 +270,8 @@ def _reap_main(args: list[str]) -> int:
             done = True
     if done:
         return 0
-    _log(f"the server job died without tearing down: ending process groups {pgids}" + (f" and containers labelled {label}" if label else ""))
+    containers = f" and containers labelled {label}" if label else ""
+    _log(f"the server job died without tearing down: ending process groups {pgids}{containers}")
     for pgid in pgids:
         if _group_alive(pgid):
             _kill_group(pgid, signal.SIGTERM)

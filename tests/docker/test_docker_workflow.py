@@ -130,7 +130,9 @@ def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base
     work, _ = workflow_run
     name = "specsweep-nospec-leftover-test"
     subprocess.run(["docker", "run", "-d", "--name", name, "--label", "io.specsweep.config=nospec",
-                    "--label", container.PROJECT_LABEL, base_image, "sleep", "600"], check=True, capture_output=True)
+                    "--label", container.PROJECT_LABEL,
+                    "--label", f"io.specsweep.checkout={container.checkout_id(work)}",
+                    base_image, "sleep", "600"], check=True, capture_output=True)
     try:
         result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/outcome.json")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
