@@ -37,6 +37,8 @@ rule summarize_config:
         labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",
+    # Seconds of arithmetic on files: on a cluster, not worth a queue wait.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

@@ -5,6 +5,8 @@ rule make_parser_env:
         "{parser_env}/ready.json",
     log:
         "{parser_env}/make_parser_env.log",
+    # pip needs the package index: the submit host reaches it, a node may not.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:
@@ -21,8 +23,10 @@ rule preflight_config:
         image=config_image_spec_json,
     log:
         "results/{config}/logs/preflight_config.log",
-    # Before any image build or launch: a typo must not cost a build or a GPU hour.
+    # Before any image build or launch: a typo must not cost a build or a GPU hour
+    # (nor a queue wait: it runs on the submit host).
     priority: 100
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

@@ -43,12 +43,14 @@ from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.images.cli import DockerError
 from specsweep.records import new_run_id, run_header
 from specsweep.serve import client, guard
-from specsweep.serve.container import checkout_id, container_name, remove_leftovers, run_argv, run_labels
+from specsweep.serve.container import checkout_id, container_name, container_runtime, run_labels
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import TERM_GRACE_S, LaunchError, Server, free_port, http_get, tail
+from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, reaper, watch_parents
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
@@ -120,13 +122,14 @@ def build_launch(plan: dict, port: int, image_manifest: dict | None, labels: Map
     (``-e KEY``, values from the docker client's environment).
     """
     engine = get_engine(plan["engine"])
-    if plan["runtime"] == "docker":
-        assert image_manifest is not None, "docker runtime needs the image manifest"
-        name = container_name(plan["name"])
+    runtime = container_runtime(plan["runtime"])
+    if runtime is not None:
+        assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
+        name = container_name(plan["name"]) if runtime.daemon else None
         server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
         run_plan = dict(plan, argv=server_argv, env={**plan["env"], **(identity or {})})
-        argv = run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name,
-                        labels=labels)
+        argv = runtime.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name,
+                                labels=labels)
         return argv, name
     return plan["argv"] + engine.address_args(plan["host"], port), None
 
@@ -223,8 +226,13 @@ def server_info(server: Server) -> dict | None:
 
 
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO,
-               host: JobHost | None = None) -> dict:
-    """Launch, wait, warm up, measure, tear down; return (and write) the outcome (life cycle: module docstring)."""
+               registry: Mapping[str, Any] | None = None, host: JobHost | None = None) -> dict:
+    """Launch, wait, warm up, measure, tear down; return (and write) the outcome (life cycle: module docstring).
+
+    ``registry`` (the config's ``registry:``) is where a container runtime
+    pulls an image that is not on this host (a cluster node never builds).
+    ``host``: the lock, the checkout and the guard's interval (``JobHost``).
+    """
     host = host or JobHost()
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
@@ -234,12 +242,15 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None,
                                "run_id": run_id}
     launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time(), "run_id": run_id,
-                              "checkout": identity[guard.CHECKOUT_ENV], "checkout_id": checkout}
+                              "checkout": identity[guard.CHECKOUT_ENV], "checkout_id": checkout,
+                              "slurm": slurm_job(os.environ)}
     server: Server | None = None
     sampler: guard.Sampler | None = None
     watch: ParentWatch | None = None
     owns_files = False  # true once the host lock is ours: before, an orphan of this config may still write them
     stack = contextlib.ExitStack()
+    # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.slurm).
+    end_watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
         watch = stack.enter_context(watch_parents(log))
         lock: HostLock = stack.enter_context(_host_lock(host, plan, {**launch, "config": plan["name"]}, log))
@@ -247,11 +258,15 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         launch["host_lock"] = lock.record()
         for path in (paths.warmup, paths.requests):
             path.unlink(missing_ok=True)
-        if plan["runtime"] == "docker":
-            removed = remove_leftovers(plan["name"], checkout, docker=host.docker)
-            launch["removed_leftover_containers"] = removed
-            if removed:
-                print(f"removed leftover containers of {plan['name']} in this checkout: {removed}", file=log)
+        runtime = container_runtime(plan["runtime"])
+        if runtime is not None:
+            try:
+                prepared = runtime.prepare(plan["name"], image_manifest, registry, checkout=checkout,
+                                           docker=host.docker)
+            except DockerError as exc:
+                raise LaunchError("launch", "image_unavailable", str(exc)) from exc
+            launch.update(prepared)
+            print(f"{plan['runtime']} runtime prepared: {prepared}", file=log, flush=True)
         launch["host_before_launch"] = wait_for_quiet_host(run_id, host, host.lock.wait_s - lock.waited_s, log)
         if plan.get("gpus", 0) > 0:
             busy = gpu_busy()
@@ -319,6 +334,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                        or f"received {exc}")
         raise
     finally:
+        if end_watch is not None:
+            end_watch.stop()
         if server is not None:
             # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
             # nothing running for longer than seconds; a normal end gives the server its full grace.

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from specsweep.analysis.summary import build_summary
 from specsweep.engines.registry import get_engine
@@ -96,9 +96,11 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     return out
 
 
-def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
+def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
+                     registry: Mapping[str, Any] | None = None) -> dict:
     """benchmark_server: one configuration's server, from launch to teardown (``serve.job``).
 
+    ``registry`` is where a container runtime pulls an image this host lacks.
     The host settings (lock directory and wait, guard interval) come from this
     process's environment (``JobHost.from_environ``); the checkout is the
     working directory, which Snakemake sets to the workflow's.
@@ -106,7 +108,7 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
     manifest = read_json(image_manifest[0]) if image_manifest else None
     host = JobHost.from_environ(os.environ, Path.cwd())
-    return run_config(read_json(plan_path), paths, manifest, log, host)
+    return run_config(read_json(plan_path), paths, manifest, log, registry, host)
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict]) -> str:

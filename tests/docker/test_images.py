@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.images import build, cli, tag
+from specsweep.images import build, cli, registry, tag
 from specsweep.serve import container, job
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -148,9 +148,9 @@ def test_proxy_ca_is_in_no_layer_of_the_final_image(built, base_image, tmp_path)
 
 def test_push_remove_pull_and_run(built, unique, registry_url):
     manifest = built["first"]
-    registry = {"url": registry_url, "namespace": f"specsweep-test-{unique}"}
+    reg = {"url": registry_url, "namespace": f"specsweep-test-{unique}"}
     log = built["log"].with_name("push.log")
-    pushed = registry.push_image(manifest, registry, log)
+    pushed = registry.push_image(manifest, reg, log)
     ref = pushed["ref"]
     assert ref == f"{registry_url}/specsweep-test-{unique}/reference:{manifest['tag'].split(':')[1]}"
     assert pushed["repo_digest"] and pushed["repo_digest"].startswith(ref.rsplit(":", 1)[0] + "@sha256:")
