@@ -87,13 +87,37 @@ class JobHost:
     workdir: Path = field(default_factory=Path.cwd)
     guard_interval_s: float = guard.DEFAULT_INTERVAL_S
     docker: str = "docker"
+    #: Where a waiting job also says that it waits (the terminal Snakemake runs in), besides its log.
+    notice: TextIO | None = None
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str], workdir: Path) -> "JobHost":
+    def from_environ(cls, environ: Mapping[str, str], workdir: Path, notice: TextIO | None = None) -> "JobHost":
         """``SPECSWEEP_LOCK_DIR``, ``SPECSWEEP_LOCK_WAIT_S``, ``SPECSWEEP_GUARD_INTERVAL_S``."""
-        interval = environ.get("SPECSWEEP_GUARD_INTERVAL_S") or guard.DEFAULT_INTERVAL_S
-        return cls(lock=LockSettings.from_environ(environ), workdir=Path(workdir),
-                   guard_interval_s=float(interval))
+        raw = environ.get("SPECSWEEP_GUARD_INTERVAL_S")
+        try:
+            interval = float(raw) if raw else guard.DEFAULT_INTERVAL_S
+        except ValueError:
+            interval = -1.0
+        if interval <= 0:
+            raise ValueError(f"SPECSWEEP_GUARD_INTERVAL_S={raw!r}: expected seconds (a number > 0)")
+        return cls(lock=LockSettings.from_environ(environ), workdir=Path(workdir), guard_interval_s=interval,
+                   notice=notice)
+
+
+class _Both:
+    """A text stream writing to the job's log and to the terminal (``JobHost.notice``)."""
+
+    def __init__(self, *streams: TextIO | None) -> None:
+        self.streams = [s for s in streams if s is not None]
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
@@ -148,7 +172,7 @@ def gpu_ids(plan: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
 def _host_lock(host: JobHost, plan: dict, holder: dict[str, Any], log: TextIO) -> Iterator[HostLock]:
     """The host's (and the GPUs') lock for the block; a busy host becomes this job's ``host_busy`` result."""
     try:
-        lock = acquire(host.lock, holder, gpu_ids(plan, os.environ), log)
+        lock = acquire(host.lock, holder, gpu_ids(plan, os.environ), _Both(log, host.notice))
     except HostBusy as exc:
         raise LaunchError("launch", "host_busy", str(exc)) from exc
     try:
@@ -157,7 +181,7 @@ def _host_lock(host: JobHost, plan: dict, holder: dict[str, Any], log: TextIO) -
         lock.release()
 
 
-def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO) -> dict[str, Any]:
+def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "") -> dict[str, Any]:
     """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample, or ``host_busy``."""
     t0 = time.monotonic()
     told = False
@@ -172,7 +196,8 @@ def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO) 
             raise LaunchError("launch", "host_busy", f"other specsweep servers run on this host: {who}; "
                               f"waited {time.monotonic() - t0:.0f} s; not measuring beside them")
         if not told:
-            print(f"waiting: other specsweep servers run on this host: {who}", file=log, flush=True)
+            print(f"waiting: other specsweep servers run on this host: {who} (before launching {config})",
+                  file=log, flush=True)
             told = True
         time.sleep(max(0.5, min(host.guard_interval_s, 5.0)))
 
@@ -226,7 +251,7 @@ def server_info(server: Server) -> dict | None:
 
 
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO,
-               registry: Mapping[str, Any] | None = None, host: JobHost | None = None) -> dict:
+               registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None) -> dict:
     """Launch, wait, warm up, measure, tear down; return (and write) the outcome (life cycle: module docstring).
 
     ``registry`` (the config's ``registry:``) is where a container runtime
@@ -267,7 +292,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                 raise LaunchError("launch", "image_unavailable", str(exc)) from exc
             launch.update(prepared)
             print(f"{plan['runtime']} runtime prepared: {prepared}", file=log, flush=True)
-        launch["host_before_launch"] = wait_for_quiet_host(run_id, host, host.lock.wait_s - lock.waited_s, log)
+        launch["host_before_launch"] = wait_for_quiet_host(run_id, host, host.lock.wait_s - lock.waited_s,
+                                                           _Both(log, host.notice), plan["name"])
         if plan.get("gpus", 0) > 0:
             busy = gpu_busy()
             launch["gpus_busy_before_launch"] = busy

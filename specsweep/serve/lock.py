@@ -207,7 +207,8 @@ def acquire(
                         other,
                     )
                 if log is not None and now >= next_message:
-                    print(f"waiting for the host: {path} is held by {describe_holder(other)} "
+                    print(f"waiting for the host (configuration {holder.get('config')!r}): {path} is held by "
+                          f"{describe_holder(other)} "
                           f"(waited {now - t0:.0f} s of at most {settings.wait_s:g} s)", file=log, flush=True)
                     next_message = now + MESSAGE_EVERY_S
                 time.sleep(POLL_S)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -107,8 +108,9 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    host = JobHost.from_environ(os.environ, Path.cwd())
-    return run_config(read_json(plan_path), paths, manifest, log, registry, host)
+    # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
+    host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
+    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host)
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict]) -> str:

@@ -59,7 +59,7 @@ out, lock_dir, wait_s, plan = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.ar
 paths = JobPaths(*(out / n for n in ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json")))
 host = JobHost(lock=LockSettings(lock_dir=lock_dir, wait_s=wait_s), workdir=out, guard_interval_s=0.3)
 with open(out / "logs" / "job.log", "w", buffering=1) as log:
-    run_config(plan, paths, None, log, host)
+    run_config(plan, paths, None, log, host=host)
 """
 
 
@@ -94,7 +94,7 @@ def run_processes(run_id: str) -> list[int]:
 def test_every_file_of_a_run_carries_its_run_id(tmp_path):
     paths = job_paths(tmp_path / "r")
     host = JobHost(lock=lock.LockSettings(tmp_path / "locks", wait_s=10), workdir=tmp_path, guard_interval_s=0.3)
-    outcome = run_config(loopback_plan(), paths, None, io.StringIO(), host)
+    outcome = run_config(loopback_plan(), paths, None, io.StringIO(), host=host)
     assert outcome["status"] == "ok", outcome
     run_id = outcome["run_id"]
     launch = read_json(paths.launch)
@@ -114,8 +114,8 @@ def test_files_of_two_runs_are_never_summarised_together(tmp_path):
     """The orphan case: the launch record of one run beside the requests of another."""
     host = JobHost(lock=lock.LockSettings(tmp_path / "locks", wait_s=10), workdir=tmp_path, guard_interval_s=0.3)
     first, second = job_paths(tmp_path / "a"), job_paths(tmp_path / "b")
-    run_config(loopback_plan(), first, None, io.StringIO(), host)
-    run_config(loopback_plan(), second, None, io.StringIO(), host)
+    run_config(loopback_plan(), first, None, io.StringIO(), host=host)
+    run_config(loopback_plan(), second, None, io.StringIO(), host=host)
     (tmp_path / "plan.json").write_text(json.dumps(loopback_plan()))
     inputs = {"plan": str(tmp_path / "plan.json"), "launch": str(first.launch), "server_log": str(first.server_log),
               "warmup": str(first.warmup), "requests": str(second.requests), "outcome": str(first.outcome)}
@@ -157,7 +157,7 @@ def test_no_server_is_launched_beside_another(tmp_path):
         paths = job_paths(tmp_path / "r")
         host = JobHost(lock=lock.LockSettings(tmp_path / "locks", wait_s=1), workdir=tmp_path, guard_interval_s=0.3)
         log = io.StringIO()
-        outcome = run_config(loopback_plan(), paths, None, log, host)
+        outcome = run_config(loopback_plan(), paths, None, log, host=host)
     finally:
         foreign.kill()
         foreign.wait()
@@ -222,3 +222,11 @@ def test_two_jobs_on_one_host_never_run_their_servers_at_once(tmp_path):
     assert "waiting for the host" in (tmp_path / later / "logs" / "job.log").read_text()
     for n in jobs:
         assert read_json(tmp_path / n / "outcome.json")["status"] == "ok"
+
+
+def test_host_settings_come_from_the_environment(tmp_path):
+    host = JobHost.from_environ({"SPECSWEEP_LOCK_DIR": str(tmp_path), "SPECSWEEP_LOCK_WAIT_S": "5",
+                                 "SPECSWEEP_GUARD_INTERVAL_S": "0.5"}, tmp_path)
+    assert (host.lock.lock_dir, host.lock.wait_s, host.guard_interval_s, host.workdir) == (tmp_path, 5.0, 0.5, tmp_path)
+    with pytest.raises(ValueError, match="SPECSWEEP_GUARD_INTERVAL_S"):
+        JobHost.from_environ({"SPECSWEEP_GUARD_INTERVAL_S": "0"}, tmp_path)
