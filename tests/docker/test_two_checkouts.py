@@ -1,9 +1,10 @@
 """Two checkouts, one configuration name, one Docker engine: neither touches the other's container.
 
-Checkout A has a live server container for ``nospec`` (labelled as a server job labels it). A run of
-``nospec`` in checkout B must not remove it as a "leftover" (the bug: the config label alone matched,
-and A's run then failed with "Connection reset by peer"), and must not measure beside it either: B
-waits until A's server is gone, then runs and measures alone.
+Checkout A has a live server container for configuration ``nospec-<id>`` (labelled as a server job
+labels it). A run of the configuration of the same name in checkout B must not remove it as a
+"leftover" (the bug: the config label alone matched, and A's run then failed with "Connection reset by
+peer"), and must not measure beside it either: B waits until A's server is gone, then runs alone.
+(The name carries a unique id so that other workflows sharing this Docker engine never meet it.)
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def _state(name: str) -> dict:
 def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, base_image, unique):
     checkout_a = tmp_path / "a"
     checkout_a.mkdir()
-    labels = container.run_labels("nospec", container.checkout_id(checkout_a), checkout_a, f"a{unique}")
-    name_a = f"specsweep-nospec-{unique}"
-    argv = ["docker", "run", "-d", "--init", "--name", name_a, "--label", "io.specsweep.config=nospec",
+    config_name = f"nospec-{unique}"
+    labels = container.run_labels(config_name, container.checkout_id(checkout_a), checkout_a, f"a{unique}")
+    name_a = f"specsweep-{config_name}"
+    argv = ["docker", "run", "-d", "--init", "--name", name_a, "--label", f"io.specsweep.config={config_name}",
             "--label", container.PROJECT_LABEL]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
@@ -46,13 +48,15 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
     path = work / "config/docker-cpu.yaml"
     config = yaml.safe_load(path.read_text())
     config["defaults"]["workload"].update(SMALL)
-    config["configurations"] = {"nospec": config["configurations"]["nospec"]}
+    config["configurations"] = {config_name: config["configurations"]["nospec"]}
+    config["baseline"] = config_name
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, SPECSWEEP_LOCK_DIR=str(tmp_path / "locks"))
     run_b = subprocess.Popen([sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores",
-                              "1", "results/nospec/summary.json"], cwd=work, env=env, stdout=subprocess.PIPE,
+                              "1", f"results/{config_name}/summary.json"], cwd=work, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    job_log = work / "results/nospec/logs/benchmark_server.log"
+    results = work / "results" / config_name
+    job_log = results / "logs/benchmark_server.log"
     try:
         deadline = time.monotonic() + 1200  # an image build first, when the reference image is not there yet
         while not (job_log.exists() and "waiting: other specsweep servers" in job_log.read_text()):
@@ -70,9 +74,9 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
         subprocess.run(["docker", "rm", "-f", name_a], capture_output=True)
         if run_b.poll() is None:
             run_b.kill()
-    launch = json.loads((work / "results/nospec/launch.json").read_text())
+    launch = json.loads((results / "launch.json").read_text())
     assert launch["removed_leftover_containers"] == []
-    summary = json.loads((work / "results/nospec/summary.json").read_text())
+    summary = json.loads((results / "summary.json").read_text())
     assert summary["status"] == "ok", summary
     assert summary["host"]["others_seen"] == [], "B measured alone"
     assert "the host is free after" in job_log.read_text()

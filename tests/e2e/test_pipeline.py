@@ -215,7 +215,9 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"
         time.sleep(0.2)
     pid = json.loads(launch.read_text())["pid"]
-    time.sleep(2)  # inside the benchmark now
+    while "[measured" not in job_log.read_text():  # inside the measurement now
+        assert proc.poll() is None and time.monotonic() < deadline, "the measurement never started"
+        time.sleep(0.2)
     assert _group_alive(pid), "the server should be running before the interrupt"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
     proc.wait(timeout=120)
