@@ -14,6 +14,8 @@
 #   results/images/<image>.json       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
 #   results/<config>/logs/<rule>.log  each job's log
+#   results/<config>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
+# Every file of one server job (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id.
 from snakemake.utils import min_version
 
 min_version("9.0")

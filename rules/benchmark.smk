@@ -37,6 +37,8 @@ rule summarize_config:
         "results/{config}/summary.json",
     params:
         agreement=agreement_params,
+        # variant only (the log must prove it): relabelling reruns this and the report, no server.
+        labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",
     # Seconds of arithmetic on files: on a cluster, not worth a queue wait.

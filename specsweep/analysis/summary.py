@@ -1,8 +1,9 @@
 """summary.json of one configuration: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 2)::
+Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
 
-    {"format_version": 1, "config": name, "status": "ok"|"failed"|"fallback",
+    {"format_version": 2, "config": name, "run_id": str|null,
+     "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
      "metrics": {...specsweep.analysis.metrics.compute_metrics...},
@@ -12,9 +13,13 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 2)::
      "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
      "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
                    "flagged": bool|null, "reason": str|null, "definition": str}}
+     "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null}
 
-Status rules, in order: the server job failed (``outcome.status !=
-"ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
+Status rules, in order: the server job failed (``outcome.status`` neither
+``ok`` nor ``contaminated``) -> ``failed`` with the job's
+stage/reason/detail/log_tail; another specsweep server ran beside this one
+(``outcome.status == "contaminated"``) -> ``contaminated`` (its numbers are
+kept for inspection and never compared); no
 successful measured request, or a required metric absent -> ``failed`` with
 stage ``summarize`` and reason ``no_successful_requests`` /
 ``missing_metric`` (a missing metric is an error, not a zero: under
@@ -69,7 +74,8 @@ from specsweep.records import validate_record
 #   1  the shape in the module docstring.
 #   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
 #      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
-SUMMARY_FORMAT_VERSION = 2
+#   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
+SUMMARY_FORMAT_VERSION = 3
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -214,6 +220,16 @@ def _warnings(
     return out
 
 
+def _host_warnings(host: dict[str, Any] | None) -> list[str]:
+    """Load beyond the CPUs while the server ran: recorded and said, but no server, so no contamination."""
+    if not host or not host.get("samples") or not host.get("cpus"):
+        return []
+    if host["running_max"] > host["cpus"]:
+        return [f"up to {host['running_max']} runnable tasks on {host['cpus']} CPUs while the server ran "
+                f"(load1 up to {host['load1_max']:.1f}): other work competed for the CPUs"]
+    return []
+
+
 def build_summary(
     plan: dict,
     launch: dict | None,
@@ -235,6 +251,7 @@ def build_summary(
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
+        "run_id": outcome.get("run_id"),
         "status": "ok",
         "stage": None,
         "reason": None,
@@ -248,13 +265,17 @@ def build_summary(
         "provenance": _provenance(launch),
         "variant": evidence,
         "speculative_algorithm": spec,
-        "warnings": _warnings(metrics, warm, measured, run_id),
+        "warnings": _warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host")),
         "agreement": _agreement(metrics, baseline, agreement_threshold),
+        "host": outcome.get("host"),
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
-    if outcome.get("status") != "ok":
+    if outcome.get("status") == "contaminated":
+        summary.update(status="contaminated", stage=outcome.get("stage"), reason=outcome.get("reason"),
+                       detail=outcome.get("detail"))
+    elif outcome.get("status") != "ok":
         summary.update(
             status="failed",
             stage=outcome.get("stage"),

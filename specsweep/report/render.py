@@ -63,8 +63,9 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "config": summary["config"],
         "description": summary.get("description", ""),
         "status": summary["status"],
-        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree).
-        "expect": (summary.get("plan") or {}).get("expect", "ok"),
+        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
+        # not in the plan: render_report_files sets it from the report params.
+        "expect": summary.get("expect", "ok"),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
         "n_ok": counts.get("ok"),
@@ -125,8 +126,8 @@ def config_rows(
         r["comparison"] = None
         if r is base:
             r["verdict"] = "baseline"
-        elif r["status"] == "failed":
-            r["verdict"] = "failed"
+        elif r["status"] in ("failed", "contaminated"):
+            r["verdict"] = r["status"]  # a contaminated number is never compared
         elif not base_ok:
             r["verdict"] = "no baseline"
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,8 +20,9 @@ from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
+from specsweep.records import MixedRunsError, check_one_run, run_id_of_log
 from specsweep.report.render import render_report
-from specsweep.serve.job import JobPaths, run_config
+from specsweep.serve.job import JobHost, JobPaths, run_config
 
 
 
@@ -101,32 +103,58 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     """benchmark_server: one configuration's server, from launch to teardown (``serve.job``).
 
     ``registry`` is where a container runtime pulls an image this host lacks.
+    The host settings (lock directory and wait, guard interval) come from this
+    process's environment (``JobHost.from_environ``); the checkout is the
+    working directory, which Snakemake sets to the workflow's.
     """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    return run_config(read_json(plan_path), paths, manifest, log, registry)
+    # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
+    host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
+    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host)
 
 
-def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}") -> dict:
+def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict]) -> str:
+    """The run id all files of a server job share; ``MixedRunsError`` names each file's run otherwise."""
+    return check_one_run({
+        "launch.json": launch.get("run_id"),
+        "outcome.json": outcome.get("run_id"),
+        "server.log": run_id_of_log(server_log),
+        "warmup.jsonl": {r.get("run_id") for r in warmup},
+        "requests.jsonl": {r.get("run_id") for r in measured},
+    })
+
+
+def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}",
+                    labels_json: str = "{}") -> dict:
     """summarize_config: summary.json of one configuration from the files its server job left.
 
-    ``agreement``: the params (baseline name, threshold); the baseline's plan
-    and requests are the named inputs ``baseline_plan`` / ``baseline_requests``.
+    Files of two different runs are an error, never a summary: the job fails
+    and says which file came from which run. ``agreement``: the params
+    (baseline name, threshold); the baseline's plan and requests are the named
+    inputs ``baseline_plan`` / ``baseline_requests``. ``labels_json`` carries
+    the requested ``variant`` (``workflow.inputs.summary_labels``).
     """
     plan = read_json(inputs["plan"])
     outcome = read_json(inputs["outcome"])
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
-    evidence = get_engine(plan["engine"]).variant_evidence(server_log, plan) if outcome["status"] == "ok" else None
+    warmup, measured = read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"])
+    try:
+        run_id = one_run_id(launch, outcome, server_log, warmup, measured)
+    except MixedRunsError as exc:
+        where = Path(inputs["outcome"]).parent
+        raise SystemExit(f"{where}: {exc}; not summarising them. Rerun the configuration's server job: "
+                         f"snakemake --cores 1 all -R {inputs['outcome']}") from None
+    labelled = dict(plan, **json.loads(labels_json))
+    evidence = get_engine(plan["engine"]).variant_evidence(server_log, labelled) if outcome["status"] == "ok" else None
     params = json.loads(agreement)
     baseline = BaselineRun(params.get("baseline"))
     if "baseline_requests" in inputs.keys():
         baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
                                read_jsonl(inputs["baseline_requests"]))
-    summary = build_summary(
-        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence,
-        baseline, params.get("threshold"),
-    )
+    summary = build_summary(plan, launch, outcome, warmup, measured, evidence, baseline, params.get("threshold"))
+    print(f"run {run_id}", file=log)
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)
     return summary
@@ -139,4 +167,5 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
+        summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent)

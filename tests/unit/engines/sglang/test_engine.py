@@ -9,7 +9,7 @@ import pytest
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_plans
+from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.testing.workflow import REPO
 
 
@@ -50,7 +50,8 @@ def test_address_args():
 
 def test_matrix_argv_golden():
     """The resolved argv of the EAGLE-3 baseline and of a combination, as plan.json will hold them."""
-    plans = resolve_plans(load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"]))
+    config = load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"])
+    plans = resolve_plans(config)
     assert plans["eagle3"]["argv"] == [
         "python3", "-m", "sglang.launch_server",
         "--cuda-graph-max-bs-decode", "8",
@@ -68,7 +69,8 @@ def test_matrix_argv_golden():
     assert combo["image"] == "sglang-fi-fusion"
     assert "--flashinfer-allreduce-fusion-backend" in combo["argv"]
     assert combo["env"]["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"] == "1"
-    assert combo["variant"] == ["flashinfer_fusion", "pcie_ipc_allreduce"]
+    assert "variant" not in combo  # a label: it changes the summary, never what the server runs
+    assert resolve_labels(config)["fi-fusion-pcie-ipc"]["variant"] == ["flashinfer_fusion", "pcie_ipc_allreduce"]
     deepep = plans["deepep"]["argv"]
     assert deepep[deepep.index("--moe-a2a-backend") + 1] == "deepep"
     assert deepep[deepep.index("--deepep-mode") + 1] == "low_latency"

@@ -18,7 +18,7 @@ from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_pars
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.engines.sglang.rules import check_plan
 from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_plans
+from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.testing.workflow import REPO
 
 GPU_CONFIG = REPO / "config" / "kimi-k25-8gpu.yaml"
@@ -30,8 +30,10 @@ CONFIG_SETS = {
 
 
 def _plans(paths: list[Path]) -> tuple[dict, dict]:
+    """The config and its plans, each plan with its labels (variant, expect) as the static rules read them."""
     config = load_configs(paths)
-    return config, resolve_plans(config)
+    labels = resolve_labels(config)
+    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
 
 
 @pytest.fixture(scope="module")
