@@ -9,7 +9,9 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 1)::
      "warmup": {"requests", "windows_tok_s", "converged", "tolerance", "window",
                 "min_windows", "max_requests", "criterion", "failed"},
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
-     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str]}
+     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
+     "expected_failure": null | {"expected": bool, "wanted": [str], "matched": [{"signature", "line"}],
+                                 "seen": [{"signature", "line"}]}}
 
 Status rules, in order: the server job failed (``outcome.status !=
 "ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
@@ -19,7 +21,15 @@ stage ``summarize`` and reason ``no_successful_requests`` /
 speculation ``accept_length`` and ``cycle_time_ms`` are required (``metrics.METRICS``), and every
 ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
-``fallback``; otherwise ``ok``.
+``fallback``; otherwise ``ok``. A requested variant that another requested
+variant shadows (``evidence["shadowed"]``: SGLang gives their shared
+all-reduce to the other one) is named in ``warnings``: the number is the
+other variant's.
+
+A failed configuration marked ``expect: failure`` gets ``expected_failure``:
+``expected`` is true only when the engine's log evidence shows one of the
+plan's own ``expect_signature`` failures; any other failure (out of memory, a
+bad image, another error) is a surprise failure, reported as such.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -36,7 +46,8 @@ from specsweep.records import validate_record
 
 # Format history of results/<config>/summary.json:
 #   1  the shape in the module docstring.
-SUMMARY_FORMAT_VERSION = 1
+#   2  + expected_failure; variant evidence gains shadowed and failures.
+SUMMARY_FORMAT_VERSION = 2
 
 _SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
 
@@ -102,6 +113,15 @@ def _warnings(
     return out
 
 
+def expected_failure(plan: dict, evidence: dict | None) -> dict[str, Any]:
+    """Whether a failed ``expect: failure`` configuration failed the known way (its own signature)."""
+    wanted = plan.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    seen = list((evidence or {}).get("failures") or [])
+    matched = [f for f in seen if f.get("signature") in wanted]
+    return {"expected": bool(matched), "wanted": wanted, "matched": matched, "seen": seen}
+
+
 def build_summary(
     plan: dict,
     launch: dict | None,
@@ -137,6 +157,10 @@ def build_summary(
         "warnings": _warnings(metrics, warm, measured, run_id),
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
+    summary["warnings"] += [
+        f"variant {s['variant']} is shadowed by {s['by']}: {s['why']}" for s in (evidence or {}).get("shadowed") or []
+    ]
+    summary["expected_failure"] = None
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
     if outcome.get("status") != "ok":
@@ -170,4 +194,6 @@ def build_summary(
                 f"{f.get('variant', f)}: {f.get('line', '')}" if isinstance(f, dict) else str(f) for f in fell_back
             ),
         )
+    if summary["status"] == "failed" and plan.get("expect") == "failure":
+        summary["expected_failure"] = expected_failure(plan, evidence)
     return summary

@@ -48,6 +48,51 @@ class JobPaths:
     warmup: Path
     requests: Path
     outcome: Path
+    nccl_logs: Path | None = None  # directory of NCCL_DEBUG_FILEs (default: beside server.log, NCCL_LOG_DIR)
+
+
+# NCCL writes its NCCL_DEBUG=INFO lines to C stdout, block-buffered when stdout
+# is a pipe: a server torn down by `docker rm -f` or SIGKILL can lose the
+# unflushed tail, with the lines that say what NCCL chose. NCCL_DEBUG_FILE
+# (one file per process: %h = host, %p = pid) is opened line-buffered instead
+# (NCCL v2.30.7-1 src/debug.cc ncclDebugInit: fopen + setlinebuf). Written into
+# the configuration's results directory; a container gets it mounted here.
+NCCL_LOG_DIR = "nccl"
+NCCL_CONTAINER_DIR = "/specsweep-nccl"
+NCCL_FILE_PATTERN = "nccl.%h.%p.log"
+
+
+def with_nccl_debug_file(plan: dict, host_dir: Path) -> dict:
+    """The plan with ``NCCL_DEBUG_FILE`` in its env (and, in a container, the directory mounted).
+
+    Only when the plan turns NCCL's log on (``NCCL_DEBUG``) and does not name
+    a file itself. NCCL does not create the directory: the caller does.
+    """
+    env = dict(plan.get("env") or {})
+    if not env.get("NCCL_DEBUG") or env.get("NCCL_DEBUG_FILE"):
+        return plan
+    host_dir = Path(os.path.abspath(host_dir))
+    if plan.get("runtime") == "docker":
+        env["NCCL_DEBUG_FILE"] = f"{NCCL_CONTAINER_DIR}/{NCCL_FILE_PATTERN}"
+        volumes = [*(plan.get("volumes") or []), f"{host_dir}:{NCCL_CONTAINER_DIR}:rw"]
+        return dict(plan, env=env, volumes=volumes)
+    env["NCCL_DEBUG_FILE"] = str(host_dir / NCCL_FILE_PATTERN)
+    return dict(plan, env=env)
+
+
+def nccl_logs(results_dir: Path, nccl_dir: Path | None = None) -> list[str]:
+    """The NCCL debug files of one configuration's last run, each as text (sorted by file name)."""
+    directory = Path(nccl_dir) if nccl_dir is not None else Path(results_dir) / NCCL_LOG_DIR
+    if not directory.is_dir():
+        return []
+    return [path.read_text(errors="replace") for path in sorted(directory.glob("nccl.*.log"))]
+
+
+def _fresh_dir(directory: Path) -> None:
+    """An empty directory: a previous run's NCCL files must not count as this run's evidence."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("nccl.*.log"):
+        path.unlink()
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
@@ -109,6 +154,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     """Launch, wait, warm up, measure, tear down; return (and write) the outcome."""
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
+    nccl_dir = paths.nccl_logs or paths.server_log.parent / NCCL_LOG_DIR
+    _fresh_dir(nccl_dir)
+    plan = with_nccl_debug_file(plan, nccl_dir)
     outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None}
     launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time()}
     for path in (paths.warmup, paths.requests):

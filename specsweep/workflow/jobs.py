@@ -20,7 +20,7 @@ from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
 from specsweep.report.render import render_report
-from specsweep.serve.job import JobPaths, run_config
+from specsweep.serve.job import JobPaths, nccl_logs, run_config
 
 
 
@@ -97,7 +97,8 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
 
 def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
     """benchmark_server: one configuration's server, from launch to teardown (``serve.job``)."""
-    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
+    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
+                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None)
     manifest = read_json(image_manifest[0]) if image_manifest else None
     return run_config(read_json(plan_path), paths, manifest, log)
 
@@ -108,7 +109,10 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> di
     outcome = read_json(inputs["outcome"])
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
-    evidence = get_engine(plan["engine"]).variant_evidence(server_log, plan) if outcome["status"] == "ok" else None
+    # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
+    log = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
+    # Read on failure too: a known-failing case is expected only if its own failure line is there.
+    evidence = get_engine(plan["engine"]).variant_evidence(log, plan)
     summary = build_summary(
         plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence
     )

@@ -57,7 +57,7 @@ def test_piped_into_python_stdin(tmp_path):
     proc = subprocess.run([sys.executable, "-", "--pid", str(os.getpid())], input=SOURCE.read_text(),
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, check=True)
     out = json.loads(proc.stdout)
-    assert out["format_version"] == 1 and out["pid"] == os.getpid()
+    assert out["format_version"] == provenance.FORMAT_VERSION and out["pid"] == os.getpid()
     assert set(out["packages"]) >= {"sglang", "torch", "flashinfer", "mscclpp", "deep_ep", "sglang-kernel"}
     if out["gpus"] is None:
         assert out["gpus_reason"] and out["topology_reason"]
