@@ -67,7 +67,7 @@ def preflight_config(
     write_json_atomic(
         out_path,
         {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": result.checked_with,
-         "warnings": list(result.warnings)},
+         "warnings": list(result.warnings), "loaded": list(result.loaded)},
     )
     print(f"preflight ok: {plan['name']} ({result.checked_with})", file=log)
     return 0

@@ -40,3 +40,23 @@ def test_provenance_that_cannot_be_read_fails_the_configuration(sleeper):
     with pytest.raises(LaunchError) as info:
         collect_provenance(plan, server, python="/bin/false")
     assert info.value.reason == "provenance_failed"
+
+
+def test_nccl_debug_file_per_process_in_the_results_dir(tmp_path):
+    """NCCL_DEBUG on: each server process logs to its own line-buffered NCCL_DEBUG_FILE (%h.%p) there."""
+    from specsweep.serve.job import NCCL_CONTAINER_DIR, nccl_logs, with_nccl_debug_file
+
+    local = with_nccl_debug_file({"runtime": "local", "env": {"NCCL_DEBUG": "INFO"}}, tmp_path / "nccl")
+    assert local["env"]["NCCL_DEBUG_FILE"] == f"{tmp_path}/nccl/nccl.%h.%p.log"
+    docker = with_nccl_debug_file({"runtime": "docker", "env": {"NCCL_DEBUG": "INFO"}, "volumes": ["a:/b:ro"]},
+                                  tmp_path / "nccl")
+    assert docker["env"]["NCCL_DEBUG_FILE"] == f"{NCCL_CONTAINER_DIR}/nccl.%h.%p.log"
+    assert docker["volumes"] == ["a:/b:ro", f"{tmp_path}/nccl:{NCCL_CONTAINER_DIR}:rw"]
+    # NCCL's log off, or a file chosen by the configuration: left alone.
+    assert "NCCL_DEBUG_FILE" not in with_nccl_debug_file({"runtime": "local", "env": {}}, tmp_path)["env"]
+    mine = {"runtime": "local", "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/x/%p"}}
+    assert with_nccl_debug_file(mine, tmp_path) is mine
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "nccl.h.2.log").write_text("b\n")
+    (tmp_path / "nccl" / "nccl.h.1.log").write_text("a\n")
+    assert nccl_logs(tmp_path) == ["a\n", "b\n"]
