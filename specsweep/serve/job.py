@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
+from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.serve import client
 from specsweep.serve.container import container_name, remove_leftovers, run_argv
@@ -163,6 +164,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         path.unlink(missing_ok=True)
     server: Server | None = None
     try:
+        if plan["runtime"] == "docker" and (missing := volume_problems(plan, Path.cwd())):
+            # `docker run -v` would create a missing host path as an empty directory and start on it.
+            raise LaunchError("launch", "volume_missing", "; ".join(missing))
         if plan["runtime"] == "docker":
             removed = remove_leftovers(plan["name"])
             launch["removed_leftover_containers"] = removed

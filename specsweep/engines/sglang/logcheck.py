@@ -57,7 +57,8 @@ def _sig(variant: str, kind: str, pattern: str, source: str, literal: str, level
 
 #: Python logging levels by name; "raise" = an exception whose traceback the
 #: scheduler process logs at ERROR (``managers/scheduler.py`` run_scheduler_process).
-LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "exception": 40, "raise": 40, "critical": 50}
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "exception": 40, "raise": 40, "critical": 50,
+          "stderr": 50}
 #: SGLang's default ``--log-level``.
 DEFAULT_LOG_LEVEL = "info"
 
@@ -177,6 +178,26 @@ FAILURES: tuple[Signature, ...] = (
     _sig("cuda_graph_capture_failed", "failure", r"Capture cuda graph failed: ",
          "sglang/srt/speculative/eagle_draft_cuda_graph_runner.py:297",
          'f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}"', "raise"),
+)
+
+# --- NVSHMEM (DeepEP's low-latency transport) ---------------------------------
+# DeepEP logs nothing in SGLang 0.5.23 when it runs (its only line, "Use DeepEP
+# Config", is rank 0's, only with --deepep-config, and not on the low_latency
+# path). What can prove it ran is NVSHMEM, which DeepEP's low-latency buffer
+# initialises: with NVSHMEM_DEBUG=INFO (subsystem INIT) it reports bringing up
+# IBGDA, the RDMA transport those kernels use even within one node; without
+# RDMA NICs it prints the failure to stderr whatever the debug level. Cited at
+# NVIDIA/nvshmem v3.4.5-0 (commit 131da55f643ac87c810ba0bc51d359258bf433a1), the
+# NVSHMEM torch 2.14.1 pins (nvidia-nvshmem-cu13==3.4.5), copied into
+# tests/fixtures/nvshmem/source-v3.4.5.txt and checked against the pinned
+# libnvshmem_host.so.3 by a slow test. Level "info" = NVSHMEM INFO (needs
+# NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT, always printed.
+NVSHMEM_SIGNATURES: tuple[Signature, ...] = (
+    Signature("deepep", "active", re.compile(r"NVSHMEM INFO Successfully initialized the transport: IBGDA"),
+              "src/host/transport/transport.cpp:312",
+              '"Successfully initialized the transport: IBGDA. It will be used for device-side "', "info"),
+    Signature("deepep", "fallback", re.compile(r"init failed for transport: IBGDA"),
+              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr"),
 )
 
 # --- NCCL ------------------------------------------------------------------
@@ -361,7 +382,7 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
     notes: list[dict[str, str]] = []
     failures: list[dict[str, str]] = []
     for line in lines:
-        for sig in SIGNATURES + NOTES:
+        for sig in SIGNATURES + NOTES + NVSHMEM_SIGNATURES:
             if sig.pattern.search(line):
                 if sig.kind == "active":
                     active_hits.setdefault(sig.variant, line.strip())

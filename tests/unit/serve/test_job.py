@@ -60,3 +60,21 @@ def test_nccl_debug_file_per_process_in_the_results_dir(tmp_path):
     (tmp_path / "nccl" / "nccl.h.2.log").write_text("b\n")
     (tmp_path / "nccl" / "nccl.h.1.log").write_text("a\n")
     assert nccl_logs(tmp_path) == ["a\n", "b\n"]
+
+
+def test_missing_volume_fails_the_launch_naming_the_key(tmp_path):
+    """Checked before docker is asked for anything: no leftover scan, no container, a clear outcome."""
+    import io
+
+    from specsweep.files import read_json
+    from specsweep.serve.job import JobPaths, run_config
+
+    plan = {"name": "cfg", "engine": "sglang", "runtime": "docker", "image": "sglang", "argv": ["python3"],
+            "env": {}, "host": "127.0.0.1", "port": None, "gpus": 0, "ready_timeout_s": 1,
+            "volumes": [f"{tmp_path}/no-weights:/models:ro"], "workload": {}}
+    paths = JobPaths(*(tmp_path / n for n in ("launch.json", "server.log", "w.jsonl", "r.jsonl", "outcome.json")))
+    outcome = run_config(plan, paths, {"tag": "x", "name": "sglang", "image_id": "sha256:x"}, io.StringIO())
+    assert (outcome["status"], outcome["stage"], outcome["reason"]) == ("failed", "launch", "volume_missing")
+    assert outcome["detail"].startswith(f"configurations.cfg.volumes[0]: host path {tmp_path}/no-weights")
+    assert read_json(paths.outcome)["reason"] == "volume_missing"
+    assert (tmp_path / "nccl").is_dir()  # the NCCL log directory is made fresh for every run

@@ -15,6 +15,7 @@ from specsweep.engines.sglang.logcheck import (
     FAILURES,
     NCCL_SIGNATURES,
     NOTES,
+    NVSHMEM_SIGNATURES,
     SIGNATURES,
     failure_names,
     parse_nccl,
@@ -178,6 +179,17 @@ def test_mscclpp_shadows_pcie_ipc():
     assert ev["active"] == ["mscclpp"] and ev["shadowed"][0]["by"] == "mscclpp"
 
 
+def test_deepep_proven_by_nvshmem_bringing_up_ibgda():
+    ok = "gpu-host:77:77 [0] NVSHMEM INFO Successfully initialized the transport: IBGDA. It will be used for " \
+         "device-side APIs over IB."
+    ev = variant_evidence(ok, _plan(["deepep"]))
+    assert ev["active"] == ["deepep"] and ev["unproven"] == []
+    failed = "/nvshmem/src/host/transport/transport.cpp:nvshmemi_transport_init:282: init failed for transport: IBGDA"
+    ev = variant_evidence(failed, _plan(["deepep"]))
+    assert ev["fell_back"][0]["variant"] == "deepep" and ev["active"] == []
+    assert variant_evidence("", _plan(["deepep"]))["unproven"] == ["deepep"]
+
+
 def test_precedence_names_known_variants():
     assert set(ALLREDUCE_PRECEDENCE) <= rules.KNOWN_VARIANTS
 
@@ -270,3 +282,18 @@ def test_nccl_signature_is_in_nccl_2_30_7(wheel_site, sig):
     assert _c_literal(sig.literal) in lib.read_bytes(), f"{sig.literal!r} not in {lib}"
     meta = next(wheel_site.glob("nvidia_nccl_cu13-*.dist-info"))
     assert meta.name.startswith("nvidia_nccl_cu13-2.30.7"), meta.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", NVSHMEM_SIGNATURES, ids=lambda s: f"{s.variant}-{s.kind}")
+def test_nvshmem_signature_is_in_nvshmem_3_4_5(wheel_site, sig):
+    """DeepEP's evidence: at its cited line of NVSHMEM v3.4.5-0, and in the pinned libnvshmem_host.so.3."""
+    cited = {}
+    for row in (FIXTURES / "nvshmem" / "source-v3.4.5.txt").read_text().splitlines():
+        if not row.startswith("#"):
+            where, _, text = row.partition("\t")
+            cited[where] = text
+    assert sig.literal in cited[sig.source], sig.source
+    lib = next((wheel_site / "nvidia" / "nvshmem" / "lib").glob("libnvshmem_host.so*"))
+    assert _c_literal(sig.literal) in lib.read_bytes()
+    assert next(wheel_site.glob("nvidia_nvshmem_cu13-*.dist-info")).name.startswith("nvidia_nvshmem_cu13-3.4.5")
