@@ -427,3 +427,34 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
 def failure_names() -> list[str]:
     """Names ``expect_signature`` may take."""
     return sorted({s.variant for s in FAILURES} | {s.variant for s in NCCL_SIGNATURES if s.kind == "failure"})
+
+
+def evidence_warnings(plan: Mapping[str, Any]) -> list[str]:
+    """Requested variants whose "on" line cannot reach this plan's logs (the result would be unproven).
+
+    SGLang's lines must print at the server's ``--log-level`` (default info);
+    NCCL's "set by environment" lines need ``NCCL_DEBUG=INFO`` with the ENV
+    subsystem; NVSHMEM's (DeepEP) need ``NVSHMEM_DEBUG=INFO``.
+    """
+    name = plan.get("name", "?")
+    sa = plan.get("server_args") or {}
+    env = plan.get("env") or {}
+    level = str(sa.get("log-level") or DEFAULT_LOG_LEVEL).lower()
+    out: list[str] = []
+    for variant in requested_variants(plan):
+        if variant == "nccl_env":
+            subsys = str(env.get("NCCL_DEBUG_SUBSYS") or "INIT,BOOTSTRAP,ENV").upper().split(",")
+            if str(env.get("NCCL_DEBUG") or "").upper() not in ("INFO", "TRACE") or (
+                    "ENV" not in subsys and "ALL" not in subsys):
+                out.append(f"configurations.{name}.env.NCCL_DEBUG: variant nccl_env is proven only by NCCL's "
+                           f"'set by environment' lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS with ENV)")
+            continue
+        sglang = [s for s in SIGNATURES + NOTES if s.variant == variant and s.kind == "active"]
+        nvshmem = [s for s in NVSHMEM_SIGNATURES if s.variant == variant and s.kind == "active"]
+        if sglang and not any(prints_at(s.level, level) for s in sglang):
+            out.append(f"configurations.{name}.server_args.log-level: variant {variant}'s evidence prints at "
+                       f"{sglang[0].level}, below --log-level {level}: the result will be unproven")
+        if nvshmem and str(env.get("NVSHMEM_DEBUG") or "").upper() not in ("INFO", "TRACE"):
+            out.append(f"configurations.{name}.env.NVSHMEM_DEBUG: variant {variant} is proven only by NVSHMEM's "
+                       f"INFO line ({nvshmem[0].source}); set NVSHMEM_DEBUG=INFO (NVSHMEM_DEBUG_SUBSYS=INIT)")
+    return out

@@ -40,6 +40,7 @@ from typing import Any
 
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.sglang.launch import launch_argv, server_flags
+from specsweep.engines.sglang.logcheck import evidence_warnings
 from specsweep.engines.sglang.rules import check_plan
 from specsweep.engines.volumes import host_path, volume_problems
 
@@ -263,7 +264,7 @@ def preflight_plans(
         out[name] = {
             "ok": True,
             "errors": [f.message for f in findings if f.severity == "error"],
-            "warnings": [f.message for f in findings if f.severity == "warning"],
+            "warnings": [f.message for f in findings if f.severity == "warning"] + evidence_warnings(plan),
             "argv": argv,
             "sglang_version": None,
             "loaded": [],
