@@ -193,14 +193,16 @@ def run_model_check(items: list[dict], python_argv: str | Sequence[str], timeout
         raise ParserEnvError(f"SGLang model check printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
 
 
-def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, list[str]]:
-    """The model check's input for one plan (its flags with host paths), and the path problems found.
+def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, list[str], list[str]]:
+    """The model check's input for one plan (its flags with host paths), and the errors and warnings found.
 
     Every directory flag (:data:`MODEL_PATH_FLAGS`) that names a local path is
     mapped to the host through the plan's volumes; one that cannot be (under
     no volume, or missing on the host) is an error naming the flag, and the
-    plan is not handed to the check (the volume error says what to fix).
-    A value that is not an absolute path (a hub repo id) is left to SGLang.
+    plan is not handed to the check (the volume error says what to fix). A
+    relative value that is no directory here is taken for a hub repo id: the
+    server would download it, which a preflight must not, so the plan is not
+    checked (a warning says so).
     """
     name = plan["name"]
     sa = dict(plan.get("server_args") or {})
@@ -210,19 +212,20 @@ def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, 
         value = sa.get(flag)
         if not isinstance(value, str) or not value:
             continue
-        if plan.get("runtime") == "docker" and not value.startswith("/"):
-            continue  # a hub id (the container downloads it) or a path relative to the image's workdir
+        if not value.startswith("/") and (plan.get("runtime") == "docker" or not (Path(base) / value).exists()):
+            return None, [], [f"configurations.{name}.server_args.{flag}: {value!r} is not a local directory "
+                              f"(a hub id?): its model was not loaded by preflight"]
         path, why = host_path(plan, value, base)
         if path is None:
             problems.append(f"configurations.{name}.server_args.{flag}: {why}")
         elif not path.is_dir():
-            problems.append(f"configurations.{name}.server_args.{flag}: {value} is {path} on this host, "
-                            f"which is not a directory")
+            where = "" if str(path) == value else f" (on this host {path})"
+            problems.append(f"configurations.{name}.server_args.{flag}: {value}{where} is not a directory on this host")
         else:
             mapped[flag] = str(path)
     if problems:
-        return None, problems
-    return {"name": name, "argv": args_to_argv(mapped), "env": dict(plan.get("env") or {})}, []
+        return None, problems, []
+    return {"name": name, "argv": args_to_argv(mapped), "env": dict(plan.get("env") or {})}, [], []
 
 
 def preflight_plans(
@@ -271,8 +274,9 @@ def preflight_plans(
         }
         items.append({"name": name, "argv": server_flags(plan), "env": dict(plan.get("env") or {})})
         out[name]["errors"] += volume_problems(plan, base)
-        model_item, path_problems = model_check_item(plan, base)
+        model_item, path_problems, path_warnings = model_check_item(plan, base)
         out[name]["errors"] += path_problems
+        out[name]["warnings"] += path_warnings
         if model_item is not None:
             model_items.append(model_item)
     if items:

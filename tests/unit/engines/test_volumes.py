@@ -35,3 +35,21 @@ def test_container_path_maps_to_the_longest_volume(tmp_path: Path):
 
 def test_local_runtime_paths_are_host_paths(tmp_path: Path):
     assert host_path(_plan([], runtime="local"), "models/x", tmp_path) == (tmp_path / "models" / "x", None)
+
+
+def test_model_check_items_map_container_paths_to_the_host(tmp_path: Path):
+    from specsweep.engines.sglang.preflight import model_check_item
+
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    plan = {"name": "cfg", "runtime": "docker", "volumes": ["models:/w:ro"], "env": {"A": "1"},
+            "server_args": {"model-path": "/w/m", "tp-size": 8}}
+    item, errors, warnings = model_check_item(plan, tmp_path)
+    assert errors == [] and warnings == []
+    assert item == {"name": "cfg", "argv": ["--model-path", str(tmp_path / "models" / "m"), "--tp-size", "8"],
+                    "env": {"A": "1"}}
+    item, errors, _ = model_check_item(dict(plan, server_args={"model-path": "/w/absent"}), tmp_path)
+    assert item is None and errors == [
+        f"configurations.cfg.server_args.model-path: /w/absent (on this host {tmp_path}/models/absent) "
+        f"is not a directory on this host"]
+    item, errors, warnings = model_check_item(dict(plan, server_args={"model-path": "org/model"}), tmp_path)
+    assert item is None and errors == [] and "hub id" in warnings[0]
