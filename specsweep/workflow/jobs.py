@@ -110,9 +110,9 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> di
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
     # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
-    log = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
+    logs = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
     # Read on failure too: a known-failing case is expected only if its own failure line is there.
-    evidence = get_engine(plan["engine"]).variant_evidence(log, plan)
+    evidence = get_engine(plan["engine"]).variant_evidence(logs, plan)
     summary = build_summary(
         plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence
     )
