@@ -7,6 +7,7 @@
 #   results/<config>/preflight.json   the plan parsed by the engine's own argument parser
 #   results/<config>/launch.json      launch record: final argv, readiness time, provenance
 #   results/<config>/server.log       the server's own log
+#   results/<config>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
 #   results/<config>/warmup.jsonl     raw records of warmup requests
 #   results/<config>/requests.jsonl   raw records of measured requests
 #   results/<config>/outcome.json     how the server job ended (ok, or failed: stage, reason, log tail)

@@ -10,6 +10,8 @@ rule benchmark_server:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
+        nccl_logs=directory("results/{config}/nccl"),
     log:
         "results/{config}/logs/benchmark_server.log",
     benchmark:
@@ -33,6 +35,7 @@ rule summarize_config:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        nccl_logs="results/{config}/nccl",
     output:
         "results/{config}/summary.json",
     params:

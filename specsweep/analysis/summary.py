@@ -1,8 +1,8 @@
 """summary.json of one configuration: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
+Shape (``SUMMARY_FORMAT_VERSION`` = 4)::
 
-    {"format_version": 2, "config": name, "run_id": str|null,
+    {"format_version": 4, "config": name, "run_id": str|null,
      "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
@@ -12,8 +12,10 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
      "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
      "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
-                   "flagged": bool|null, "reason": str|null, "definition": str}}
-     "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null}
+                   "flagged": bool|null, "reason": str|null, "definition": str},
+     "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null,
+     "expected_failure": null | {"expected": bool, "wanted": [str], "matched": [{"signature", "line"}],
+                                 "seen": [{"signature", "line"}]}}
 
 Status rules, in order: the server job failed (``outcome.status`` neither
 ``ok`` nor ``contaminated``) -> ``failed`` with the job's
@@ -28,7 +30,10 @@ ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
 ``fallback``; outputs that differ from the baseline's (``agreement``
 below) -> ``failed`` with stage ``summarize`` and reason ``outputs_differ``;
-otherwise ``ok``.
+otherwise ``ok``. A requested variant that another requested
+variant shadows (``evidence["shadowed"]``: SGLang gives their shared
+all-reduce to the other one) is named in ``warnings``: the number is the
+other variant's.
 
 Output agreement (``AGREEMENT_DEFINITION``): under greedy decoding, speculation
 and a different all-reduce must not change the output, so each measured
@@ -44,6 +49,11 @@ configuration's or the baseline's environment: the emitted tokens are then
 not the target's greedy tokens). Prompts without a partner (other dataset,
 seed or lengths) are counted as ``unpaired``; with none paired the metric is
 absent with that reason.
+
+A failed configuration marked ``expect: failure`` gets ``expected_failure``:
+``expected`` is true only when the engine's log evidence shows one of the
+plan's own ``expect_signature`` failures; any other failure (out of memory, a
+bad image, another error) is a surprise failure, reported as such.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -75,7 +85,8 @@ from specsweep.records import validate_record
 #   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
 #      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
 #   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
-SUMMARY_FORMAT_VERSION = 3
+#   4  + expected_failure; variant evidence gains shadowed and failures.
+SUMMARY_FORMAT_VERSION = 4
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -230,6 +241,15 @@ def _host_warnings(host: dict[str, Any] | None) -> list[str]:
     return []
 
 
+def expected_failure(labels: Mapping[str, Any], evidence: dict | None) -> dict[str, Any]:
+    """Whether a failed ``expect: failure`` configuration failed the known way (its labels' own signature)."""
+    wanted = labels.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    seen = list((evidence or {}).get("failures") or [])
+    matched = [f for f in seen if f.get("signature") in wanted]
+    return {"expected": bool(matched), "wanted": wanted, "matched": matched, "seen": seen}
+
+
 def build_summary(
     plan: dict,
     launch: dict | None,
@@ -239,8 +259,13 @@ def build_summary(
     evidence: dict | None,
     baseline: BaselineRun | None = None,
     agreement_threshold: float | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The summary.json dict of one configuration (shape and status rules: module docstring)."""
+    """The summary.json dict of one configuration (shape and status rules: module docstring).
+
+    ``labels``: how to read the result (``plan.resolve.build_labels``: ``expect``,
+    ``expect_signature``), which are not part of the plan.
+    """
     seed = int(plan["workload"]["seed"])
     metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline))
     run_id = metrics["run_id"]
@@ -270,6 +295,10 @@ def build_summary(
         "host": outcome.get("host"),
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
+    summary["warnings"] += [
+        f"variant {s['variant']} is shadowed by {s['by']}: {s['why']}" for s in (evidence or {}).get("shadowed") or []
+    ]
+    summary["expected_failure"] = None
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
     if outcome.get("status") == "contaminated":
@@ -309,4 +338,7 @@ def build_summary(
                 f"{f.get('variant', f)}: {f.get('line', '')}" if isinstance(f, dict) else str(f) for f in fell_back
             ),
         )
+    labels = labels or {}
+    if summary["status"] == "failed" and labels.get("expect") == "failure":
+        summary["expected_failure"] = expected_failure(labels, evidence)
     return summary

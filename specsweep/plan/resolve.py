@@ -38,7 +38,7 @@ from specsweep.plan.tokenizer import TokenizerError
 #      summary and the report, never what a server measures.
 PLAN_FORMAT_VERSION = 3
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
-LABEL_KEYS = ("description", "expect", "variant")
+LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
 # Keys of a configuration that do not change what is measured, kept out of
 # the plan so that editing them reruns no server.
 _NOT_IN_PLAN = {"extends", *LABEL_KEYS}
@@ -136,15 +136,18 @@ def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool =
 
 
 def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
-    """How the report reads configuration ``name``: ``{"description", "expect", "variant"}``.
+    """How the report reads configuration ``name``: ``{"description", "expect", "expect_signature", "variant"}``.
 
-    ``description`` is the configuration's own (not inherited); ``expect`` and
-    ``variant`` merge through ``extends`` like every other key; ``variant`` is
-    a sorted list (the engine's log must prove each one, else ``fallback``).
+    ``description`` is the configuration's own (not inherited); ``expect``,
+    ``expect_signature`` and ``variant`` merge through ``extends`` like every
+    other key; ``variant`` is a sorted list, ``expect_signature`` a list (the
+    engine's log must prove each variant, else ``fallback``; a failure is the
+    expected one only when one of its signatures is in the log).
     """
     entry = merged_entry(config, name, defaults)
     own = config["configurations"][name] or {}
     return {"description": own.get("description", ""), "expect": entry.get("expect", "ok"),
+            "expect_signature": as_list(entry.get("expect_signature")),
             "variant": sorted(as_list(entry.get("variant")))}
 
 

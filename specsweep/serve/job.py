@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
+from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
@@ -74,6 +75,51 @@ class JobPaths:
     warmup: Path
     requests: Path
     outcome: Path
+    nccl_logs: Path | None = None  # directory of NCCL_DEBUG_FILEs (default: beside server.log, NCCL_LOG_DIR)
+
+
+# NCCL writes its NCCL_DEBUG=INFO lines to C stdout, block-buffered when stdout
+# is a pipe: a server torn down by `docker rm -f` or SIGKILL can lose the
+# unflushed tail, with the lines that say what NCCL chose. NCCL_DEBUG_FILE
+# (one file per process: %h = host, %p = pid) is opened line-buffered instead
+# (NCCL v2.30.7-1 src/debug.cc ncclDebugInit: fopen + setlinebuf). Written into
+# the configuration's results directory; a container gets it mounted here.
+NCCL_LOG_DIR = "nccl"
+NCCL_CONTAINER_DIR = "/specsweep-nccl"
+NCCL_FILE_PATTERN = "nccl.%h.%p.log"
+
+
+def with_nccl_debug_file(plan: dict, host_dir: Path) -> dict:
+    """The plan with ``NCCL_DEBUG_FILE`` in its env (and, in a container, the directory mounted).
+
+    Only when the plan turns NCCL's log on (``NCCL_DEBUG``) and does not name
+    a file itself. NCCL does not create the directory: the caller does.
+    """
+    env = dict(plan.get("env") or {})
+    if not env.get("NCCL_DEBUG") or env.get("NCCL_DEBUG_FILE"):
+        return plan
+    host_dir = Path(os.path.abspath(host_dir))
+    if plan.get("runtime") == "docker":
+        env["NCCL_DEBUG_FILE"] = f"{NCCL_CONTAINER_DIR}/{NCCL_FILE_PATTERN}"
+        volumes = [*(plan.get("volumes") or []), f"{host_dir}:{NCCL_CONTAINER_DIR}:rw"]
+        return dict(plan, env=env, volumes=volumes)
+    env["NCCL_DEBUG_FILE"] = str(host_dir / NCCL_FILE_PATTERN)
+    return dict(plan, env=env)
+
+
+def nccl_logs(results_dir: Path, nccl_dir: Path | None = None) -> list[str]:
+    """The NCCL debug files of one configuration's last run, each as text (sorted by file name)."""
+    directory = Path(nccl_dir) if nccl_dir is not None else Path(results_dir) / NCCL_LOG_DIR
+    if not directory.is_dir():
+        return []
+    return [path.read_text(errors="replace") for path in sorted(directory.glob("nccl.*.log"))]
+
+
+def _fresh_dir(directory: Path) -> None:
+    """An empty directory: a previous run's NCCL files must not count as this run's evidence."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("nccl.*.log"):
+        path.unlink()
 
 
 @dataclass(frozen=True)
@@ -281,6 +327,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time(), "run_id": run_id,
                               "checkout": identity[guard.CHECKOUT_ENV], "checkout_id": checkout,
                               "slurm": slurm_job(os.environ)}
+    nccl_dir = paths.nccl_logs or paths.server_log.parent / NCCL_LOG_DIR
+    plan = with_nccl_debug_file(plan, nccl_dir)
     server: Server | None = None
     sampler: guard.Sampler | None = None
     watch: ParentWatch | None = None
@@ -295,7 +343,11 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         launch["host_lock"] = lock.record()
         for path in (paths.warmup, paths.requests):
             path.unlink(missing_ok=True)
+        _fresh_dir(nccl_dir)
         prompts = load_prompts(plan)
+        if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
+            # `docker run -v` would create a missing host path as an empty directory and start on it.
+            raise LaunchError("launch", "volume_missing", "; ".join(missing))
         runtime = container_runtime(plan["runtime"])
         if runtime is not None:
             try:

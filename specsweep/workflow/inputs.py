@@ -83,9 +83,11 @@ def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:
 
 
 def summary_labels(labels: Mapping[str, dict], config_name: str) -> str:
-    """The labels a summary depends on: ``variant`` (the log must prove it, else ``fallback``); editing it
-    reruns the summary and the report, never the server."""
-    return canonical_json({"variant": labels[config_name]["variant"]})
+    """The labels a summary depends on: ``variant`` (the log must prove it, else ``fallback``), ``expect``
+    and ``expect_signature`` (a failure is the expected one only if its own signature is in the log);
+    editing them reruns the summary and the report, never the server."""
+    own = labels[config_name]
+    return canonical_json({k: own[k] for k in ("variant", "expect", "expect_signature")})
 
 
 def report_params(config: Mapping[str, Any], labels: Mapping[str, dict], names: Sequence[str]) -> str:

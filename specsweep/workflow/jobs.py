@@ -22,7 +22,7 @@ from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
 from specsweep.records import MixedRunsError, check_one_run, run_id_of_log
 from specsweep.report.render import render_report
-from specsweep.serve.job import JobHost, JobPaths, run_config
+from specsweep.serve.job import JobHost, JobPaths, nccl_logs, run_config
 
 
 
@@ -70,7 +70,7 @@ def preflight_config(
     write_json_atomic(
         out_path,
         {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": result.checked_with,
-         "warnings": list(result.warnings)},
+         "warnings": list(result.warnings), "loaded": list(result.loaded)},
     )
     print(f"preflight ok: {plan['name']} ({result.checked_with})", file=log)
     return 0
@@ -107,7 +107,8 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     process's environment (``JobHost.from_environ``); the checkout is the
     working directory, which Snakemake sets to the workflow's.
     """
-    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
+    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
+                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None)
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
@@ -146,14 +147,18 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agree
         where = Path(inputs["outcome"]).parent
         raise SystemExit(f"{where}: {exc}; not summarising them. Rerun the configuration's server job: "
                          f"snakemake --cores 1 all -R {inputs['outcome']}") from None
-    labelled = dict(plan, **json.loads(labels_json))
-    evidence = get_engine(plan["engine"]).variant_evidence(server_log, labelled) if outcome["status"] == "ok" else None
+    labels = json.loads(labels_json)
+    # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
+    logs = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
+    # Read on failure too: a known-failing case is expected only if its own failure line is there.
+    evidence = get_engine(plan["engine"]).variant_evidence(logs, dict(plan, **labels))
     params = json.loads(agreement)
     baseline = BaselineRun(params.get("baseline"))
     if "baseline_requests" in inputs.keys():
         baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
                                read_jsonl(inputs["baseline_requests"]))
-    summary = build_summary(plan, launch, outcome, warmup, measured, evidence, baseline, params.get("threshold"))
+    summary = build_summary(plan, launch, outcome, warmup, measured, evidence, baseline, params.get("threshold"),
+                            labels=labels)
     print(f"run {run_id}", file=log)
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)

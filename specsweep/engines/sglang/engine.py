@@ -40,7 +40,9 @@ class SGLangEngine:
         return PreflightResult(
             errors=list(result["errors"]),
             warnings=list(result["warnings"]),
-            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser",
+            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser, ModelConfig and "
+                         f"TokenizerManager's tokenizer/processor calls",
+            loaded=list(result.get("loaded") or []),
         )
 
     def check_labels(

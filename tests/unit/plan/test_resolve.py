@@ -97,7 +97,8 @@ def test_labels_are_not_part_of_the_plan():
     cfg["configurations"]["eagle3-shm"].update(variant=["all-reduce:gloo"], expect="failure", description="x")
     assert {k: canonical_json(v) for k, v in resolve_plans(cfg).items()} == before
     labels = resolve_labels(cfg)
-    assert labels["eagle3-shm"] == {"description": "x", "expect": "failure", "variant": ["all-reduce:gloo"]}
+    assert labels["eagle3-shm"] == {"description": "x", "expect": "failure", "expect_signature": [],
+                                    "variant": ["all-reduce:gloo"]}
     assert labels["nospec"]["expect"] == "ok" and labels["nospec"]["variant"] == []
 
 
@@ -109,11 +110,13 @@ def test_labels_travel_to_the_summary_and_the_report_only():
     report_before = inputs.report_params(cfg, labels, names)
     cfg["configurations"]["eagle3-shm"]["expect"] = "failure"
     relabelled = resolve_labels(cfg)
-    assert inputs.summary_labels(relabelled, "eagle3-shm") == summary_before  # expect: report only
+    # expect judges the summary's verdict (expected_failure), so it reruns the summary and the report
+    assert inputs.summary_labels(relabelled, "eagle3-shm") != summary_before
     assert inputs.report_params(cfg, relabelled, names) != report_before
     assert json.loads(inputs.report_params(cfg, relabelled, names))["expects"]["eagle3-shm"] == "failure"
     cfg["configurations"]["eagle3-shm"]["variant"] = ["all-reduce:gloo"]
-    assert json.loads(inputs.summary_labels(resolve_labels(cfg), "eagle3-shm")) == {"variant": ["all-reduce:gloo"]}
+    assert json.loads(inputs.summary_labels(resolve_labels(cfg), "eagle3-shm")) == {
+        "expect": "failure", "expect_signature": [], "variant": ["all-reduce:gloo"]}
 
 
 def test_label_checks_run_without_a_parser_and_name_the_configuration():
