@@ -21,7 +21,7 @@ flag list is kept here.
    multimodal config.json-only directory fails here with SGLang's own
    ``OSError``, not minutes into a launch.
 
-Where the checks run is an argv prefix that starts python (:func:`run_parser`):
+Where the checks run is an argv prefix that starts python (:func:`run_checks`):
 ``[<venv>/bin/python]`` (:func:`ensure_parser_env`; hosts without Docker), or
 ``docker run --rm -i ... <image> python3`` (:func:`image_parser_prefix`): the
 built image's own SGLang, so preflight checks exactly what will run.
@@ -179,56 +179,72 @@ def with_mounts(prefix: list[str], paths: Sequence[str]) -> list[str]:
     return [*prefix[:2], *mounts, *prefix[2:]]
 
 
-def run_parser(items: list[dict], parser_python: str | Sequence[str], timeout_s: float = 600) -> dict:
-    """Run :mod:`parse_check` over ``items`` and return its JSON.
+# Both checks in one interpreter, so that SGLang's import (~7 s of CPU) is paid
+# once per preflight, not twice: each check's source becomes a module, its
+# main() reads the request from a swapped stdin and writes its JSON to a
+# swapped stdout. An argv SGLang's parser rejected is not handed to the model
+# check (its parser error says why; loading it would only repeat that).
+_DRIVER = """
+import io, json, sys, types
+request, real_stdout, reports = json.load(sys.stdin), sys.stdout, {}
+for key, source in request.pop("sources"):
+    items = request[key]
+    if key == "model" and "parse" in reports:
+        items = [i for i in items if reports["parse"]["results"][i["name"]]["ok"]]
+    if not items:
+        continue
+    module = types.ModuleType("specsweep_" + key + "_check")
+    sys.modules[module.__name__] = module
+    exec(compile(source, module.__name__ + ".py", "exec"), module.__dict__)
+    sys.stdin, sys.stdout = io.StringIO(json.dumps({"items": items})), io.StringIO()
+    try:
+        module.main()
+        reports[key] = json.loads(sys.stdout.getvalue())
+    finally:
+        sys.stdout = real_stdout
+json.dump(reports, real_stdout)
+"""
 
-    ``parser_python`` is the venv's python (a path), or an argv prefix that
-    starts python (:func:`image_parser_prefix`); the check's source goes on
-    argv with ``-I -c``, so the same call works on either side.
+
+def run_checks(parse_items: list[dict], model_items: list[dict], python_argv: str | Sequence[str],
+               timeout_s: float = 1500) -> dict:
+    """Run :mod:`parse_check` over ``parse_items`` and :mod:`model_check` over ``model_items`` in one process.
+
+    ``python_argv`` is the venv's python (a path), or an argv prefix that
+    starts python elsewhere (:func:`image_parser_prefix`, with the model
+    directories mounted: :func:`with_mounts`); the driver goes on argv with
+    ``-I -c`` and the request on stdin, so the same call works on either side.
+    Returns ``{"parse": report, "model": report}``, each key present when it
+    had items (model items whose argv the parser rejected are dropped).
     """
-    prefix = _prefix(parser_python)
+    prefix = _prefix(python_argv)
+    sources = [["parse", PARSE_CHECK.read_text()], ["model", MODEL_CHECK.read_text()]]
     proc = subprocess.run(
-        [*prefix, "-I", "-c", PARSE_CHECK.read_text()],
-        input=json.dumps({"items": items}),
+        [*prefix, "-I", "-c", _DRIVER],
+        input=json.dumps({"sources": sources, "parse": parse_items, "model": model_items}),
         capture_output=True,
         text=True,
         timeout=timeout_s,
         env=_parser_env(),
         check=False,
     )
+    what = f"SGLang preflight checks ({shlex.join(map(str, prefix))})"
     if proc.returncode != 0:
-        raise ParserEnvError(
-            f"SGLang parser check ({shlex.join(map(str, prefix))}) exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
-        )
+        raise ParserEnvError(f"{what} exited with {proc.returncode}:\n{proc.stderr[-3000:]}")
     try:
         return json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
-        raise ParserEnvError(f"SGLang parser check printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
+        raise ParserEnvError(f"{what} printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
+
+
+def run_parser(items: list[dict], parser_python: str | Sequence[str], timeout_s: float = 600) -> dict:
+    """:mod:`parse_check`'s JSON over ``items`` (:func:`run_checks` with no model items)."""
+    return run_checks(items, [], parser_python, timeout_s)["parse"]
 
 
 def run_model_check(items: list[dict], python_argv: str | Sequence[str], timeout_s: float = 900) -> dict:
-    """Run :mod:`model_check` over ``items`` and return its JSON.
-
-    ``python_argv`` is the argv that starts the pinned SGLang's python: the
-    venv's python (a path), or a prefix that runs python elsewhere (a built
-    image); the check's source goes on argv with ``-I -c``.
-    """
-    prefix = _prefix(python_argv)
-    proc = subprocess.run(
-        [*prefix, "-I", "-c", MODEL_CHECK.read_text()],
-        input=json.dumps({"items": items}),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=_parser_env(),
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise ParserEnvError(f"SGLang model check ({prefix[0]}) exited with {proc.returncode}:\n{proc.stderr[-3000:]}")
-    try:
-        return json.loads(proc.stdout)
-    except json.JSONDecodeError as exc:
-        raise ParserEnvError(f"SGLang model check printed no JSON ({exc}); stderr:\n{proc.stderr[-3000:]}") from exc
+    """:mod:`model_check`'s JSON over ``items`` (:func:`run_checks` with no parser items)."""
+    return run_checks([], items, python_argv, timeout_s)["model"]
 
 
 def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, list[str], list[str]]:
@@ -279,7 +295,8 @@ def preflight_plans(
     ``images:`` mapping) lets the fusion rule recognise a patched image by its
     target/patches rather than only by name. Plans of other engines are not
     SGLang's to judge and are returned ok with a warning. All SGLang plans go
-    through one parser process (one ~3 s import) and one model-check process;
+    through one process that runs the parser and then the model check
+    (:func:`run_checks`: one SGLang import);
     ``parser_python`` is what :func:`run_parser` takes (venv python or image
     prefix; an image gets the model directories mounted read-only).
     ``base`` is where relative volume host paths start (default: the working
@@ -290,7 +307,6 @@ def preflight_plans(
     out: dict[str, dict] = {}
     items: list[dict] = []
     model_items: list[dict] = []
-    rejected: set[str] = set()
     for plan in plans:
         name = plan["name"]
         argv = list(plan.get("argv") or launch_argv("python3", plan.get("server_args") or {}))
@@ -319,29 +335,21 @@ def preflight_plans(
         out[name]["warnings"] += path_warnings
         if model_item is not None:
             model_items.append(model_item)
-    if items:
-        report = run_parser(items, parser_python)
-        for item in items:
-            name = item["name"]
-            verdict = report["results"][name]
-            if not verdict["ok"]:
-                rejected.add(name)
-            out[name]["sglang_version"] = report.get("sglang_version")
-            out[name]["errors"] += [f"configurations.{name}.server_args: {e}" for e in verdict["errors"]]
-            out[name]["warnings"] += [f"configurations.{name}.server_args: {w}" for w in verdict["warnings"]]
-    # An argv SGLang's parser rejected cannot be loaded either; its parser error says why.
-    parsed_ok = [m for m in model_items if m["name"] not in rejected]
-    if parsed_ok:
-        dirs = [v for m in parsed_ok for flag, v in zip(m["argv"], m["argv"][1:])
-                if flag.lstrip("-") in MODEL_PATH_FLAGS]
-        report = run_model_check(parsed_ok, with_mounts(_prefix(parser_python), dirs))
-        for item in parsed_ok:
-            name = item["name"]
-            verdict = report["results"][name]
-            out[name]["loaded"] = verdict["loaded"]
-            out[name]["errors"] += [f"configurations.{name}.server_args.model-path: {e}" if e.startswith("model ")
-                                    else f"configurations.{name}.server_args.speculative-draft-model-path: {e}"
-                                    for e in verdict["errors"]]
+    if not items:
+        return out
+    dirs = [v for m in model_items for flag, v in zip(m["argv"], m["argv"][1:]) if flag.lstrip("-") in MODEL_PATH_FLAGS]
+    reports = run_checks(items, model_items, with_mounts(_prefix(parser_python), dirs))
+    for item in items:
+        name = item["name"]
+        verdict = reports["parse"]["results"][name]
+        out[name]["sglang_version"] = reports["parse"].get("sglang_version")
+        out[name]["errors"] += [f"configurations.{name}.server_args: {e}" for e in verdict["errors"]]
+        out[name]["warnings"] += [f"configurations.{name}.server_args: {w}" for w in verdict["warnings"]]
+    for name, verdict in reports.get("model", {}).get("results", {}).items():
+        out[name]["loaded"] = verdict["loaded"]
+        out[name]["errors"] += [f"configurations.{name}.server_args.model-path: {e}" if e.startswith("model ")
+                                else f"configurations.{name}.server_args.speculative-draft-model-path: {e}"
+                                for e in verdict["errors"]]
     for result in out.values():
         result["ok"] = not result["errors"]
     return out
