@@ -24,6 +24,16 @@ Backends:
 
 A requested backend that cannot work raises ``CommError``; there is no
 silent fallback. With one rank every backend is validated and then a no-op.
+
+Inside CUDA-graph capture (``refengine.cudagraph``) a call records no events:
+a captured graph replays its collectives without Python, so their time cannot
+be taken per call. The graph runner adds the replayed calls with
+``note_replay``; ``stats`` then reports their count and, when they really
+communicated, no seconds (``None``) instead of a partial sum. Both nccl
+(``torch.distributed`` collectives are capturable once the communicator is
+initialised, which ``TorchDistComm`` does with a warm-up collective) and
+symm_mem (a copy into the fixed symmetric buffer plus the one-shot kernel,
+which synchronises through its signal pads on every launch) can be captured.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from .trace import ALL_REDUCE_PREFIX, annotate
 
 CACHE_LINE = 64
 ALIGN = 4096
@@ -130,6 +142,7 @@ class Communicator:
         self.device = device
         self.timed = timed
         self.count = 0
+        self.unmeasured = 0  # calls since reset_stats whose time nobody could take (replayed in a CUDA graph)
         self._seconds = 0.0
         self._events: list[tuple[Any, Any]] = []
 
@@ -138,35 +151,50 @@ class Communicator:
         self.count += 1
         if not self.active:
             return t
-        if not self.timed:
-            self._all_reduce(t)
-        elif self.device.type == "cuda":
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            self._all_reduce(t)
-            end.record()
-            self._events.append((start, end))
-        else:
-            t0 = time.perf_counter()
-            self._all_reduce(t)
-            self._seconds += time.perf_counter() - t0
+        with annotate(ALL_REDUCE_PREFIX + self.name):
+            if not self.timed or self._capturing():
+                self._all_reduce(t)
+            elif self.device.type == "cuda":
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                self._all_reduce(t)
+                end.record()
+                self._events.append((start, end))
+            else:
+                t0 = time.perf_counter()
+                self._all_reduce(t)
+                self._seconds += time.perf_counter() - t0
         return t
+
+    def _capturing(self) -> bool:
+        return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+    def note_replay(self, calls: int) -> None:
+        """Count ``calls`` all-reduces that a CUDA-graph replay ran (their time is unknown when active)."""
+        self.count += calls
+        if self.active:
+            self.unmeasured += calls
 
     def _all_reduce(self, t: torch.Tensor) -> None:
         raise NotImplementedError
 
-    def stats(self) -> tuple[int, float]:
-        """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event."""
+    def stats(self) -> tuple[int, float | None]:
+        """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event.
+
+        Seconds is ``None`` when some of those calls communicated inside a CUDA-graph
+        replay: their time was not measured, and a sum of the others would look complete.
+        """
         if self._events:
             self._events[-1][1].synchronize()
             self._seconds += sum(s.elapsed_time(e) for s, e in self._events) / 1000.0
             self._events.clear()
-        return self.count, self._seconds
+        return self.count, (None if self.unmeasured else self._seconds)
 
     def reset_stats(self) -> None:
         self.stats()
         self.count = 0
+        self.unmeasured = 0
         self._seconds = 0.0
 
     def describe(self) -> str:
