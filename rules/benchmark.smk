@@ -9,6 +9,8 @@ rule benchmark_server:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        profile="results/{config}/profile.json",
+        allreduce_bench="results/{config}/allreduce_bench.json",
     log:
         "results/{config}/logs/benchmark_server.log",
     benchmark:
@@ -30,6 +32,8 @@ rule summarize_config:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        profile="results/{config}/profile.json",
+        allreduce_bench="results/{config}/allreduce_bench.json",
     output:
         "results/{config}/summary.json",
     log:

@@ -13,7 +13,9 @@ format_version      int                    record schema version
 run_id              str                    one id per ``run_workload`` call (warmup and
                                            measured records of one run share it)
 request_id          str                    unique within the run, e.g. ``m1-0007``
-phase               "warmup"|"measured"    only ``measured`` enters the metrics
+phase               "warmup"|"measured"|   only ``measured`` enters the metrics;
+                    "profile"              ``profile``: sent while the engine's profiler
+                                           recorded (results/<config>/profile/requests.jsonl)
 repeat              int | null             measured round index (null for warmup)
 window              int | null             warmup window index by completion order
                                            (null for measured, and for warmup requests
@@ -52,9 +54,10 @@ from typing import Any
 
 # Format history of a record (one line of requests.jsonl / warmup.jsonl):
 #   1  the fields of RECORD_FIELDS below.
-RECORD_FORMAT_VERSION = 1
+#   2  phase may also be "profile" (requests of the profiling stage, issue 12); fields unchanged.
+RECORD_FORMAT_VERSION = 2
 
-PHASES = ("warmup", "measured")
+PHASES = ("warmup", "measured", "profile")
 STATUSES = ("ok", "error", "incomplete")
 
 #: Every record carries exactly these keys.

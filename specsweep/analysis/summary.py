@@ -9,7 +9,8 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 1)::
      "warmup": {"requests", "windows_tok_s", "converged", "tolerance", "window",
                 "min_windows", "max_requests", "criterion", "failed"},
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
-     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str]}
+     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
+     "profile": {...analysis.profiling.profile_section...} | null}     (format 2)
 
 Status rules, in order: the server job failed (``outcome.status !=
 "ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
@@ -19,7 +20,10 @@ stage ``summarize`` and reason ``no_successful_requests`` /
 speculation ``accept_length`` and ``cycle_time_ms`` are required (``metrics.METRICS``), and every
 ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
-``fallback``; otherwise ``ok``.
+``fallback``; otherwise ``ok``. The profiler trace is evidence too: a variant
+whose implementation the verify forwards' kernels do not show (``profile.variant.fell_back``,
+``analysis.trace.trace_variant_evidence``) joins the log's ``fell_back`` list,
+marked ``"source": "trace"``.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -31,12 +35,15 @@ from __future__ import annotations
 from typing import Any
 
 from specsweep.analysis.metrics import compute_metrics, required_metrics, warmup_report
+from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.records import validate_record
 
 # Format history of results/<config>/summary.json:
 #   1  the shape in the module docstring.
-SUMMARY_FORMAT_VERSION = 1
+#   2  "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence in
+#      variant.fell_back.
+SUMMARY_FORMAT_VERSION = 2
 
 _SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
 
@@ -109,10 +116,11 @@ def build_summary(
     warmup: list[dict],
     measured: list[dict],
     evidence: dict | None,
+    profile: dict | None = None,
 ) -> dict:
     """The summary.json dict of one configuration (shape and status rules: module docstring)."""
     seed = int(plan["workload"]["seed"])
-    metrics = compute_metrics(measured, seed=seed)
+    metrics = compute_metrics(measured, seed=seed, profile=profile)
     run_id = metrics["run_id"]
     if run_id is None and warmup:
         run_id = warmup[-1].get("run_id")
@@ -134,9 +142,14 @@ def build_summary(
         "provenance": _provenance(launch),
         "variant": evidence,
         "speculative_algorithm": spec,
-        "warnings": _warnings(metrics, warm, measured, run_id),
+        "warnings": _warnings(metrics, warm, measured, run_id) + profile_warnings(profile),
+        "profile": profile,
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
+    trace_fell_back = ((profile or {}).get("variant") or {}).get("fell_back") or []
+    if trace_fell_back:
+        fell_back += trace_fell_back
+        summary["variant"] = {**(evidence or {}), "fell_back": fell_back}
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
     if outcome.get("status") != "ok":

@@ -27,6 +27,8 @@ from specsweep.plan.config import as_list, deep_merge, load_schema
 #   1  name, engine, runtime, image, server_args, argv, env, host, port,
 #      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
 #      target keys of the schema (gpu_arch, nvlink, volumes, ...).
+#      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
+#      without it reads as version 1 did, so the version stays.)
 PLAN_FORMAT_VERSION = 1
 # Keys of a configuration that do not change what is measured, kept out of
 # the plan so that editing them reruns only the report.
@@ -100,6 +102,10 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> d
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
+    # Profiling off leaves no trace in the plan: plans (and so results) of before issue 12 stay valid.
+    profile = plan.pop("profile", None)
+    if profile and profile.get("enabled"):
+        plan["profile"] = profile
     return plan
 
 

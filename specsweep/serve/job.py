@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.serve import client
+from specsweep.serve import profile as profiling
 from specsweep.serve.container import container_name, remove_leftovers, run_argv
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
@@ -48,6 +49,8 @@ class JobPaths:
     warmup: Path
     requests: Path
     outcome: Path
+    profile: Path | None = None  # profile.json (traces under profile/): serve.profile
+    allreduce_bench: Path | None = None  # allreduce_bench.json: serve.profile
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
@@ -62,14 +65,15 @@ def server_environment(plan: dict, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def build_launch(plan: dict, port: int, image_manifest: dict | None) -> tuple[list[str], str | None]:
-    """Full argv of the server process (or of ``docker run``) and the container name."""
+def build_launch(plan: dict, port: int, image_manifest: dict | None,
+                 extra_volumes: list[str] | None = None) -> tuple[list[str], str | None]:
+    """Full argv of the server process (or of ``docker run``, with ``extra_volumes`` mounted) and the container name."""
     engine = get_engine(plan["engine"])
     if plan["runtime"] == "docker":
         assert image_manifest is not None, "docker runtime needs the image manifest"
         name = container_name(plan["name"])
         server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
-        run_plan = dict(plan, argv=server_argv)
+        run_plan = dict(plan, argv=server_argv, volumes=[*(plan.get("volumes") or []), *(extra_volumes or [])])
         argv = run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name)
         return argv, name
     return plan["argv"] + engine.address_args(plan["host"], port), None
@@ -113,6 +117,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time()}
     for path in (paths.warmup, paths.requests):
         path.unlink(missing_ok=True)
+    profiling.reset(plan, paths.profile, paths.allreduce_bench)
     server: Server | None = None
     try:
         if plan["runtime"] == "docker":
@@ -125,8 +130,10 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             launch["gpus_busy_before_launch"] = busy
             if busy:
                 raise LaunchError("launch", "gpus_busy", f"GPUs are held by other processes, not starting: {busy}")
+        volumes = profiling.before_launch(plan, paths.profile, paths.allreduce_bench, image_manifest,
+                                          server_environment(plan, dict(os.environ)), log)
         port = plan["port"] or free_port(plan["host"])
-        argv, container = build_launch(plan, port, image_manifest)
+        argv, container = build_launch(plan, port, image_manifest, volumes)
         launch.update(argv=argv, host=plan["host"], port=port, container=container, env=plan["env"])
         if image_manifest:
             launch["image"] = {k: image_manifest.get(k) for k in ("name", "tag", "image_id")}
@@ -155,6 +162,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             if not server.alive():
                 raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
             outcome.update(status="ok", stage=None)
+            profiling.after_measure(server, plan, paths.profile, log)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:

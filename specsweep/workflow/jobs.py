@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import build_summary
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env
@@ -97,7 +98,8 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
 
 def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
     """benchmark_server: one configuration's server, from launch to teardown (``serve.job``)."""
-    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
+    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
+                     profile=Path(outputs["profile"]), allreduce_bench=Path(outputs["allreduce_bench"]))
     manifest = read_json(image_manifest[0]) if image_manifest else None
     return run_config(read_json(plan_path), paths, manifest, log)
 
@@ -109,8 +111,13 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> di
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
     evidence = get_engine(plan["engine"]).variant_evidence(server_log, plan) if outcome["status"] == "ok" else None
+    profile = None
+    if "profile" in inputs.keys() and outcome["status"] == "ok":
+        profile_json = Path(inputs["profile"])
+        profile = profile_section(plan, read_json(profile_json), read_json(inputs["allreduce_bench"]),
+                                  profile_json.with_suffix(""), plan.get("variant") or [])
     summary = build_summary(
-        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence
+        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence, profile
     )
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)
