@@ -28,47 +28,21 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specsweep.refengine.multirank import run_on_ranks  # noqa: E402
+from specsweep.serve.allreduce_bench import measure_sizes  # noqa: E402
 from specsweep.serve.server import LaunchError, free_port  # noqa: E402
 from specsweep.serve.server import Server as SupervisedServer  # noqa: E402
 
 
 def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, warmup: int, dtype_name: str) -> dict:
-    """Median seconds per all-reduce for each size, timed on this rank."""
+    """Seconds per all-reduce for each size, timed on this rank (the one loop: serve.allreduce_bench)."""
     import torch
 
     dtype = getattr(torch, dtype_name)
-    device = comm.device
-    out = {}
-    for kib in sizes_kib:
-        numel = kib * 1024 // torch.empty((), dtype=dtype).element_size()
-        t = torch.ones(numel, dtype=dtype, device=device)
-        for _ in range(warmup):
-            comm.all_reduce(t)
-            t.fill_(1)
-        times = []
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            events = []
-            for _ in range(iters):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                comm._all_reduce(t)
-                e.record()
-                events.append((s, e))
-            torch.cuda.synchronize()
-            times = [s.elapsed_time(e) / 1000 for s, e in events]
-        else:
-            for _ in range(iters):
-                t0 = time.perf_counter()
-                comm._all_reduce(t)
-                times.append(time.perf_counter() - t0)
-        t.fill_(1)
-        comm.all_reduce(t)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        correct = bool((t == comm.world_size).all().item())
-        out[kib] = {"times": times, "correct": correct}
-    return out
+    elem = torch.empty((), dtype=dtype).element_size()
+    numels = [kib * 1024 // elem for kib in sizes_kib]
+    per_numel = measure_sizes(comm._all_reduce, comm.all_reduce, comm.world_size, comm.device, numels, dtype,
+                              iters, warmup)
+    return {kib: per_numel[n] for kib, n in zip(sizes_kib, numels)}
 
 
 def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str,

@@ -184,8 +184,8 @@ REFENGINE_ALL_REDUCE = re.compile(r"^refengine\.all_reduce\.(?P<backend>\w+)$")
 _REFENGINE_IMPL = {"gloo": "gloo", "shm": "shm", "nccl": "nccl", "symm_mem": "torch_symm_mem"}
 
 #: Names that look like a collective: a GPU kernel matching this but no pattern is reported, not counted as compute.
-COMM_LIKE = re.compile(r"(?i)all_?reduce|all_?gather|reduce_?scatter|nccl|alltoall|all_to_all|dispatch|combine|"
-                       r"mscclpp|symm_mem|lamport|pcie_ipc")
+COMM_LIKE = re.compile(r"(?i)all_?reduce|all_?gather|reduce_?scatter|nccl|alltoall|all_to_all|mscclpp|symm_mem|"
+                       r"lamport|pcie_ipc|deep_ep|cross_device")
 
 #: Forward ranges: the reference engine's (refengine/trace.py) and SGLang's step spans (profile_utils.py:462).
 _REFENGINE_PHASES = {"refengine.prefill": "prefill", "refengine.draft_prefill": "draft_prefill",
@@ -343,9 +343,13 @@ def _group_calls(events: list[tuple[float, float, CommPattern | None, str, Any]]
             if pat is None:
                 open_call = None
                 continue
-            joins = (open_call is not None and not pat.one_kernel_per_call and open_call.impl == pat.impl)
+            # A peer copy belongs to the multi-kernel call around it (FlashInfer's copy-engine path).
+            joins = open_call is not None and not pat.one_kernel_per_call and (
+                open_call.impl == pat.impl or pat.impl == "p2p_copy" or open_call.impl == "p2p_copy")
             if joins:
                 assert open_call is not None
+                if open_call.impl == "p2p_copy":
+                    open_call.impl = pat.impl
                 open_call.end = max(open_call.end, end)
                 open_call.kernels.append(name)
                 if open_call.collective in ("other", "copy") and pat.collective not in ("other", "copy"):
@@ -659,33 +663,38 @@ def trace_variant_evidence(analysis: dict[str, Any], variants: Sequence[str]) ->
     return out
 
 
-def engine_comm_share(records: Iterable[dict[str, Any]]) -> float | None:
-    """``sum(timing.verify_comm_s) / sum(timing.verify_s)`` over ok records (None when any lacks them)."""
-    comm = total = 0.0
+def engine_verify_timing(records: Iterable[dict[str, Any]]) -> dict[str, float] | None:
+    """The engine's own verify timing over ok records: ``comm_share = sum(timing.verify_comm_s) /
+    sum(timing.verify_s)``, and ms per target forward (``/ sum(timing.forward_ct)``); None when any lacks them."""
+    comm = total = forwards = 0.0
     n = 0
     for r in records:
         if r.get("status") != "ok":
             continue
         t = r.get("timing") or {}
-        if t.get("verify_comm_s") is None or t.get("verify_s") is None:
+        if t.get("verify_comm_s") is None or t.get("verify_s") is None or not t.get("forward_ct"):
             return None
         comm += t["verify_comm_s"]
         total += t["verify_s"]
+        forwards += t["forward_ct"]
         n += 1
-    return comm / total if n and total > 0 else None
+    if not n or total <= 0:
+        return None
+    return {"comm_share": comm / total, "verify_ms": total / forwards * 1e3, "comm_ms": comm / forwards * 1e3}
 
 
 def comm_share_agreement(analysis: dict[str, Any], records: Sequence[dict[str, Any]],
                          tolerance: float = COMM_SHARE_TOLERANCE) -> dict[str, Any]:
     """Trace-derived comm share of the target forward (rank 0) against the engine's ``timing`` of the same requests."""
     stats = target_stats(analysis, "0") or target_stats(analysis)
-    engine = engine_comm_share(records)
+    engine = engine_verify_timing(records)
     if stats is None or stats.get("comm_share") is None:
         return {"absent": "the trace has no target forward"}
     if engine is None:
         return {"absent": "the profiled requests carry no engine timing.verify_comm_s (SGLang reports none; "
                           "the reference engine under CUDA graphs reports it absent)",
                 "trace_comm_share": stats["comm_share"]}
-    diff = stats["comm_share"] - engine
-    return {"trace_comm_share": stats["comm_share"], "engine_comm_share": engine, "difference": diff,
+    diff = stats["comm_share"] - engine["comm_share"]
+    return {"trace_comm_share": stats["comm_share"], "engine_comm_share": engine["comm_share"],
+            "engine_verify_ms": engine["verify_ms"], "engine_comm_ms": engine["comm_ms"], "difference": diff,
             "tolerance": tolerance, "within_tolerance": abs(diff) <= tolerance}

@@ -86,7 +86,8 @@ def measure_sizes(timed: Callable[[torch.Tensor], Any], checked: Callable[[torch
     """``{numel: {"times": [s...], "correct": bool}}`` for one rank; ``checked`` runs the correctness sum."""
     out: dict[int, dict[str, Any]] = {}
     for numel in numels:
-        t = torch.ones(numel, dtype=dtype, device=device)
+        # Zeros while timing: a sum of ones would double every call and reach inf within ~130 calls.
+        t = torch.zeros(numel, dtype=dtype, device=device)
         times = time_all_reduce(timed, t, iters, warmup)
         t.fill_(1)
         checked(t)
