@@ -31,6 +31,7 @@ import gzip
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -127,7 +128,58 @@ def _profile(fn: Callable[[], Any], n: int, path: Path) -> None:
     prof.export_chrome_trace(str(path))
 
 
-def bench_forwards(batches: list[int], iters: int, tmp: Path) -> dict[str, Any]:
+def bench_graph_comm_timing(iters: int) -> dict[str, Any]:
+    """The 61-layer verify (batch 1) with a communicating NCCL forced on one GPU (122 real collectives):
+    eager with per-call CUDA events, and replayed graphs with and without the captured timing events."""
+    cfg = load_config(MODEL)
+    comm = make_communicator(0, prepare_spec("nccl", 1, "cuda", force_collectives=True))
+    try:
+        model = TPModel(cfg, 0, 1, comm, torch.device("cuda", 0), torch.bfloat16, 0, with_draft=True)
+        model.enable_pool(1, pool_capacity(512))
+        plan = GraphPlan(batch_sizes=(1,), kv_buckets=(128,), kinds=(("target", K + 1),))
+        timed = GraphRunner(model, plan, logits=True)
+        timed.capture()
+        comm.timed = False
+        untimed = GraphRunner(model, plan, logits=True)
+        untimed.capture()
+        comm.timed = True
+        gen = torch.Generator().manual_seed(2)
+        model.alloc(0, 512)
+        model.forward_target(torch.randint(0, 256, (PROMPT_LEN,), generator=gen).tolist(),
+                             [Segment(0, 0, PROMPT_LEN)], "last")
+        segs = [Segment(0, PROMPT_LEN - 1, K + 1)]
+        ids = torch.randint(0, cfg.vocab_size, (K + 1,), generator=gen).tolist()
+        calls = {"eager": lambda: model.forward_target(ids, segs, "all"),
+                 "graph_timed": lambda: timed.run(timed.lookup("target", segs), ids, segs, "all"),
+                 "graph_untimed": lambda: untimed.run(untimed.lookup("target", segs), ids, segs, "all")}
+        out: dict[str, Any] = {"allreduces_per_verify": 2 * cfg.num_hidden_layers}
+        for name, fn in calls.items():
+            walls, comms, counts = [], [], []
+            for i in range(iters + 3):
+                comm.reset_stats()
+                t0 = time.perf_counter()
+                fn().argmax(-1).tolist()
+                wall = time.perf_counter() - t0
+                count, seconds = comm.stats()
+                if i >= 3:
+                    walls.append(wall)
+                    comms.append(seconds)
+                    counts.append(count)
+            measured = [c for c in comms if c is not None]
+            out[name] = {"wall_ms": statistics.median(walls) * 1e3, "allreduce_ct": statistics.median(counts),
+                         "comm_ms": statistics.median(measured) * 1e3 if measured else None,
+                         "comm_unmeasured": len(comms) - len(measured)}
+            print(f"forced nccl {name:>13}: wall {out[name]['wall_ms']:.2f} ms, comm "
+                  f"{out[name]['comm_ms'] if out[name]['comm_ms'] is None else round(out[name]['comm_ms'], 3)} ms "
+                  f"over {out[name]['allreduce_ct']} all-reduces", flush=True)
+        for name, runner in (("graph_timed", timed), ("graph_untimed", untimed)):
+            out[name]["replay_ms"] = _replay_median_s(runner.graphs[runner.lookup("target", segs)][0], iters) * 1e3
+        return out
+    finally:
+        comm.close()
+
+
+def bench_forwards(batches: list[int], iters: int, tmp: Path, only: set[str] | None = None) -> dict[str, Any]:
     cfg = load_config(MODEL)
     comm = make_communicator(0, prepare_spec("nccl", 1, "cuda"))
     t0 = time.perf_counter()
@@ -158,6 +210,8 @@ def bench_forwards(batches: list[int], iters: int, tmp: Path) -> dict[str, Any]:
                        lambda ids, segs: model.forward_draft(ids, segs, "draft", "last")),
     }
     for name, (kind, make_segs, eager) in shapes.items():
+        if only and name not in only:
+            continue
         for b in batches:
             segs = make_segs(b)
             ids = torch.randint(0, cfg.vocab_size, (sum(s.length for s in segs),), generator=gen).tolist()
@@ -383,7 +437,9 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--num-requests", type=int, default=6)
     p.add_argument("--output-len", type=int, default=48)
+    p.add_argument("--shapes", default=None, help="comma list of forwards (default: all)")
     p.add_argument("--skip-forwards", action="store_true")
+    p.add_argument("--skip-comm-timing", action="store_true")
     p.add_argument("--skip-server", action="store_true")
     a = p.parse_args()
     out = Path(a.out)
@@ -393,12 +449,23 @@ def main() -> int:
     record: dict[str, Any] = {"args": vars(a), "torch": torch.__version__, "cuda": torch.version.cuda,
                               "device": torch.cuda.get_device_name(0)}
     sections: list[tuple[str, Callable[[], Any]]] = []
+    only = set(a.shapes.split(",")) if a.shapes else None
     if not a.skip_forwards:
-        sections.append(("forwards", lambda: bench_forwards([int(b) for b in a.batches.split(",")], a.iters, tmp)))
+        sections.append(("forwards", lambda: bench_forwards([int(b) for b in a.batches.split(",")], a.iters, tmp,
+                                                            only)))
     sections.append(("graph_event_probe", probe_graph_events))
+    if not a.skip_comm_timing:
+        sections.append(("graph_comm_timing", lambda: bench_graph_comm_timing(a.iters)))
+    if not a.skip_forwards:  # the same forwards again, later in the session (drift of the card's state)
+        sections.append(("forwards_again", lambda: bench_forwards([int(b) for b in a.batches.split(",")][:1],
+                                                                  a.iters, tmp, {"verify"})))
     if not a.skip_server:
         sections.append(("server", lambda: bench_servers(a.num_requests, a.output_len, tmp / "logs", tmp, out)))
+    sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,"
+                                "utilization.gpu,temperature.gpu", "--format=csv,noheader", "-lms", "500"],
+                               stdout=open(out / "gpu-clocks.csv", "wb"), stderr=subprocess.DEVNULL)
     for name, fn in sections:
+        print(f"[{name}] at {time.strftime('%H:%M:%S')}", flush=True)
         t0 = time.perf_counter()
         try:
             record[name] = fn()
@@ -407,10 +474,13 @@ def main() -> int:
             print(f"[{name}] failed:\n{record[name]['error']}", flush=True)
         record[f"{name}_wall_s"] = time.perf_counter() - t0
         (out / "graphs-bench.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    sampler.terminate()
+    sampler.wait(timeout=10)
     tails = []
     for log in sorted((tmp / "logs").glob("*.log")):
         lines = log.read_text(errors="replace").splitlines()
-        tails.append(f"===== {log.name} ({len(lines)} lines; first 15 and last 15)\n" + "\n".join(lines[:15] + ["..."] + lines[-15:]))
+        shown = lines if len(lines) <= 30 else lines[:15] + ["..."] + lines[-15:]
+        tails.append(f"===== {log.name} ({len(lines)} lines)\n" + "\n".join(shown))
     (out / "server-logs.txt").write_text("\n\n".join(tails) + "\n")
     print(json.dumps(record, indent=1, default=str)[-6000:])
     return 0

@@ -25,11 +25,15 @@ Backends:
 A requested backend that cannot work raises ``CommError``; there is no
 silent fallback. With one rank every backend is validated and then a no-op.
 
-Inside CUDA-graph capture (``refengine.cudagraph``) a call records no events:
-a captured graph replays its collectives without Python, so their time cannot
-be taken per call. The graph runner adds the replayed calls with
-``note_replay``; ``stats`` then reports their count and, when they really
-communicated, no seconds (``None``) instead of a partial sum. Both nccl
+Inside CUDA-graph capture (``refengine.cudagraph``) the Python of a call runs
+once, at capture; a replay runs the collectives without it. So a timed rank
+captures an *external* CUDA event pair around each collective
+(``torch.cuda.Event(enable_timing=True, external=True)``: the graph gets event
+record nodes, and every replay re-records the events), and the graph runner
+hands those pairs to ``note_replay`` after each replay; they are read like the
+eager events, once per forward, and before the next replay overwrites them
+(``harvest``). Where such events cannot be captured, the replayed calls are
+counted but ``stats`` reports no seconds (``None``) instead of a partial sum. Both nccl
 (``torch.distributed`` collectives are capturable once the communicator is
 initialised, which ``TorchDistComm`` does with a warm-up collective) and
 symm_mem (a copy into the fixed symmetric buffer plus the one-shot kernel,
@@ -145,6 +149,7 @@ class Communicator:
         self.unmeasured = 0  # calls since reset_stats whose time nobody could take (replayed in a CUDA graph)
         self._seconds = 0.0
         self._events: list[tuple[Any, Any]] = []
+        self._capture_pairs: list[tuple[Any, Any]] | None = None  # filled while a timed capture runs
 
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """Sum ``t`` over all ranks in place and return it."""
@@ -152,8 +157,10 @@ class Communicator:
         if not self.active:
             return t
         with annotate(ALL_REDUCE_PREFIX + self.name):
-            if not self.timed or self._capturing():
+            if not self.timed:
                 self._all_reduce(t)
+            elif self._capturing():
+                self._all_reduce_captured(t)
             elif self.device.type == "cuda":
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
@@ -170,11 +177,52 @@ class Communicator:
     def _capturing(self) -> bool:
         return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
-    def note_replay(self, calls: int) -> None:
-        """Count ``calls`` all-reduces that a CUDA-graph replay ran (their time is unknown when active)."""
+    def _all_reduce_captured(self, t: torch.Tensor) -> None:
+        pairs = self._capture_pairs
+        if pairs is None:
+            self._all_reduce(t)
+            return
+        start = torch.cuda.Event(enable_timing=True, external=True)
+        end = torch.cuda.Event(enable_timing=True, external=True)
+        start.record()
+        self._all_reduce(t)
+        end.record()
+        pairs.append((start, end))
+
+    def begin_capture_timing(self) -> str | None:
+        """Time each collective of the graph about to be captured; returns why not (None: it will)."""
+        self._capture_pairs = None
+        if not (self.active and self.timed and self.device.type == "cuda"):
+            return "this rank does not time its all-reduces"
+        try:
+            torch.cuda.Event(enable_timing=True, external=True)
+        except TypeError as exc:  # a torch without external events: replayed calls stay unmeasured
+            return f"torch.cuda.Event(external=True) unavailable ({exc})"
+        self._capture_pairs = []
+        return None
+
+    def end_capture_timing(self) -> list[tuple[Any, Any]] | None:
+        """The event pairs captured since ``begin_capture_timing`` (None if none were)."""
+        pairs, self._capture_pairs = self._capture_pairs, None
+        return pairs
+
+    def harvest(self) -> None:
+        """Read the pending events now (before a replay re-records a graph's events)."""
+        if self._events:
+            self._events[-1][1].synchronize()
+            self._seconds += sum(s.elapsed_time(e) for s, e in self._events) / 1000.0
+            self._events.clear()
+
+    def note_replay(self, calls: int, pairs: list[tuple[Any, Any]] | None = None) -> None:
+        """Count ``calls`` all-reduces that a CUDA-graph replay ran, timed by the graph's event ``pairs``
+        (if it has them; otherwise, when they really communicated, their time is unknown)."""
         self.count += calls
-        if self.active:
+        if not self.active:
+            return
+        if pairs is None or len(pairs) != calls:
             self.unmeasured += calls
+        else:
+            self._events.extend(pairs)
 
     def _all_reduce(self, t: torch.Tensor) -> None:
         raise NotImplementedError
@@ -183,12 +231,10 @@ class Communicator:
         """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event.
 
         Seconds is ``None`` when some of those calls communicated inside a CUDA-graph
-        replay: their time was not measured, and a sum of the others would look complete.
+        replay without timing events: their time was not measured, and a sum of the
+        others would look complete.
         """
-        if self._events:
-            self._events[-1][1].synchronize()
-            self._seconds += sum(s.elapsed_time(e) for s, e in self._events) / 1000.0
-            self._events.clear()
+        self.harvest()
         return self.count, (None if self.unmeasured else self._seconds)
 
     def reset_stats(self) -> None:

@@ -31,8 +31,9 @@ is identical on all ranks. A capture that fails is reported (log line and
 ``/server_info``) and its shapes run eager; there is no silent fallback.
 
 Timing under graphs: the forward's wall time is measured as in eager mode;
-the all-reduces inside a replay are counted (the number captured) but not
-timed (``Communicator.note_replay``), see the README.
+the all-reduces inside a replay are counted (the number captured) and, on
+rank 0, timed by external CUDA event pairs captured around each of them
+(``Communicator.begin_capture_timing`` / ``note_replay``), see the README.
 """
 
 from __future__ import annotations
@@ -185,12 +186,14 @@ class GraphRunner:
     """Captures a ``GraphPlan`` on one rank and replays it.
 
     ``logits``: whether this rank computes logits (rank 0 does; followers
-    capture the same forwards without the LM head). ``capture=False`` runs the
-    fixed-shape forwards directly instead of replaying graphs (for tests on a
-    CPU, where nothing can be captured).
+    capture the same forwards without the LM head). ``time_comm``: capture
+    timing events around the all-reduces (where this rank times them at all).
+    ``capture=False`` runs the fixed-shape forwards directly instead of
+    replaying graphs (for tests on a CPU, where nothing can be captured).
     """
 
-    def __init__(self, model: TPModel, plan: GraphPlan, logits: bool, capture: bool = True) -> None:
+    def __init__(self, model: TPModel, plan: GraphPlan, logits: bool, capture: bool = True,
+                 time_comm: bool = True) -> None:
         if model.pool_capacity is None:
             raise RuntimeError("GraphRunner needs the model's static pool (TPModel.enable_pool)")
         if capture and model.device.type != "cuda":
@@ -201,8 +204,11 @@ class GraphRunner:
         self.use_graphs = capture
         self.max_batch = max(plan.batch_sizes)
         self.buffers = {(kind, n): _Buffers(n, self.max_batch, model.device) for kind, n in plan.kinds}
-        self.graphs: dict[GraphKey, tuple[Any, torch.Tensor | None, int]] = {}  # graph, output, all-reduces
+        # graph, its output, its all-reduces, their timing event pairs (None: untimed)
+        self.graphs: dict[GraphKey, tuple[Any, torch.Tensor | None, int, list | None]] = {}
         self.failed: dict[GraphKey, str] = {}
+        self.comm_untimed: str | None = None  # why replayed all-reduces are not timed on this rank
+        self.time_comm = time_comm
         self.capture_s = 0.0
         self.replays = 0
 
@@ -236,7 +242,7 @@ class GraphRunner:
                 if not self.use_graphs:
                     before = comm.count
                     out = self._forward(key, self.logits)
-                    self.graphs[key] = (None, out, comm.count - before)
+                    self.graphs[key] = (None, out, comm.count - before, None)
                     continue
                 # Warm-up on the capture stream (lazy library init stays out of the graph); it runs
                 # the real collectives, so every rank does it for every key, captured or not.
@@ -246,6 +252,10 @@ class GraphRunner:
                 torch.cuda.current_stream().wait_stream(stream)
                 before = comm.count
                 graph = torch.cuda.CUDAGraph()
+                if self.time_comm:
+                    untimed = comm.begin_capture_timing()
+                else:
+                    untimed = "turned off (--disable-graph-comm-timing)"
                 try:
                     with torch.cuda.graph(graph, pool=pool, stream=stream):
                         out = self._forward(key, self.logits)
@@ -254,7 +264,11 @@ class GraphRunner:
                     log.warning("CUDA graph capture failed for %s: %s; those shapes run eager", key, exc)
                     torch.cuda.synchronize(self.model.device)
                     continue
-                self.graphs[key] = (graph, out, comm.count - before)
+                finally:
+                    pairs = comm.end_capture_timing()
+                if comm.active and comm.timed and untimed:
+                    self.comm_untimed = untimed
+                self.graphs[key] = (graph, out, comm.count - before, pairs)
             if self.use_graphs:
                 torch.cuda.synchronize(self.model.device)
         comm.reset_stats()
@@ -270,7 +284,7 @@ class GraphRunner:
 
     def report(self) -> dict[str, Any]:
         return {"captured": [list(k) for k in self.graphs], "failed": {str(tuple(k)): v for k, v in self.failed.items()},
-                "capture_s": self.capture_s, "plan": self.plan.to_dict()}
+                "capture_s": self.capture_s, "plan": self.plan.to_dict(), "comm_untimed": self.comm_untimed}
 
     # -------------------------------------------------------------- replay
     def lookup(self, kind: str, segs: Sequence[Segment]) -> GraphKey | None:
@@ -279,14 +293,17 @@ class GraphRunner:
 
     def run(self, key: GraphKey, token_ids: Sequence[int], segs: Sequence[Segment], logits: str) -> torch.Tensor | None:
         """Replay ``key`` for this call; returns logits as the eager forward would (``logits`` mode)."""
-        graph, out, allreduces = self.graphs[key]
+        graph, out, allreduces, pairs = self.graphs[key]
         host = pack_inputs(key, self.max_batch, token_ids, segs, self.model.scratch_slot)
         self.buffers[key.kind, key.n].packed.copy_(host)
         if graph is None:
             out = self._forward(key, self.logits)  # no-capture mode: its all-reduces count themselves
         else:
+            comm = self.model.comm
+            if pairs:
+                comm.harvest()  # this replay re-records the graph's events: read the last ones first
             graph.replay()
-            self.model.comm.note_replay(allreduces)
+            comm.note_replay(allreduces, pairs)
         self.replays += 1
         if logits == "none" or out is None:
             return None

@@ -7,11 +7,12 @@ through a thread-safe queue and results go back through each request's
 each phase; on CUDA the argmax that reads the logits synchronises the
 stream, and all-reduce times come from CUDA events, see ``comm``).
 
-A forward replayed from a CUDA graph is timed the same way, but the
-all-reduces inside it are not timed one by one: when they really
-communicated (more than one rank) the request's ``*_comm_s`` keys become
-``None`` for good and ``meta_info.timing_absent`` says why, rather than a sum
-that silently leaves the replayed collectives out.
+A forward replayed from a CUDA graph is timed the same way, its all-reduces
+by the event pairs captured with the graph. Where those could not be
+captured and the collectives really communicated (more than one rank), the
+request's ``*_comm_s`` keys become ``None`` for good and
+``meta_info.timing_absent`` says why, rather than a sum that silently leaves
+the replayed collectives out.
 """
 
 from __future__ import annotations
@@ -38,10 +39,9 @@ log = logging.getLogger("specsweep.refengine")
 TIMING_KEYS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
 EXTRA_TIMING_KEYS = ("prefill_s", "prefill_comm_s", "draft_comm_s", "draft_allreduce_ct", "draft_forward_ct",
                      "verify_graph_ct")
-COMM_KEYS = ("verify_comm_s", "draft_comm_s", "prefill_comm_s")
-GRAPH_COMM_ABSENT = ("all-reduces replayed inside a CUDA graph are counted but not timed: per-collective CUDA "
-                     "events are not recorded inside a captured graph (run with --disable-cuda-graph to measure "
-                     "this in-engine, or split a profiler trace)")
+GRAPH_COMM_ABSENT = ("all-reduces replayed inside a CUDA graph were counted but not timed: no timing events "
+                     "could be captured with them (see cuda_graph.comm_untimed in /server_info; run with "
+                     "--disable-cuda-graph to time them in-engine, or split a profiler trace)")
 
 
 @dataclass

@@ -153,8 +153,8 @@ def rank_setup(ns: argparse.Namespace, cfg: ModelConfig, draft_cfg: ModelConfig 
     """What every rank builds from the resolved arguments (CUDA graphs: ``cli.cuda_graph_enabled``)."""
     return RankSetup(cfg=cfg, draft_cfg=draft_cfg, comm=comm_spec, device=ns.device, dtype=ns.dtype,
                      seed=ns.random_seed, with_draft=spec_steps is not None, num_threads=num_threads,
-                     cuda_graph=cuda_graph_enabled(ns), max_running=ns.max_running_requests,
-                     context_length=context, spec_steps=spec_steps)
+                     cuda_graph=cuda_graph_enabled(ns), graph_comm_timing=not ns.disable_graph_comm_timing,
+                     max_running=ns.max_running_requests, context_length=context, spec_steps=spec_steps)
 
 
 def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backend: str, world_size: int,
@@ -187,7 +187,7 @@ def _graph_info(report: dict[str, Any] | None) -> dict[str, Any]:
     if report is None:
         return {"enabled": False}
     return {"enabled": True, "graphs": len(report["captured"]), "capture_s": round(report["capture_s"], 3),
-            **report["plan"], "failed": report["failed"]}
+            **report["plan"], "failed": report["failed"], "comm_untimed": report["comm_untimed"]}
 
 
 def _log_graphs(report: dict[str, Any]) -> None:
@@ -197,6 +197,9 @@ def _log_graphs(report: dict[str, Any]) -> None:
              ",".join(map(str, plan["kv_buckets"])), report["capture_s"])
     for key, err in report["failed"].items():
         log.warning("CUDA graph capture failed for %s, which runs eager: %s", key, err)
+    if report["comm_untimed"]:
+        log.warning("all-reduces inside CUDA graphs are not timed (%s): verify_comm_s is reported as null",
+                    report["comm_untimed"])
 
 
 async def _serve(ns: argparse.Namespace, state: ServerState, engine: Engine, on_signal: Callable[[], None]) -> None:

@@ -59,6 +59,7 @@ class RankSetup:
     with_draft: bool
     num_threads: int
     cuda_graph: bool = False  # capture the decode-phase forwards (CUDA only; see cudagraph)
+    graph_comm_timing: bool = True  # timing events around the all-reduces inside graphs (rank 0)
     max_running: int = 16
     context_length: int = 4096
     spec_steps: int | None = None
@@ -89,7 +90,7 @@ def build_graphs(model: TPModel, setup: RankSetup) -> GraphRunner | None:
     if not setup.cuda_graph:
         return None
     plan = make_plan(setup.max_running, setup.context_length, setup.spec_steps)
-    return GraphRunner(model, plan, logits=model.rank == 0)
+    return GraphRunner(model, plan, logits=model.rank == 0, time_comm=setup.graph_comm_timing)
 
 
 class Executor:
