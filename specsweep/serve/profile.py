@@ -293,10 +293,11 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         body["num_steps"] = int(settings["num_steps"])
     record["start_body"] = body
     try:
-        status, text = _post(server.base_url + "/start_profile", body, timeout_s=120)
+        status, text = _post(server.base_url + "/start_profile", body, timeout_s=float(settings["trace_timeout_s"]))
         if status != 200:
             raise ProfileError("start_profile_failed", f"HTTP {status}: {text[:500]}")
         t_requests = time.monotonic()
+        record["start_s"] = t_requests - t0
         records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
                                    directory / "requests.jsonl", log)
         record["requests_s"] = time.monotonic() - t_requests
