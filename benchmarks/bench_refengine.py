@@ -19,7 +19,6 @@ import json
 import os
 import statistics
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any

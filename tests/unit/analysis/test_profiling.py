@@ -36,7 +36,7 @@ def staged(tmp_path: Path, fixture: str) -> tuple[dict, Path]:
     """A profile.json as the stage writes it, with the fixture as the rank-0 trace."""
     d = tmp_path / "profile"
     d.mkdir()
-    shutil.copy(KERNELS / f"{fixture}-TP-0.trace.json", d / f"run-TP-0.trace.json")
+    shutil.copy(KERNELS / f"{fixture}-TP-0.trace.json", d / "run-TP-0.trace.json")
     rec = {"enabled": True, "status": "ok", "seconds": 7.0, "files": ["run-TP-0.trace.json"],
            "requests": "profile/requests.jsonl"}
     return rec, d

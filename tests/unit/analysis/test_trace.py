@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
