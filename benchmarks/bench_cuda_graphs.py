@@ -48,8 +48,8 @@ from specsweep.refengine.comm import make_communicator, prepare_spec  # noqa: E4
 from specsweep.refengine.config import load_config  # noqa: E402
 from specsweep.refengine.cudagraph import GraphPlan, GraphRunner, pool_capacity  # noqa: E402
 from specsweep.refengine.model import Segment, TPModel  # noqa: E402
-from specsweep.server import Server as SupervisedServer  # noqa: E402
-from specsweep.server import free_port  # noqa: E402
+from specsweep.serve.server import Server as SupervisedServer  # noqa: E402
+from specsweep.serve.server import free_port  # noqa: E402
 
 MODEL = REPO / "config" / "models" / "refengine-kimi-gpu"
 PROMPT_LEN = 64

@@ -3,6 +3,7 @@ rule benchmark_server:
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
         image=image_manifest_input,
+        prompts=prompts_input,
     output:
         launch="results/{config}/launch.json",
         server_log="results/{config}/server.log",
@@ -26,6 +27,8 @@ rule benchmark_server:
 
 rule summarize_config:
     input:
+        # The output-agreement check compares with the baseline's outputs (none for the baseline itself).
+        unpack(baseline_inputs),
         plan="results/{config}/plan.json",
         launch="results/{config}/launch.json",
         server_log="results/{config}/server.log",
@@ -36,8 +39,12 @@ rule summarize_config:
         allreduce_bench="results/{config}/allreduce_bench.json",
     output:
         "results/{config}/summary.json",
+    params:
+        agreement=agreement_params,
     log:
         "results/{config}/logs/summarize_config.log",
+    # Seconds of arithmetic on files: on a cluster, not worth a queue wait.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

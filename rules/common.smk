@@ -16,7 +16,8 @@ CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 try:
     check_files_strict(workflow.configfiles)
     check_config(config, CONFIG_SOURCE)
-    PLANS = resolve_plans(config)
+    # A dataset's selected prompts are kept under results/prompts/ (cached by stat: cheap at every start).
+    PLANS = resolve_plans(config, CONFIG_SOURCE, write_prompts=True)
     _problems = plan_problems(PLANS)
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
@@ -40,12 +41,28 @@ def parser_env_input(wildcards):
     return sw.parser_env_input(PLANS, config, wildcards.config)
 
 
+def preflight_parser_input(wildcards):
+    return sw.preflight_parser_input(PLANS, config, wildcards.config)
+
+
 def image_manifest_input(wildcards):
     return sw.image_manifest_input(PLANS, wildcards.config)
 
 
 def config_image_spec_json(wildcards):
     return sw.config_image_spec_json(PLANS, config, wildcards.config)
+
+
+def prompts_input(wildcards):
+    return sw.prompts_input(PLANS, wildcards.config)
+
+
+def baseline_inputs(wildcards):
+    return sw.baseline_inputs(config, wildcards.config)
+
+
+def agreement_params(wildcards):
+    return sw.agreement_params(config)
 
 
 def gpus_of(wildcards):

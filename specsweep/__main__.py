@@ -15,7 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
+from specsweep.engines.sglang.preflight import (
+    DEFAULT_REQUIREMENTS,
+    ensure_parser_env,
+    image_parser_prefix,
+    preflight_plans,
+)
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.resolve import plan_problems, resolve_plans
 from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
@@ -30,10 +35,12 @@ def failed_outcomes(results: Path) -> list[Path]:
     return failed
 
 
-def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
-    """All plans through SGLang's own parser in one process; print the verdicts as JSON."""
-    venv = parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV)
-    python = ensure_parser_env(venv, requirements)
+def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path, image: str | None) -> int:
+    """All plans through SGLang's own parser in one process (the venv's, or a built image's); print JSON verdicts."""
+    if image:
+        python: str | list[str] = image_parser_prefix(image)
+    else:
+        python = ensure_parser_env(parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV), requirements)
     results = preflight_plans(list(plans.values()), python, config.get("images"))
     json.dump(results, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
@@ -50,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")
     pre.add_argument("--parser-env", type=Path, default=None, help="venv dir (default: config's parser_env)")
     pre.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
+    pre.add_argument("--image", default=None,
+                     help="check with this built SGLang image (id or reference) instead of the parser venv")
     failed = sub.add_parser("failed", help="list outcome.json files of failed configurations")
     failed.add_argument("results", nargs="?", default="results", type=Path)
     args = parser.parse_args(argv)
@@ -57,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("check", "preflight"):
         try:
             config = load_configs(args.config)
-            plans = resolve_plans(config)
+            plans = resolve_plans(config, " + ".join(map(str, args.config)))
             problems = plan_problems(plans)
             if problems:
                 raise ConfigError(" + ".join(map(str, args.config)), problems)
@@ -65,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
         if args.command == "preflight":
-            return preflight(config, plans, args.parser_env, args.requirements)
+            return preflight(config, plans, args.parser_env, args.requirements, args.image)
         for name, plan in plans.items():
             print(f"{name}: {' '.join(plan['argv'])}")
         return 0

@@ -4,7 +4,7 @@ One JSON object per line, one line per request, written by
 ``specsweep.serve.client`` and read back by ``specsweep.analysis``. Metrics are always computed from these files, never
 from the client's memory, so that a result can be recomputed and audited.
 
-Record fields (``RECORD_FORMAT_VERSION`` = 1):
+Record fields (``RECORD_FORMAT_VERSION`` = 3):
 
 ==================  =====================  ===========================================
 field               type                   meaning
@@ -21,8 +21,14 @@ window              int | null             warmup window index by completion ord
                                            (null for measured, and for warmup requests
                                            that completed after warmup had stopped)
 index               int                    request index within its phase/repeat
-endpoint            "generate"|"completions"
-input_len           int                    prompt tokens requested (synthetic prompt)
+endpoint            "generate"|"completions"|"chat"
+prompt_key          str                    pairing key of the prompt as sent (sha256 of the
+                                           endpoint, the prompt and output_len): requests of
+                                           two runs with the same key got the same prompt
+input_len           int | null             intended prompt tokens: the prompt's length by
+                                           the tokenizer that selected it (chat: template
+                                           included); null when not token-accurate (random
+                                           words sent as text)
 output_len          int                    max_new_tokens sent (ignore_eos is true)
 scheduled_ns        int | null             intended send time in request-rate mode
 send_ns             int                    ``time.perf_counter_ns()`` just before the POST
@@ -36,6 +42,11 @@ completion_tokens   int | null             from the server's final meta_info / u
                                            never counted from chunks
 spec_verify_ct      int | null             verify forwards this request took part in
 spec_accept_length  float | null           engine-reported (completion / verify)
+spec_correct_drafts_histogram  list[int] | null  [j] = verify steps that accepted exactly j
+                                           draft tokens (bonus excluded), engine-reported
+                                           (SGLang's name; its list grows as runs are seen)
+output_ids          list[int] | null       the generated token ids, as the server returned
+                                           them (null when the endpoint returned none)
 e2e_latency_s       float | null           engine-reported end-to-end latency
 timing              dict | null            engine timing: draft_s, verify_s,
                                            verify_comm_s, allreduce_ct, forward_ct
@@ -54,8 +65,10 @@ from typing import Any
 
 # Format history of a record (one line of requests.jsonl / warmup.jsonl):
 #   1  the fields of RECORD_FIELDS below.
-#   2  phase may also be "profile" (requests of the profiling stage, issue 12); fields unchanged.
-RECORD_FORMAT_VERSION = 2
+#   2  + prompt_key, output_ids, spec_correct_drafts_histogram; endpoint "chat";
+#      input_len is the intended length of the prompt really sent (null = unknown).
+#   3  phase may also be "profile" (requests of the profiling stage, issue 12); fields unchanged.
+RECORD_FORMAT_VERSION = 3
 
 PHASES = ("warmup", "measured", "profile")
 STATUSES = ("ok", "error", "incomplete")
@@ -70,6 +83,7 @@ RECORD_FIELDS = (
     "window",
     "index",
     "endpoint",
+    "prompt_key",
     "input_len",
     "output_len",
     "scheduled_ns",
@@ -82,6 +96,8 @@ RECORD_FIELDS = (
     "completion_tokens",
     "spec_verify_ct",
     "spec_accept_length",
+    "spec_correct_drafts_histogram",
+    "output_ids",
     "e2e_latency_s",
     "timing",
     "finish_reason",

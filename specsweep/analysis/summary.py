@@ -1,6 +1,6 @@
 """summary.json of one configuration: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 1)::
+Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
 
     {"format_version": 1, "config": name, "status": "ok"|"failed"|"fallback",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
@@ -10,7 +10,9 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 1)::
                 "min_windows", "max_requests", "criterion", "failed"},
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
      "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
-     "profile": {...analysis.profiling.profile_section...} | null}     (format 2)
+     "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
+                   "flagged": bool|null, "reason": str|null, "definition": str},
+     "profile": {...analysis.profiling.profile_section...} | null}
 
 Status rules, in order: the server job failed (``outcome.status !=
 "ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
@@ -20,10 +22,27 @@ stage ``summarize`` and reason ``no_successful_requests`` /
 speculation ``accept_length`` and ``cycle_time_ms`` are required (``metrics.METRICS``), and every
 ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
-``fallback``; otherwise ``ok``. The profiler trace is evidence too: a variant
+``fallback``; outputs that differ from the baseline's (``agreement``
+below) -> ``failed`` with stage ``summarize`` and reason ``outputs_differ``;
+otherwise ``ok``. The profiler trace is evidence too: a variant
 whose implementation the verify forwards' kernels do not show (``profile.variant.fell_back``,
 ``analysis.trace.trace_variant_evidence``) joins the log's ``fell_back`` list,
 marked ``"source": "trace"``.
+
+Output agreement (``AGREEMENT_DEFINITION``): under greedy decoding, speculation
+and a different all-reduce must not change the output, so each measured
+request is paired with the baseline's request of the same ``prompt_key``
+(same endpoint, prompt and output_len: same dataset, seed and lengths) and
+their output token ids compared (``metrics.output_match_share``,
+``metrics.output_common_prefix_tokens``). A configuration whose match share
+is below the threshold (``agreement_threshold`` in config.yaml) is flagged
+"outputs differ from the baseline": a numerically broken kernel is never
+reported ok. Not comparable, so no number: sampling at a temperature > 0,
+or simulated acceptance (``SGLANG_SIMULATE_ACC_LEN`` > 0 in this
+configuration's or the baseline's environment: the emitted tokens are then
+not the target's greedy tokens). Prompts without a partner (other dataset,
+seed or lengths) are counted as ``unpaired``; with none paired the metric is
+absent with that reason.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -32,18 +51,101 @@ counters such as ``/server_info`` ``avg_spec_accept_length``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from specsweep.analysis.metrics import compute_metrics, required_metrics, warmup_report
+from specsweep.analysis.metrics import (
+    NOT_COMPARABLE,
+    PROMPT_LEN_TOLERANCE_SHARE,
+    PROMPT_LEN_TOLERANCE_TOKENS,
+    Absent,
+    compute_metrics,
+    prompt_length_mismatches,
+    required_metrics,
+    select_measured,
+    warmup_report,
+)
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.records import validate_record
 
 # Format history of results/<config>/summary.json:
 #   1  the shape in the module docstring.
-#   2  "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence in
-#      variant.fell_back.
-SUMMARY_FORMAT_VERSION = 2
+#   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
+#      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
+#   3  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
+#      in variant.fell_back.
+SUMMARY_FORMAT_VERSION = 3
+
+AGREEMENT_DEFINITION = (
+    "each measured request is paired with the baseline's measured request of the same prompt_key "
+    "(same endpoint, prompt and output_len); match share = paired requests whose output token ids equal "
+    "the baseline's / paired requests; flagged 'outputs differ from the baseline' below the threshold; "
+    "only under greedy decoding without simulated acceptance")
+SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """The baseline as the agreement check needs it (``name`` None: no baseline named)."""
+
+    name: str | None
+    plan: dict | None = None
+    records: list[dict] | None = None
+
+
+def _simulated(env: Mapping[str, Any] | None) -> str | None:
+    value = (env or {}).get(SIMULATE_ENV)
+    try:
+        return str(value) if value is not None and float(value) > 0 else None
+    except ValueError:
+        return None
+
+
+def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun | None) -> list[dict] | Absent:
+    """The baseline's ok measured records to compare outputs with, or why outputs cannot be compared."""
+    if baseline is None or baseline.name is None:
+        return Absent("no baseline named in config.yaml")
+    if baseline.name == plan["name"]:
+        return Absent("this configuration is the baseline")
+    if baseline.plan is None or baseline.records is None:
+        return Absent(f"the baseline {baseline.name!r} has no requests")
+    for who, p in (("this configuration", plan), (f"the baseline {baseline.name!r}", baseline.plan)):
+        temperature = float((p.get("workload") or {}).get("temperature", 0.0))
+        if temperature > 0:
+            return Absent(f"{NOT_COMPARABLE}{who} samples at temperature {temperature} (agreement needs greedy "
+                          "decoding)")
+    envs = [("this configuration", plan.get("env")),
+            ("this configuration's server", ((launch or {}).get("provenance") or {}).get("env")),
+            (f"the baseline {baseline.name!r}", baseline.plan.get("env"))]
+    for who, env in envs:
+        value = _simulated(env)
+        if value is not None:
+            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({SIMULATE_ENV}={value} in {who}): the emitted "
+                          "tokens are not the target's greedy tokens")
+    return select_measured(baseline.records)["ok"]
+
+
+def _agreement(metrics: dict[str, Any], baseline: BaselineRun | None, threshold: float | None) -> dict[str, Any]:
+    """The agreement section; ``threshold`` None never flags (the workflow always passes config's value)."""
+    match = metrics.get("output_match_share")
+    out: dict[str, Any] = {"baseline": baseline.name if baseline else None, "threshold": threshold,
+                           "definition": AGREEMENT_DEFINITION, "match_share": None, "flagged": None,
+                           "reason": metrics["absent"].get("output_match_share")}
+    if match is not None:
+        flagged = None if threshold is None else match["value"] < threshold
+        out.update(match_share=match["value"], flagged=flagged, reason=None,
+                   paired=match["paired"], matching=match["matching"], unpaired=match["unpaired"])
+    return out
+
+
+def _agreement_message(agreement: dict[str, Any], metrics: dict[str, Any]) -> str:
+    prefix = metrics.get("output_common_prefix_tokens") or {}
+    return (f"outputs differ from the baseline ({agreement['baseline']}): {agreement['matching']} of "
+            f"{agreement['paired']} paired prompts match ({agreement['match_share']:.0%}, threshold "
+            f"{agreement['threshold']:.0%}); mean common prefix {prefix.get('value', float('nan')):.1f} of "
+            f"{prefix.get('mean_baseline_tokens', float('nan')):.1f} tokens")
 
 _SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
 
@@ -106,6 +208,16 @@ def _warnings(
             f"{len(short)} ok requests returned completion_tokens != output_len "
             f"(e.g. {short[0]['completion_tokens']} vs {short[0]['output_len']}) despite ignore_eos"
         )
+    ok = [r for r in measured if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == "ok"]
+    mismatched = prompt_length_mismatches(ok)
+    if mismatched:
+        want, got = mismatched[0]
+        out.append(
+            f"prompt length: {len(mismatched)} of {len(ok)} requests were served with prompt_tokens differing from "
+            f"the intended length by more than max({PROMPT_LEN_TOLERANCE_TOKENS} tokens, "
+            f"{PROMPT_LEN_TOLERANCE_SHARE:.0%}) (e.g. intended {want}, served {got}): the server tokenizes "
+            "otherwise than the tokenizer that selected the prompts"
+        )
     return out
 
 
@@ -116,11 +228,14 @@ def build_summary(
     warmup: list[dict],
     measured: list[dict],
     evidence: dict | None,
+    baseline: BaselineRun | None = None,
+    agreement_threshold: float | None = None,
     profile: dict | None = None,
 ) -> dict:
     """The summary.json dict of one configuration (shape and status rules: module docstring)."""
     seed = int(plan["workload"]["seed"])
-    metrics = compute_metrics(measured, seed=seed, profile=profile)
+    metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline),
+                              profile=profile)
     run_id = metrics["run_id"]
     if run_id is None and warmup:
         run_id = warmup[-1].get("run_id")
@@ -143,6 +258,7 @@ def build_summary(
         "variant": evidence,
         "speculative_algorithm": spec,
         "warnings": _warnings(metrics, warm, measured, run_id) + profile_warnings(profile),
+        "agreement": _agreement(metrics, baseline, agreement_threshold),
         "profile": profile,
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
@@ -174,6 +290,9 @@ def build_summary(
         if fell_back:
             detail += f"; the variant also fell back: {fell_back}"
         summary.update(status="failed", stage="summarize", reason="missing_metric", detail=detail)
+    elif summary["agreement"]["flagged"]:
+        summary.update(status="failed", stage="summarize", reason="outputs_differ",
+                       detail=_agreement_message(summary["agreement"], metrics))
     elif fell_back:
         summary.update(
             status="fallback",

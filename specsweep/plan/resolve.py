@@ -21,15 +21,19 @@ from typing import Any
 
 from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
-from specsweep.plan.config import as_list, deep_merge, load_schema
+from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
+from specsweep.plan.datasets import DatasetError, resolve_prompts
+from specsweep.plan.tokenizer import TokenizerError
 
 # Format history of results/<config>/plan.json (and of the params that carry it):
 #   1  name, engine, runtime, image, server_args, argv, env, host, port,
 #      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
 #      target keys of the schema (gpu_arch, nvlink, volumes, ...).
+#   2  + prompts (the selected dataset prompts' identity, null for random);
+#      workload.dataset; endpoint "chat".
 #      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
-#      without it reads as version 1 did, so the version stays.)
-PLAN_FORMAT_VERSION = 1
+#      without it reads as before, so the version stays.)
+PLAN_FORMAT_VERSION = 2
 # Keys of a configuration that do not change what is measured, kept out of
 # the plan so that editing them reruns only the report.
 _NOT_IN_PLAN = {"description", "extends"}
@@ -85,8 +89,13 @@ def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
     return {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(env.items()) if v is not None}
 
 
-def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
-    """Resolve configuration ``name`` of a checked ``config`` into its launch plan."""
+def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, write_prompts: bool = False) -> dict:
+    """Resolve configuration ``name`` of a checked ``config`` into its launch plan.
+
+    ``write_prompts``: keep a dataset's selected prompts under
+    ``plan.datasets.PROMPTS_DIR`` (what the benchmark job reads); raises
+    ``DatasetError`` / ``TokenizerError`` for a dataset that cannot be used.
+    """
     entry = merged_entry(config, name, defaults)
     engine = get_engine(entry["engine"])
     server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
@@ -102,6 +111,9 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> d
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
+    plan["prompts"] = resolve_prompts(entry, engine.builtin_tokenizer, write_prompts)
+    if plan["workload"]["dataset"]["format"] == "random":
+        plan["workload"]["dataset"] = {"format": "random"}  # the other keys do not apply: they rerun nothing
     # Profiling off leaves no trace in the plan: plans (and so results) of before issue 12 stay valid.
     profile = plan.pop("profile", None)
     if profile and profile.get("enabled"):
@@ -109,10 +121,18 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> d
     return plan
 
 
-def resolve_plans(config: Mapping) -> dict[str, dict]:
-    """Plans of every configuration, by name."""
+def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool = False) -> dict[str, dict]:
+    """Plans of every configuration, by name; a dataset that cannot be used is a ``ConfigError`` naming it."""
     defaults = builtin_defaults()
-    return {name: build_plan(config, name, defaults) for name in sorted(config["configurations"])}
+    plans, problems = {}, []
+    for name in sorted(config["configurations"]):
+        try:
+            plans[name] = build_plan(config, name, defaults, write_prompts)
+        except (DatasetError, TokenizerError) as exc:
+            problems.append(f"configurations.{name}.workload.dataset: {exc}")
+    if problems:
+        raise ConfigError(source, problems)
+    return plans
 
 
 def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:

@@ -38,6 +38,13 @@ counted but ``stats`` reports no seconds (``None``) instead of a partial sum. Bo
 initialised, which ``TorchDistComm`` does with a warm-up collective) and
 symm_mem (a copy into the fixed symmetric buffer plus the one-shot kernel,
 which synchronises through its signal pads on every launch) can be captured.
+
+Test-only fault: ``SPECSWEEP_TEST_CORRUPT_ALLREDUCE=<factor>`` in the
+server's environment makes every all-reduce multiply its result by
+``factor`` on every rank (``CorruptedComm``), i.e. a numerically broken
+kernel that still runs at full speed. It exists so that the tests can prove
+the output-agreement check flags such a configuration; nothing else sets it,
+and the server logs a warning whenever it is on.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import mmap
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -80,6 +87,7 @@ class CommSpec:
     max_bytes: int = 1 << 20
     timeout_s: float = 600.0
     force_collectives: bool = False  # run the real collective even with one rank (to check a backend on one device)
+    fault: float | None = None  # TEST ONLY: scale every all-reduce result by this factor (see CorruptedComm)
 
     @property
     def active(self) -> bool:
@@ -119,12 +127,12 @@ def create_shm_segment(world_size: int, max_bytes: int) -> str:
 
 
 def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20,
-                 force_collectives: bool = False) -> CommSpec:
+                 force_collectives: bool = False, fault: float | None = None) -> CommSpec:
     """Rank 0's half of the rendezvous: pick a port or create the shm segment."""
     if backend not in ("gloo", "shm", "nccl", "symm_mem"):
         raise CommError(f"unknown all-reduce backend {backend!r}")
     spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes,
-                    force_collectives=force_collectives)
+                    force_collectives=force_collectives, fault=fault)
     if spec.active:
         if backend == "shm":
             spec.shm_path = create_shm_segment(world_size, max_bytes)
@@ -454,6 +462,8 @@ def check_cuda_env(env: dict[str, str]) -> list[str]:
 
 def make_communicator(rank: int, spec: CommSpec, timed: bool = True) -> Communicator:
     """Join the communicator described by ``spec`` as ``rank``; raises ``CommError`` if impossible."""
+    if spec.fault is not None:
+        return CorruptedComm(make_communicator(rank, replace(spec, fault=None), timed), spec.fault)  # type: ignore[return-value]
     if spec.backend in ("gloo", "shm"):
         if spec.device != "cpu":
             raise CommError(f"{spec.backend} all-reduce works on cpu tensors only (device={spec.device})")
@@ -477,3 +487,39 @@ def make_communicator(rank: int, spec: CommSpec, timed: bool = True) -> Communic
             return TorchDistComm(rank, spec, device, timed)
         return SymmMemComm(rank, spec, device, timed)
     raise CommError(f"unknown all-reduce backend {spec.backend!r}")
+
+
+TEST_FAULT_ENV = "SPECSWEEP_TEST_CORRUPT_ALLREDUCE"
+
+
+def parse_test_fault(value: str | None) -> float | None:
+    """The factor of ``SPECSWEEP_TEST_CORRUPT_ALLREDUCE`` (unset or empty = no fault); TEST ONLY."""
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ValueError(f"{TEST_FAULT_ENV}={value!r} is not a number") from exc
+
+
+class CorruptedComm:
+    """TEST ONLY: a communicator whose every all-reduce result is scaled by ``factor``.
+
+    Everything else (counts, timing, graph bookkeeping) is the wrapped
+    communicator's, so the configuration looks healthy and fast: only its
+    outputs are wrong, which is what the output-agreement check must catch.
+    """
+
+    def __init__(self, inner: Communicator, factor: float) -> None:
+        self.inner = inner
+        self.factor = factor
+
+    def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        self.inner.all_reduce(t)
+        return t.mul_(self.factor)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} [TEST FAULT: results x {self.factor}]"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

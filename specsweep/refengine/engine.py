@@ -68,6 +68,9 @@ class Request:
     finish_reason: dict[str, Any] | None = None
     aborted: bool = False
     sim: SimulatedAcceptance | None = None
+    # accepted_drafts[j] = verify steps that accepted exactly j draft tokens (bonus excluded), j = 0..k:
+    # SGLang's spec_correct_drafts_histogram (managers/schedule_batch.py).
+    accepted_drafts: list[int] = field(default_factory=list)
 
 
 class Engine:
@@ -360,6 +363,7 @@ class Engine:
         for r, d, y in zip(reqs, drafts, target):
             n = len(r.tokens) - 1
             length = r.sim.next() if r.sim is not None else greedy_accept(d, y) + 1
+            _count_accepted(r, k, length - 1)
             r.verify_ct += 1
             r.draft_len = n + 1
             self._account(r, t1 - t0, draft_comm, draft_ct, k, t2 - t1, comm_s, ct, graph)
@@ -439,6 +443,7 @@ class Engine:
             meta["spec_verify_ct"] = r.verify_ct
             if r.verify_ct:
                 meta["spec_accept_length"] = len(r.output_ids) / r.verify_ct
+            meta["spec_correct_drafts_histogram"] = list(r.accepted_drafts) or [0] * (self.k + 1)
         if r.finish_reason is not None:
             meta["e2e_latency"] = time.perf_counter() - r.created
         return {"output_ids": list(r.output_ids), "meta_info": meta, "finished": r.finish_reason is not None}
@@ -451,3 +456,10 @@ def _add_comm(r: Request, key: str, seconds: float | None) -> None:
         r.timing_absent[key] = GRAPH_COMM_ABSENT
     elif r.timing[key] is not None:
         r.timing[key] += seconds  # type: ignore[operator]
+
+
+def _count_accepted(r: Request, k: int, accepted: int) -> None:
+    """One verify that accepted ``accepted`` of ``k`` draft tokens (the histogram has k + 1 bins)."""
+    if not r.accepted_drafts:
+        r.accepted_drafts = [0] * (k + 1)
+    r.accepted_drafts[accepted] += 1

@@ -15,7 +15,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specsweep.analysis.metrics import METRIC_COLUMNS, SPEC_ONLY_METRICS, break_even_accept_length, column_value
+from specsweep.analysis.metrics import (
+    METRIC_COLUMNS,
+    METRICS,
+    NOT_COMPARABLE,
+    SPEC_ONLY_METRICS,
+    break_even_accept_length,
+    column_value,
+)
 from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -26,14 +33,23 @@ from specsweep.analysis.stats import (
     compare_to_baseline,
 )
 from specsweep.files import write_text_atomic
-from specsweep.report.plots import plot_accept_length, plot_comm_split, plot_cycle_time, plot_tok_s
+from specsweep.report.plots import (
+    OUTPUTS_DIFFER,
+    plot_accept_length,
+    plot_acceptance,
+    plot_comm_split,
+    plot_cycle_time,
+    plot_tok_s,
+)
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
 PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png",
-              "comm_split": "comm_split.png"}
+              "acceptance": "acceptance.png", "comm_split": "comm_split.png"}
 
 FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
 
+#: The output-agreement metrics (their absence is explained in their own section).
+PAIRED_METRICS = frozenset(name for name, m in METRICS.items() if m.kind == "paired")
 #: Columns that describe a configuration and its outcome (before the metric columns).
 ID_COLUMNS = ("config", "description", "status", "expect", "stage", "reason", "n_ok", "n_error", "n_incomplete")
 #: Columns of the comparison with the baseline (after the metric columns).
@@ -75,7 +91,31 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
     }
     for column in METRIC_COLUMNS:
         row[column.name] = column_value(m, column)
+    agreement = summary.get("agreement") or {}
+    row["agreement"] = agreement
+    row["outputs_differ"] = bool(agreement.get("flagged"))
+    row["accept_histogram"] = (m.get("accept_histogram") or {}).get("value")
+    row["accept_rates"] = row["accept_rate_by_position"]
+    if isinstance(row["accept_rates"], list):  # one CSV cell: the rates of positions 1, 2, ... separated by spaces
+        row["accept_rate_by_position"] = " ".join(f"{v:.4f}" for v in row["accept_rates"])
     return row
+
+
+def agreement_cell(r: dict[str, Any]) -> str:
+    """The 'outputs vs baseline' cell: the match share, or why there is none."""
+    a = r.get("agreement") or {}
+    if r["verdict"] == "baseline":
+        return "baseline"
+    if a.get("match_share") is not None:
+        prefix = r.get("output_common_prefix")
+        text = f"{a['match_share']:.0%} ({a['matching']}/{a['paired']})"
+        if prefix is not None:
+            text += f", prefix {prefix:.1f}"
+        return f"**{OUTPUTS_DIFFER}**: {text}" if a.get("flagged") else text
+    reason = a.get("reason") or r["absent"].get("output_match_share") or "n/a"
+    if reason.startswith(NOT_COMPARABLE):
+        return "not comparable (" + ("simulated acceptance" if "simulated" in reason else "sampling") + ")"
+    return "n/a"
 
 
 def config_rows(
@@ -151,7 +191,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("## Results\n\n")
     head = ["config", "status", "tok/s median [95% CI]", "verdict vs baseline (ratio [CI])", "accept length",
             "cycle ms", "verify ms", "comm share", "TTFT p50/p99 ms", "ITL p50/p99 ms", "break-even accept",
-            "pays?", "ok/err/inc"]
+            "pays?", "outputs vs baseline", "ok/err/inc"]
     w("| " + " | ".join(head) + " |\n")
     w("|" + "---|" * len(head) + "\n")
     for r in rows:
@@ -166,7 +206,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             _f(r["accept_length"], "{:.2f}"), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["verify_ms"], "{:.2f}"),
             _f(r["comm_share"] and r["comm_share"] * 100, "{:.0f}%") if r["comm_share"] is not None else "n/a",
             f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}", f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}",
-            be, pays, f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
+            be, pays, agreement_cell(r), f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
         ]
         w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
@@ -183,6 +223,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("- accept length = sum(completion tokens) / sum(spec_verify_ct) over this run's measured requests "
       "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n\n")
 
+    _agreement_section(w, rows, base)
+    _acceptance_section(w, rows)
     _profile_markdown(w, rows)
     described = [r for r in rows if r["description"]]
     if described:
@@ -214,7 +256,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("## Absent metrics\n\n")
     any_absent = False
     for r in rows:
-        absent = {k: v for k, v in r["absent"].items() if r["spec"] or k not in SPEC_ONLY_METRICS}
+        absent = {k: v for k, v in r["absent"].items()
+                  if (r["spec"] or k not in SPEC_ONLY_METRICS) and k not in PAIRED_METRICS}
         if r["status"] == "failed" or not absent:
             continue
         any_absent = True
@@ -222,11 +265,62 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         w(f"- {r['config']}: {items}\n")
     if not any_absent:
         w("None.\n")
-    w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm.)\n")
+    w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm; "
+      "output agreement has its own section.)\n")
     w("\n## Plots\n\n")
     for name in PLOT_FILES.values():
         w(f"![{name}]({plots_rel}/{name})\n")
     return out.getvalue()
+
+
+def _agreement_section(w: Any, rows: list[dict[str, Any]], base: dict[str, Any] | None) -> None:
+    threshold = next((r["agreement"].get("threshold") for r in rows if r["agreement"].get("threshold") is not None),
+                     None)
+    w("## Output agreement with the baseline\n\n")
+    w(f"Under greedy decoding neither speculation nor the communication setup may change the output. Each measured "
+      f"request is paired with the baseline's request of the same prompt (same endpoint, prompt and output length, "
+      f"so the same dataset, seed and lengths); *match* = {METRICS['output_match_share'].definition}; *prefix* = "
+      f"{METRICS['output_common_prefix_tokens'].definition}. Below "
+      f"{'the threshold' if threshold is None else f'{threshold:.0%}'} a configuration is marked "
+      f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
+      "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
+    for r in rows:
+        if r is base:
+            continue
+        a = r["agreement"]
+        if a.get("match_share") is not None:
+            flag = f" **{OUTPUTS_DIFFER}**" if a.get("flagged") else ""
+            prefix = r.get("output_common_prefix")
+            prefix_text = "" if prefix is None else f", mean common prefix {prefix:.1f} tokens"
+            extra = f"; {a['unpaired']} requests had no partner" if a.get("unpaired") else ""
+            w(f"- {r['config']}:{flag} {a['matching']} of {a['paired']} paired requests match "
+              f"({a['match_share']:.0%}){prefix_text}{extra}\n")
+        else:
+            w(f"- {r['config']}: {a.get('reason') or r['absent'].get('output_match_share') or 'n/a'}\n")
+    w("\n")
+
+
+def _acceptance_section(w: Any, rows: list[dict[str, Any]]) -> None:
+    spec = [r for r in rows if r["spec"] and r["status"] != "failed" or r.get("accept_histogram")]
+    if not spec:
+        return
+    w("## Acceptance per draft position\n\n")
+    w(f"Histogram: {METRICS['accept_histogram'].definition}. Rate: {METRICS['accept_rate_by_position'].definition}. "
+      "From the engine's per-request `spec_correct_drafts_histogram` (SGLang 0.5.23: `meta_info` on /generate, "
+      "`sglext.spec_tokens_details` on the OpenAI endpoints).\n\n")
+    w("| config | verify steps | accepted drafts 0, 1, 2, ... (share of verify steps) | rate by position 1, 2, ... |\n")
+    w("|---|---|---|---|\n")
+    for r in spec:
+        h, rates = r.get("accept_histogram"), r.get("accept_rates")
+        if h is None:
+            why = r["absent"].get("accept_histogram", "n/a")
+            w(f"| {r['config']} | n/a | n/a ({why}) | n/a |\n")
+            continue
+        total = sum(h)
+        shares = ", ".join(f"{n / total:.0%}" for n in h) if total else "n/a"
+        rate_text = ", ".join(f"{v:.2f}" for v in rates) if isinstance(rates, list) else "n/a"
+        w(f"| {r['config']} | {int(total)} | {shares} | {rate_text} |\n")
+    w("\n")
 
 
 def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
@@ -296,4 +390,5 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
     plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
     plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
+    plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])
     plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"])

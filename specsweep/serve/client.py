@@ -31,7 +31,7 @@ from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
 from specsweep.records import new_record
-from specsweep.serve.payloads import CompletionsAdapter, EndpointAdapter, StreamState, get_adapter, make_prompt
+from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _CONNECT_PREFIX = "connection failed: "
@@ -137,6 +137,8 @@ async def stream_one(
         completion_tokens=state.completion_tokens,
         spec_verify_ct=state.spec_verify_ct,
         spec_accept_length=state.spec_accept_length,
+        spec_correct_drafts_histogram=state.spec_correct_drafts_histogram,
+        output_ids=state.output_ids,
         e2e_latency_s=state.e2e_latency_s,
         timing=state.timing,
         finish_reason=state.finish_reason,
@@ -258,9 +260,11 @@ def check_workload(workload: dict[str, Any]) -> None:
 class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
-    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO) -> None:
+    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
+                 prompts: list[Prompt] | None = None) -> None:
         check_workload(workload)
         self.workload = workload
+        self.prompts = prompts
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
         self.log = log
@@ -272,7 +276,7 @@ class _Runner:
     def request(self, phase: str, repeat: int | None, index: int) -> _Request:
         """Record skeleton and body of one request (prompt built before timing starts)."""
         w = self.workload
-        prompt = make_prompt(int(w["seed"]), phase, repeat, index, int(w["input_len"]))
+        prompt = self.prompt(phase, repeat, index)
         body = json.dumps(self.adapter.build_payload(prompt, w)).encode()
         tag = "w" if phase == "warmup" else f"m{repeat}" if phase == "measured" else phase
         base = {
@@ -283,11 +287,27 @@ class _Runner:
             "window": None,
             "index": index,
             "endpoint": self.adapter.name,
-            "input_len": int(w["input_len"]),
+            "prompt_key": prompt_key(self.adapter.name, self.adapter.prompt_fields(prompt), int(w["output_len"])),
+            "input_len": self.adapter.intended_len(prompt),
             "output_len": int(w["output_len"]),
             "scheduled_ns": None,
         }
         return _Request(base=base, body=body)
+
+    def prompt(self, phase: str, repeat: int | None, index: int) -> Prompt:
+        """The prompt of one request: synthetic (``make_prompt``), or the plan's selected prompts.
+
+        Selected prompts are laid out measured first, ``repeat * num_prompts +
+        index``, then warmup: so the measured requests of two configurations
+        with the same dataset, seed and lengths get the same prompts whatever
+        their warmup settings (``plan.datasets.prompts_needed``).
+        """
+        w = self.workload
+        if self.prompts is None:
+            return make_prompt(int(w["seed"]), phase, repeat, index, int(w["input_len"]))
+        n, repeats = int(w["num_prompts"]), int(w["repeats"])
+        slot = repeat * n + index if phase == "measured" else repeats * n + index
+        return self.prompts[slot % len(self.prompts)]
 
     async def send(
         self, session: aiohttp.ClientSession, req: _Request, scheduled_ns: int | None
@@ -426,10 +446,11 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 
 
 async def run_workload_async(
-    base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO
+    base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
+    prompts: list[Prompt] | None = None,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log)
+    runner = _Runner(base_url, workload, log, prompts)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -439,7 +460,7 @@ async def run_workload_async(
     log.flush()
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
-        if isinstance(runner.adapter, CompletionsAdapter) and "model" not in workload:
+        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints
             model = await served_model_name(session, base_url, log)
             if model is not None:
                 runner.adapter.model = model
@@ -448,33 +469,40 @@ async def run_workload_async(
     return report
 
 
-def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO) -> dict:
+def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
+                 prompts: list[Prompt] | None = None) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
+
+    ``prompts``: the plan's selected prompts (``serve.prompts.load_prompts``);
+    ``None`` = synthetic prompts (``payloads.make_prompt``, the ``random`` dataset).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
     ``benchmark``) when the server is unreachable or every request of a phase
     (or of one measured round) failed; the phase's records are written first.
     """
-    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log))
+    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts))
 
 
 async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,
-                          log: TextIO) -> list[dict[str, Any]]:
+                          log: TextIO, prompts: list[Prompt] | None = None) -> list[dict[str, Any]]:
     """Async body of ``run_phase``."""
-    runner = _Runner(base_url, workload, log)
+    runner = _Runner(base_url, workload, log, prompts)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
-        if isinstance(runner.adapter, CompletionsAdapter) and "model" not in workload:
+        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints, as run_workload
             model = await served_model_name(session, base_url, log)
             if model is not None:
                 runner.adapter.model = model
         return await runner.phase(session, phase, n, Path(path))
 
 
-def run_phase(base_url: str, workload: dict, phase: str, n: int, path: Path, log: TextIO) -> list[dict]:
+def run_phase(base_url: str, workload: dict, phase: str, n: int, path: Path, log: TextIO,
+              prompts: list[Prompt] | None = None) -> list[dict]:
     """``n`` requests of ``workload`` tagged ``phase`` (e.g. ``profile``), written to ``path`` (JSONL).
 
-    Raises ``BenchmarkError`` (stage ``phase``) when none of them succeeded.
+    ``prompts``: the plan's selected prompts, as for ``run_workload`` (a phase other than
+    warmup and measured takes them from the warmup part of the selection). Raises
+    ``BenchmarkError`` (stage ``phase``) when none of them succeeded.
     """
-    return asyncio.run(run_phase_async(base_url, workload, phase, n, path, log))
+    return asyncio.run(run_phase_async(base_url, workload, phase, n, path, log, prompts))

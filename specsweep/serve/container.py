@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specsweep.images.cli import DockerError, run_docker
+from specsweep.images.registry import ensure_image
 
 PROJECT_LABEL = "io.specsweep.project=specsweep"
 CONFIG_LABEL_KEY = "io.specsweep.config"
@@ -101,3 +103,51 @@ def remove_leftovers(config_name: str, *, docker: str = "docker") -> list[str]:
 def container_name(config: str) -> str:
     """Unique per launch; the config label (not the name) finds leftovers."""
     return f"specsweep-{config}-{uuid.uuid4().hex[:8]}"
+
+
+def prepare_launch(
+    config_name: str, manifest: Mapping[str, Any], registry: Mapping[str, Any] | None, *, docker: str = "docker"
+) -> dict[str, Any]:
+    """What the docker runtime does on the node before a launch: remove a
+    previous run's leftover containers of this configuration, and make the
+    image present (``ensure_image``). Returns the launch.json keys."""
+    return {
+        "removed_leftover_containers": remove_leftovers(config_name, docker=docker),
+        "image_source": ensure_image(manifest, registry, docker=docker),
+    }
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """How one container runtime launches a server (the seam for more runtimes).
+
+    ``prepare(config_name, manifest, registry)`` runs on the node before the
+    launch and returns launch.json keys; ``run_argv(plan, image_ref, host,
+    port, container_port, container_name)`` is the launching argv, whose
+    process the server job supervises. ``daemon``: whether the server lives in
+    a daemon's container (docker: named, removed by name, provenance read
+    with ``docker exec``) rather than as a child process (Apptainer, enroot:
+    the process group is the server, as for the local runtime).
+    """
+
+    prepare: Callable[..., dict[str, Any]]
+    run_argv: Callable[..., list[str]]
+    daemon: bool
+
+
+# A plan's `runtime` (other than `local`) -> its launcher. An Apptainer or
+# Pyxis/enroot runtime is one more entry here (and in the schema's enum):
+# see docs/slurm.md.
+CONTAINER_RUNTIMES: dict[str, ContainerRuntime] = {
+    "docker": ContainerRuntime(prepare=prepare_launch, run_argv=run_argv, daemon=True),
+}
+
+
+def container_runtime(name: str) -> ContainerRuntime | None:
+    """The launcher of a plan's ``runtime`` (None for ``local``: a process here)."""
+    if name == "local":
+        return None
+    try:
+        return CONTAINER_RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; known: local, {', '.join(sorted(CONTAINER_RUNTIMES))}") from None

@@ -18,17 +18,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.images.cli import DockerError
+from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.serve import client
 from specsweep.serve import profile as profiling
-from specsweep.serve.container import container_name, remove_leftovers, run_argv
+from specsweep.serve.container import container_name, container_runtime
+from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
+from specsweep.serve.slurm import EndWatch, slurm_job
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
 
@@ -69,12 +74,13 @@ def build_launch(plan: dict, port: int, image_manifest: dict | None,
                  extra_volumes: list[str] | None = None) -> tuple[list[str], str | None]:
     """Full argv of the server process (or of ``docker run``, with ``extra_volumes`` mounted) and the container name."""
     engine = get_engine(plan["engine"])
-    if plan["runtime"] == "docker":
-        assert image_manifest is not None, "docker runtime needs the image manifest"
-        name = container_name(plan["name"])
+    runtime = container_runtime(plan["runtime"])
+    if runtime is not None:
+        assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
+        name = container_name(plan["name"]) if runtime.daemon else None
         server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
         run_plan = dict(plan, argv=server_argv, volumes=[*(plan.get("volumes") or []), *(extra_volumes or [])])
-        argv = run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name)
+        argv = runtime.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name)
         return argv, name
     return plan["argv"] + engine.address_args(plan["host"], port), None
 
@@ -109,22 +115,44 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
-def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO) -> dict:
-    """Launch, wait, warm up, measure, tear down; return (and write) the outcome."""
+def load_prompts(plan: dict) -> list[Prompt] | None:
+    """The plan's selected dataset prompts (hash-checked), or None for synthetic ones; before any launch."""
+    if not plan.get("prompts"):
+        return None
+    try:
+        return [Prompt.from_dict(d) for d in load_selection(plan["prompts"])]
+    except DatasetError as exc:
+        raise LaunchError("launch", "prompts_unavailable", str(exc)) from exc
+
+
+def run_config(
+    plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO, registry: Mapping[str, Any] | None = None
+) -> dict:
+    """Launch, wait, warm up, measure, tear down; return (and write) the outcome.
+
+    ``registry`` (the config's ``registry:``) is where a container runtime
+    pulls an image that is not on this host (a cluster node never builds).
+    """
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
     outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None}
-    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time()}
+    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time(), "slurm": slurm_job(os.environ)}
     for path in (paths.warmup, paths.requests):
         path.unlink(missing_ok=True)
     profiling.reset(plan, paths.profile, paths.allreduce_bench)
     server: Server | None = None
+    # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.slurm).
+    watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
-        if plan["runtime"] == "docker":
-            removed = remove_leftovers(plan["name"])
-            launch["removed_leftover_containers"] = removed
-            if removed:
-                print(f"removed leftover containers of {plan['name']}: {removed}", file=log)
+        prompts = load_prompts(plan)
+        runtime = container_runtime(plan["runtime"])
+        if runtime is not None:
+            try:
+                prepared = runtime.prepare(plan["name"], image_manifest, registry)
+            except DockerError as exc:
+                raise LaunchError("launch", "image_unavailable", str(exc)) from exc
+            launch.update(prepared)
+            print(f"{plan['runtime']} runtime prepared: {prepared}", file=log, flush=True)
         if plan.get("gpus", 0) > 0:
             busy = gpu_busy()
             launch["gpus_busy_before_launch"] = busy
@@ -157,12 +185,13 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             write_json_atomic(paths.launch, launch)
 
             outcome["stage"] = "warmup"
-            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log)
+            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log,
+                                                prompts)
             outcome["warmup"] = warmup_report
             if not server.alive():
                 raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
             outcome.update(status="ok", stage=None)
-            profiling.after_measure(server, plan, paths.profile, log)
+            profiling.after_measure(server, plan, paths.profile, log, prompts)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -171,6 +200,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         outcome.update(reason="interrupted", detail=f"received {exc}")
         raise
     finally:
+        if watch is not None:
+            watch.stop()
         if server is not None:
             outcome["exit_code"] = server.stop()
         for signum, handler in previous.items():

@@ -55,7 +55,8 @@ from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic
 from specsweep.images.cli import run_docker
 from specsweep.serve import client
-from specsweep.serve.container import container_name, remove_container, run_argv
+from specsweep.serve.container import container_name, container_runtime, remove_container
+from specsweep.serve.payloads import Prompt
 from specsweep.serve.server import Server, free_port
 
 # Format history of results/<config>/profile.json and results/<config>/allreduce_bench.json:
@@ -127,15 +128,17 @@ def bench_script_args(comm: Mapping[str, Any], concurrency: int, iters: int) -> 
 
 def bench_argv(plan: Mapping[str, Any], script_args: list[str], image_manifest: Mapping[str, Any] | None,
                name: str | None) -> list[str]:
-    """The micro-benchmark's full argv: this interpreter and the script, or ``docker run`` of the plan's image."""
-    if plan["runtime"] != "docker":
+    """The micro-benchmark's full argv: this interpreter and the script, or the plan's container runtime
+    (``docker run`` of the plan's image) with the script mounted."""
+    runtime = container_runtime(plan["runtime"])
+    if runtime is None:
         # -P: not the script's directory first on sys.path, where serve/profile.py would shadow the stdlib's profile.
         return [sys.executable, "-P", str(BENCH_SCRIPT), *script_args]
-    assert image_manifest is not None and name is not None, "docker runtime needs the image manifest and a name"
+    assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
     volumes = [*(plan.get("volumes") or []), f"{BENCH_SCRIPT.resolve()}:{CONTAINER_BENCH_SCRIPT}:ro"]
     run_plan = dict(plan, argv=["python3", CONTAINER_BENCH_SCRIPT, *script_args], volumes=volumes)
-    # run_argv publishes a port (it is the server's argv builder); a free one on loopback costs nothing.
-    return run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name)
+    # The server's argv builder publishes a port; a free one on loopback costs nothing.
+    return runtime.run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name)
 
 
 def _run_bench(argv: list[str], env: Mapping[str, str], timeout_s: float,
@@ -174,7 +177,8 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
             record.update(status="skipped", reason=comm["skip"])
             return record
         script_args = bench_script_args(comm, int(plan["workload"]["concurrency"]), int(settings["allreduce_iters"]))
-        name = f"{container_name(plan['name'])}-bench" if plan["runtime"] == "docker" else None
+        runtime = container_runtime(plan["runtime"])
+        name = f"{container_name(plan['name'])}-bench" if runtime is not None and runtime.daemon else None
         argv = bench_argv(plan, script_args, image_manifest, name)
         record["argv"] = argv
         print(f"all-reduce micro-benchmark: {argv}", file=log, flush=True)
@@ -209,7 +213,7 @@ def before_launch(plan: Mapping[str, Any], profile_json: Path | None, bench_json
     if settings is None or profile_json is None or bench_json is None:
         return []
     run_allreduce_bench(plan, settings, bench_json, image_manifest, env, log)
-    if plan["runtime"] == "docker":
+    if container_runtime(plan["runtime"]) is not None:
         return [f"{profile_dir(profile_json).resolve()}:{CONTAINER_PROFILE_DIR}"]
     return []
 
@@ -275,8 +279,11 @@ def _chown(container: str, log: TextIO) -> None:
         print(f"chown of the trace files in {container} failed: {(proc.stderr or '').strip()}", file=log)
 
 
-def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | None, log: TextIO) -> dict | None:
-    """The profiling stage after the measured repeats; writes ``profile.json`` (traces under ``profile/``)."""
+def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | None, log: TextIO,
+                  prompts: list[Prompt] | None = None) -> dict | None:
+    """The profiling stage after the measured repeats; writes ``profile.json`` (traces under ``profile/``).
+
+    ``prompts``: the plan's selected prompts (None: synthetic), as the measured repeats used."""
     settings = settings_of(plan)
     if settings is None or profile_json is None:
         return None
@@ -285,7 +292,8 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
                      requests=str(Path(directory.name) / "requests.jsonl"))
     t0 = time.monotonic()
     ranks = int(get_engine(plan["engine"]).comm_profile(dict(plan))["world_size"])
-    output_dir = CONTAINER_PROFILE_DIR if server.container else str(directory.resolve())
+    # In a container the directory is mounted (before_launch); the server writes to the mount point.
+    output_dir = CONTAINER_PROFILE_DIR if container_runtime(plan["runtime"]) is not None else str(directory.resolve())
     body: dict[str, Any] = {"output_dir": output_dir, "activities": list(settings["activities"]),
                             "with_stack": False, "record_shapes": False,
                             "profile_id": f"specsweep-{uuid.uuid4().hex[:8]}"}
@@ -299,7 +307,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         t_requests = time.monotonic()
         record["start_s"] = t_requests - t0
         records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
-                                   directory / "requests.jsonl", log)
+                                   directory / "requests.jsonl", log, prompts)
         record["requests_s"] = time.monotonic() - t_requests
         record["requests_ok"] = sum(r["status"] == "ok" for r in records)
         t_stop = time.monotonic()

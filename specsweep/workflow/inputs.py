@@ -15,6 +15,7 @@ from typing import Any
 from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
+from specsweep.plan.config import load_schema
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
 
@@ -32,6 +33,17 @@ def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], confi
     return []
 
 
+def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
+    """What preflight parses with: the parser venv (its ready file), or, with
+    ``preflight_parser: image``, the plan's own built image (its manifest):
+    exactly what will run, at the cost of building the image first."""
+    plan = plans[config_name]
+    if config.get("preflight_parser", "venv") == "image" and get_engine(plan["engine"]).needs_parser_env \
+            and plan.get("image"):
+        return [f"results/images/{plan['image']}.json"]
+    return parser_env_input(plans, config, config_name)
+
+
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     """A docker configuration depends on its image's manifest (content-addressed tag)."""
     plan = plans[config_name]
@@ -42,6 +54,28 @@ def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any],
     """Content keys of a configuration's image spec (``null`` when it runs locally)."""
     image = plans[config_name].get("image")
     return content_spec_json(config["images"][image]) if image else "null"
+
+
+def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
+    """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution)."""
+    prompts = plans[config_name].get("prompts")
+    return [prompts["file"]] if prompts else []
+
+
+def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, str]:
+    """The baseline's plan and requests, which the output-agreement check compares with (none for itself)."""
+    baseline = config.get("baseline")
+    if baseline is None or baseline == config_name:
+        return {}
+    return {"baseline_plan": f"results/{baseline}/plan.json", "baseline_requests": f"results/{baseline}/requests.jsonl"}
+
+
+def agreement_params(config: Mapping[str, Any]) -> str:
+    """Baseline name and agreement threshold (changing the threshold reruns summaries, never a benchmark)."""
+    threshold = config.get("agreement_threshold")
+    if threshold is None:
+        threshold = load_schema()["properties"]["agreement_threshold"]["default"]
+    return canonical_json({"baseline": config.get("baseline"), "threshold": threshold})
 
 
 def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:

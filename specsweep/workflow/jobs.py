@@ -11,12 +11,12 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from specsweep.analysis.profiling import profile_section
-from specsweep.analysis.summary import build_summary
+from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import ensure_parser_env
+from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
@@ -57,8 +57,9 @@ def preflight_config(
     engine = get_engine(plan["engine"])
     spec = json.loads(image_spec)
     images = {plan["image"]: spec} if plan.get("image") and spec else None
-    parser_python = read_json(parser_ready[0])["python"] if parser_ready else None
-    result = engine.preflight(plan, parser_python, images)
+    # The parser venv's ready.json, or the image manifest (preflight_parser: image).
+    parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
+    result = engine.preflight(plan, parser, images)
     for warning in result.warnings:
         print(f"preflight warning: {warning}", file=log)
     if result.errors:
@@ -96,16 +97,24 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     return out
 
 
-def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
-    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``)."""
+def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
+                     registry: Mapping[str, Any] | None = None) -> dict:
+    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``).
+
+    ``registry`` is where a container runtime pulls an image this host lacks.
+    """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
                      profile=Path(outputs["profile"]), allreduce_bench=Path(outputs["allreduce_bench"]))
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    return run_config(read_json(plan_path), paths, manifest, log)
+    return run_config(read_json(plan_path), paths, manifest, log, registry)
 
 
-def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> dict:
-    """summarize_config: summary.json of one configuration from the files its server job left."""
+def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}") -> dict:
+    """summarize_config: summary.json of one configuration from the files its server job left.
+
+    ``agreement``: the params (baseline name, threshold); the baseline's plan
+    and requests are the named inputs ``baseline_plan`` / ``baseline_requests``.
+    """
     plan = read_json(inputs["plan"])
     outcome = read_json(inputs["outcome"])
     launch = read_json(inputs["launch"])
@@ -116,8 +125,14 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> di
         profile_json = Path(inputs["profile"])
         profile = profile_section(plan, read_json(profile_json), read_json(inputs["allreduce_bench"]),
                                   profile_json.with_suffix(""), plan.get("variant") or [])
+    params = json.loads(agreement)
+    baseline = BaselineRun(params.get("baseline"))
+    if "baseline_requests" in inputs.keys():
+        baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
+                               read_jsonl(inputs["baseline_requests"]))
     summary = build_summary(
-        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence, profile
+        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence,
+        baseline, params.get("threshold"), profile,
     )
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.engines.preflight import PreflightResult
@@ -20,6 +20,8 @@ class SGLangEngine:
     container_port = launch.CONTAINER_PORT
     # Preflight runs SGLang's own parser, which lives in the workflow's pinned venv.
     needs_parser_env = True
+    # SGLang tokenizes with the model's own tokenizer; there is none built in.
+    builtin_tokenizer = None
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         """The launch command without host/port (flags sorted, see ``args_to_argv``)."""
@@ -29,9 +31,9 @@ class SGLangEngine:
         return launch.address_args(host, port)
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Static rules, then SGLang's own parser (``parser_python`` is the pinned venv's python)."""
+        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
         result = preflight_plans([plan], parser_python, images)[plan["name"]]

@@ -12,6 +12,11 @@ up only after an 8-GPU server has spent minutes loading a 1T-parameter model
 
 The parser is the authority for "does 0.5.23 accept this argv": no copy of its
 flag list is kept here.
+
+Where the parser runs is an argv prefix that starts python (:func:`run_parser`):
+``[<venv>/bin/python]`` (:func:`ensure_parser_env`; hosts without Docker), or
+``docker run --rm -i ... <image> python3`` (:func:`image_parser_prefix`): the
+built image's own SGLang, so preflight checks exactly what will run.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +126,37 @@ def _parser_env() -> dict[str, str]:
     return env
 
 
-def run_parser(items: list[dict], parser_python: str, timeout_s: float = 600) -> dict:
-    """Run :mod:`parse_check` in the parser venv over ``items`` and return its JSON."""
+def image_parser_prefix(image: str, docker: str = "docker") -> list[str]:
+    """The argv prefix that runs python inside a built SGLang image.
+
+    ``image`` is an image id or reference (the manifest's ``image_id``: exactly
+    the build that will be launched). No GPU, no network, nothing mounted:
+    the script comes on argv (``-c``) and the request on stdin.
+    """
+    return [docker, "run", "--rm", "-i", "--network", "none", "-e", "CUDA_VISIBLE_DEVICES=", image, "python3"]
+
+
+def parser_prefix(ready: Mapping[str, Any], docker: str = "docker") -> list[str]:
+    """The parser's argv prefix from what preflight's input file holds:
+    the parser venv's ``ready.json`` (``python``) or an image manifest
+    (``results/images/<name>.json``, ``image_id``)."""
+    if ready.get("python"):
+        return [str(ready["python"])]
+    if ready.get("image_id"):
+        return image_parser_prefix(str(ready["image_id"]), docker)
+    raise ParserEnvError(f"neither a parser venv (python) nor an image manifest (image_id): keys {sorted(ready)}")
+
+
+def run_parser(items: list[dict], parser_python: str | Sequence[str], timeout_s: float = 600) -> dict:
+    """Run :mod:`parse_check` over ``items`` and return its JSON.
+
+    ``parser_python`` is the venv's python (a path), or an argv prefix that
+    starts python (:func:`image_parser_prefix`); the check's source goes on
+    argv with ``-I -c``, so the same call works on either side.
+    """
+    prefix = [parser_python] if isinstance(parser_python, (str, os.PathLike)) else list(parser_python)
     proc = subprocess.run(
-        [parser_python, "-I", str(PARSE_CHECK)],
+        [*map(str, prefix), "-I", "-c", PARSE_CHECK.read_text()],
         input=json.dumps({"items": items}),
         capture_output=True,
         text=True,
@@ -133,7 +166,7 @@ def run_parser(items: list[dict], parser_python: str, timeout_s: float = 600) ->
     )
     if proc.returncode != 0:
         raise ParserEnvError(
-            f"SGLang parser check exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
+            f"SGLang parser check ({shlex.join(map(str, prefix))}) exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
         )
     try:
         return json.loads(proc.stdout)
@@ -143,7 +176,7 @@ def run_parser(items: list[dict], parser_python: str, timeout_s: float = 600) ->
 
 def preflight_plans(
     plans: list[dict],
-    parser_python: str,
+    parser_python: str | Sequence[str],
     images: Mapping[str, Any] | None = None,
 ) -> dict[str, dict]:
     """Check every plan; return ``{name: {"ok", "errors", "warnings", "argv", "sglang_version"}}``.
@@ -153,7 +186,8 @@ def preflight_plans(
     ``images:`` mapping) lets the fusion rule recognise a patched image by its
     target/patches rather than only by name. Plans of other engines are not
     SGLang's to judge and are returned ok with a warning. All SGLang plans go
-    through one parser process (one ~3 s import).
+    through one parser process (one ~3 s import); ``parser_python`` is
+    what :func:`run_parser` takes (venv python or image prefix).
     """
     out: dict[str, dict] = {}
     items: list[dict] = []

@@ -11,6 +11,7 @@ import pytest
 from specsweep.analysis.metrics import METRICS, compute_metrics
 from specsweep.analysis.profiling import allreduce_check, profile_section, profile_warnings
 from specsweep.analysis.summary import build_summary
+from specsweep.records import new_record
 from specsweep.testing.workflow import REPO
 
 KERNELS = REPO / "tests/fixtures/traces/kernels"
@@ -77,14 +78,13 @@ def test_mscclpp_requested_but_only_nccl_in_the_trace_is_a_fallback(tmp_path):
     p["variant"] = ["mscclpp"]
     s = profile_section(p, rec, bench(layers=4, outside=0), d, p["variant"])
     outcome = {"status": "ok"}
-    records = [{"format_version": 2, "run_id": "r", "request_id": "r-m0-00000", "phase": "measured", "repeat": 0,
-                "window": None, "index": 0, "endpoint": "generate", "input_len": 4, "output_len": 4,
-                "scheduled_ns": None, "send_ns": 0, "chunk_ns": [10, 20, 30], "chunk_tokens": [1, 2, 1],
-                "end_ns": 40, "http_status": 200, "prompt_tokens": 4, "completion_tokens": 4, "spec_verify_ct": 2,
-                "spec_accept_length": 2.0, "e2e_latency_s": 0.1, "timing": None, "finish_reason": "length",
-                "status": "ok", "error": None}]
+    records = [new_record(run_id="r", request_id="r-m0-00000", phase="measured", repeat=0, index=0,
+                          endpoint="generate", input_len=4, output_len=4, send_ns=0, chunk_ns=[10, 20, 30],
+                          chunk_tokens=[1, 2, 1], end_ns=40, http_status=200, prompt_tokens=4, completion_tokens=4,
+                          spec_verify_ct=2, spec_accept_length=2.0, e2e_latency_s=0.1, finish_reason="length",
+                          status="ok")]
     log_evidence = {"requested": ["mscclpp"], "active": ["mscclpp"], "fell_back": []}  # the log says it ran
-    summary = build_summary(p, {"provenance": {}}, outcome, [], records, log_evidence, s)
+    summary = build_summary(p, {"provenance": {}}, outcome, [], records, log_evidence, profile=s)
     assert summary["status"] == "fallback"
     assert summary["variant"]["fell_back"][0]["source"] == "trace"
     assert "none of MSCCL++" in summary["detail"]

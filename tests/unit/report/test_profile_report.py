@@ -56,7 +56,7 @@ def test_profile_table_plot_and_csv(tmp_path):
                                    "iters": 200}]}}
     section = profile_section(p, {"enabled": True, "status": "ok", "seconds": 6.5, "files": ["r-TP-0.trace.json"]},
                               bench, d, ["custom_allreduce"])
-    prof = build_summary(p, None, OK, [], records("p", 12.0, 2, True), None, section)
+    prof = build_summary(p, None, OK, [], records("p", 12.0, 2, True), None, profile=section)
     base = build_summary(plan("base", False), None, OK, [], records("b", 12.0, 1, False), None)
     out = tmp_path / "out"
     render_report([base, prof], "base", out / "summary.csv", out / "report.md", out / "plots")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.summary import build_summary
+from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.records import new_record
+from specsweep.report.plots import _label
 from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
 
 MS = 1_000_000
@@ -119,3 +120,41 @@ def test_known_failing_case_is_marked_expected_and_a_surprise_success_warned(sum
     assert "lucky: expected to fail (a known-failing case) but did not" in md
     rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
     assert rows["nccl-tree-bare"]["expect"] == "failure" and rows["base"]["expect"] == "ok"
+
+
+def _with_outputs(recs: list[dict], outputs: list[list[int]], hist: list[int] | None = None) -> list[dict]:
+    for i, r in enumerate(recs):
+        r.update(prompt_key=f"p{r['repeat']}-{r['index']}", output_ids=outputs[i % len(outputs)],
+                 spec_correct_drafts_histogram=hist)
+    return recs
+
+
+def test_agreement_and_acceptance_in_the_table_csv_and_plots(tmp_path: Path):
+    """A configuration whose outputs differ is flagged and failed; a lossless one shows 100 %."""
+    good = [[1] * 33, [2] * 33]
+    base_recs = _with_outputs(records("b", 12.0, 1, False, 1), good)
+    base_plan = plan("base", False)
+    baseline = BaselineRun("base", base_plan, base_recs)
+    lossless = build_summary(plan("lossless", True), None, OK, [],
+                             _with_outputs(records("f", 12.0, 2, True, 2), good, [4, 4, 8]), None, baseline, 0.9)
+    broken = build_summary(plan("corrupt", True), None, OK, [],
+                           _with_outputs(records("c", 10.0, 2, True, 3), [[1] * 3 + [0] * 30, [9] * 33], [0, 16]),
+                           None, baseline, 0.9)
+    base = build_summary(base_plan, None, OK, [], base_recs, None, baseline, 0.9)
+    csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
+    render_report([base, lossless, broken], "base", csv_path, md_path, plots)
+    md = md_path.read_text()
+    assert "| lossless | ok |" in md and "| 100% (24/24), prefix 33.0 |" in md
+    assert "| corrupt | failed |" in md and "**outputs differ from the baseline**: 0% (0/24), prefix 1.5" in md
+    assert "- corrupt: **outputs differ from the baseline** 0 of 24 paired requests match (0%)" in md
+    assert "### corrupt: failed" in md and "`outputs_differ`" in md
+    assert "| lossless | 384 | 25%, 25%, 50% | 0.75, 0.50 |" in md  # 24 requests x (4 + 4 + 8) verify steps
+    rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
+    assert float(rows["lossless"]["output_match_share"]) == 1.0 and rows["base"]["output_match_share"] == ""
+    assert rows["lossless"]["accept_rate_by_position"] == "0.7500 0.5000"
+    assert float(rows["corrupt"]["output_common_prefix"]) == pytest.approx(1.5)
+    flagged = {r["config"]: r["outputs_differ"] for r in config_rows([base, lossless, broken], "base")[0]}
+    assert flagged == {"base": False, "lossless": False, "corrupt": True}
+    assert _label({"config": "corrupt", "status": "failed", "outputs_differ": True}) == (
+        "corrupt (outputs differ from the baseline)")
+    assert (plots / "acceptance.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from multiprocessing import Pipe
-from pathlib import Path
 
 import pytest
 import torch
 
-from specsweep import metrics as M
+from specsweep.analysis import metrics as M
 from specsweep.refengine import trace
 from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
 from specsweep.refengine.comm import make_communicator, prepare_spec
@@ -27,7 +26,7 @@ from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.server import rank_setup
 from specsweep.refengine.worker import Driver, build_graphs, build_rank
 
-REPO = Path(__file__).resolve().parents[2]
+from specsweep.testing.workflow import REPO  # noqa: E402
 SMALL = ModelConfig(num_hidden_layers=4, hidden_size=64, num_attention_heads=4, intermediate_size=128,
                     vocab_size=300, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
                     moe_intermediate_size=32, first_k_dense_replace=1, max_position_embeddings=256)
