@@ -47,7 +47,7 @@ def test_start_profile_body_uses_only_profilereq_fields(srt, tmp_path):
     tree = ast.parse((srt / "managers/io_struct.py").read_text())
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ProfileReq")
     fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
-    plan = {"name": "p", "engine": "sglang", "server_args": {"tp-size": 2, "model-path": "/m"}, "env": {},
+    plan = {"name": "p", "engine": "sglang", "runtime": "local", "server_args": {"tp-size": 2, "model-path": "/m"}, "env": {},
             "workload": {}, "profile": {"enabled": True, "requests": 1, "num_steps": 4, "activities": ["CPU", "GPU"],
                                         "trace_timeout_s": 1}}
     pj = tmp_path / "profile.json"
