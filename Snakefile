@@ -7,6 +7,7 @@
 #   results/<config>/preflight.json   the plan parsed by the engine's own argument parser
 #   results/<config>/launch.json      launch record: final argv, readiness time, provenance
 #   results/<config>/server.log       the server's own log
+#   results/<config>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
 #   results/<config>/warmup.jsonl     raw records of warmup requests
 #   results/<config>/requests.jsonl   raw records of measured requests
 #   results/<config>/outcome.json     how the server job ended (ok, or failed: stage, reason, log tail)
@@ -17,6 +18,8 @@
 #   results/images/<image>.json       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
 #   results/<config>/logs/<rule>.log  each job's log
+#   results/<config>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
+# Every file of one server job (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id.
 from snakemake.utils import min_version
 
 min_version("9.0")

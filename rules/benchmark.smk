@@ -10,6 +10,8 @@ rule benchmark_server:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
+        nccl_logs=directory("results/{config}/nccl"),
         profile="results/{config}/profile.json",
         allreduce_bench="results/{config}/allreduce_bench.json",
     log:
@@ -35,12 +37,15 @@ rule summarize_config:
         warmup="results/{config}/warmup.jsonl",
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
+        nccl_logs="results/{config}/nccl",
         profile="results/{config}/profile.json",
         allreduce_bench="results/{config}/allreduce_bench.json",
     output:
         "results/{config}/summary.json",
     params:
         agreement=agreement_params,
+        # variant only (the log must prove it): relabelling reruns this and the report, no server.
+        labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",
     # Seconds of arithmetic on files: on a cluster, not worth a queue wait.

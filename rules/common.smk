@@ -7,7 +7,7 @@ sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
 from specsweep.plan.config import ConfigError, check_config, check_files_strict
-from specsweep.plan.resolve import plan_problems, resolve_plans
+from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_plans
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
@@ -18,11 +18,16 @@ try:
     check_config(config, CONFIG_SOURCE)
     # A dataset's selected prompts are kept under results/prompts/ (cached by stat: cheap at every start).
     PLANS = resolve_plans(config, CONFIG_SOURCE, write_prompts=True)
-    _problems = plan_problems(PLANS)
+    # description, expect, variant: for the summary and the report only, never in a plan.
+    LABELS = resolve_labels(config)
+    _label_errors, _label_warnings = label_findings(PLANS, LABELS, config.get("images"))
+    _problems = plan_problems(PLANS) + _label_errors
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+for _warning in _label_warnings:
+    print(f"specsweep: {_warning}", file=sys.stderr)
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
@@ -69,8 +74,12 @@ def gpus_of(wildcards):
     return sw.gpus_of(PLANS, wildcards.config)
 
 
+def summary_labels(wildcards):
+    return sw.summary_labels(LABELS, wildcards.config)
+
+
 def report_params(wildcards):
-    return sw.report_params(config, CONFIGS)
+    return sw.report_params(config, LABELS, CONFIGS)
 
 
 def image_spec_json(wildcards):

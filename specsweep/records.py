@@ -10,8 +10,8 @@ Record fields (``RECORD_FORMAT_VERSION`` = 3):
 field               type                   meaning
 ==================  =====================  ===========================================
 format_version      int                    record schema version
-run_id              str                    one id per ``run_workload`` call (warmup and
-                                           measured records of one run share it)
+run_id              str                    the server job's run id (``new_run_id``): every
+                                           file of one job carries it (see below)
 request_id          str                    unique within the run, e.g. ``m1-0007``
 phase               "warmup"|"measured"|   only ``measured`` enters the metrics;
                     "profile"              ``profile``: sent while the engine's profiler
@@ -57,10 +57,19 @@ error               str | null             error text (status != ok)
 
 ``perf_counter_ns`` values are only comparable within one process (one run);
 on Linux they are CLOCK_MONOTONIC, so also across processes of one host.
+
+One run, one id. A server job draws one run id and writes it into every file
+it leaves: ``launch.json`` and ``outcome.json`` (key ``run_id``), the first
+line of ``server.log`` (``run_header``) and every record. Files of different
+runs (an orphaned job that finished after its rerun started, a copy from
+elsewhere) must never be summarised together: ``check_one_run`` says which
+file belongs to which run.
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Any
 
 # Format history of a record (one line of requests.jsonl / warmup.jsonl):
@@ -134,3 +143,52 @@ def new_record(**fields: Any) -> dict[str, Any]:
     rec.update(format_version=RECORD_FORMAT_VERSION, chunk_ns=[], chunk_tokens=[])
     rec.update(fields)
     return rec
+
+
+#: First line of every ``server.log`` a server job writes (before the server's own output).
+RUN_HEADER_FORMAT = "# specsweep run_id={run_id} config={config}\n"
+_RUN_HEADER = re.compile(r"^# specsweep run_id=(?P<run_id>[0-9a-f]+) ")
+
+
+def new_run_id() -> str:
+    """A fresh run id (12 hex digits, as in request ids)."""
+    return uuid.uuid4().hex[:12]
+
+
+def run_header(run_id: str, config: str) -> str:
+    """The ``server.log`` header line of one run."""
+    return RUN_HEADER_FORMAT.format(run_id=run_id, config=config)
+
+
+def run_id_of_log(text: str) -> str | None:
+    """The run id in a ``server.log`` header, or None when the log has none."""
+    match = _RUN_HEADER.match(text)
+    return match["run_id"] if match else None
+
+
+class MixedRunsError(ValueError):
+    """The files of one configuration were written by more than one run (or say no run)."""
+
+
+def check_one_run(ids: dict[str, Any]) -> str:
+    """The one run id that every file carries; ``MixedRunsError`` naming each file's run otherwise.
+
+    ``ids`` maps a file name to its run id (a str, or None when the file
+    carries none), or, for a record file, to the set of run ids of its
+    records (an empty set for an empty file: nothing to contradict).
+    """
+    seen: dict[str, set[str]] = {}
+    missing = []
+    for name, value in ids.items():
+        values = set(value) if isinstance(value, (set, frozenset, list, tuple)) else {value}
+        if None in values or "" in values:
+            missing.append(name)
+        for run_id in values - {None, ""}:
+            seen.setdefault(run_id, set()).add(name)
+    if len(seen) == 1 and not missing:
+        return next(iter(seen))
+    parts = [f"run {run_id}: {', '.join(sorted(names))}" for run_id, names in sorted(seen.items())]
+    if missing:
+        parts.append(f"no run id: {', '.join(sorted(missing))}")
+    kind = "files of two different runs" if len(seen) > 1 else "files without one common run id"
+    raise MixedRunsError(f"{kind} ({'; '.join(parts)})")

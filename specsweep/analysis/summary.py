@@ -1,8 +1,9 @@
 """summary.json of one configuration: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
+Shape (``SUMMARY_FORMAT_VERSION`` = 5)::
 
-    {"format_version": 1, "config": name, "status": "ok"|"failed"|"fallback",
+    {"format_version": 5, "config": name, "run_id": str|null,
+     "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
      "metrics": {...specsweep.analysis.metrics.compute_metrics...},
@@ -12,10 +13,16 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 3)::
      "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
      "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
                    "flagged": bool|null, "reason": str|null, "definition": str},
-     "profile": {...analysis.profiling.profile_section...} | null}
+     "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null,
+     "profile": {...analysis.profiling.profile_section...} | null,
+     "expected_failure": null | {"expected": bool, "wanted": [str], "matched": [{"signature", "line"}],
+                                 "seen": [{"signature", "line"}]}}
 
-Status rules, in order: the server job failed (``outcome.status !=
-"ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
+Status rules, in order: the server job failed (``outcome.status`` neither
+``ok`` nor ``contaminated``) -> ``failed`` with the job's
+stage/reason/detail/log_tail; another specsweep server ran beside this one
+(``outcome.status == "contaminated"``) -> ``contaminated`` (its numbers are
+kept for inspection and never compared); no
 successful measured request, or a required metric absent -> ``failed`` with
 stage ``summarize`` and reason ``no_successful_requests`` /
 ``missing_metric`` (a missing metric is an error, not a zero: under
@@ -24,7 +31,10 @@ ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
 ``fallback``; outputs that differ from the baseline's (``agreement``
 below) -> ``failed`` with stage ``summarize`` and reason ``outputs_differ``;
-otherwise ``ok``. The profiler trace is evidence too: a variant
+otherwise ``ok``. A requested variant that another requested
+variant shadows (``evidence["shadowed"]``: SGLang gives their shared
+all-reduce to the other one) is named in ``warnings``: the number is the
+other variant's. The profiler trace is evidence too: a variant
 whose implementation the verify forwards' kernels do not show (``profile.variant.fell_back``,
 ``analysis.trace.trace_variant_evidence``) joins the log's ``fell_back`` list,
 marked ``"source": "trace"``.
@@ -43,6 +53,11 @@ configuration's or the baseline's environment: the emitted tokens are then
 not the target's greedy tokens). Prompts without a partner (other dataset,
 seed or lengths) are counted as ``unpaired``; with none paired the metric is
 absent with that reason.
+
+A failed configuration marked ``expect: failure`` gets ``expected_failure``:
+``expected`` is true only when the engine's log evidence shows one of the
+plan's own ``expect_signature`` failures; any other failure (out of memory, a
+bad image, another error) is a surprise failure, reported as such.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -74,9 +89,11 @@ from specsweep.records import validate_record
 #   1  the shape in the module docstring.
 #   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
 #      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
-#   3  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
+#   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
+#   4  + expected_failure; variant evidence gains shadowed and failures.
+#   5  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
 #      in variant.fell_back.
-SUMMARY_FORMAT_VERSION = 3
+SUMMARY_FORMAT_VERSION = 5
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -221,6 +238,25 @@ def _warnings(
     return out
 
 
+def _host_warnings(host: dict[str, Any] | None) -> list[str]:
+    """Load beyond the CPUs while the server ran: recorded and said, but no server, so no contamination."""
+    if not host or not host.get("samples") or not host.get("cpus"):
+        return []
+    if host["running_max"] > host["cpus"]:
+        return [f"up to {host['running_max']} runnable tasks on {host['cpus']} CPUs while the server ran "
+                f"(load1 up to {host['load1_max']:.1f}): other work competed for the CPUs"]
+    return []
+
+
+def expected_failure(labels: Mapping[str, Any], evidence: dict | None) -> dict[str, Any]:
+    """Whether a failed ``expect: failure`` configuration failed the known way (its labels' own signature)."""
+    wanted = labels.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    seen = list((evidence or {}).get("failures") or [])
+    matched = [f for f in seen if f.get("signature") in wanted]
+    return {"expected": bool(matched), "wanted": wanted, "matched": matched, "seen": seen}
+
+
 def build_summary(
     plan: dict,
     launch: dict | None,
@@ -230,9 +266,14 @@ def build_summary(
     evidence: dict | None,
     baseline: BaselineRun | None = None,
     agreement_threshold: float | None = None,
+    labels: Mapping[str, Any] | None = None,
     profile: dict | None = None,
 ) -> dict:
-    """The summary.json dict of one configuration (shape and status rules: module docstring)."""
+    """The summary.json dict of one configuration (shape and status rules: module docstring).
+
+    ``labels``: how to read the result (``plan.resolve.build_labels``: ``expect``,
+    ``expect_signature``), which are not part of the plan.
+    """
     seed = int(plan["workload"]["seed"])
     metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline),
                               profile=profile)
@@ -244,6 +285,7 @@ def build_summary(
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
+        "run_id": outcome.get("run_id"),
         "status": "ok",
         "stage": None,
         "reason": None,
@@ -257,8 +299,10 @@ def build_summary(
         "provenance": _provenance(launch),
         "variant": evidence,
         "speculative_algorithm": spec,
-        "warnings": _warnings(metrics, warm, measured, run_id) + profile_warnings(profile),
+        "warnings": (_warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host"))
+                     + profile_warnings(profile)),
         "agreement": _agreement(metrics, baseline, agreement_threshold),
+        "host": outcome.get("host"),
         "profile": profile,
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
@@ -266,9 +310,16 @@ def build_summary(
     if trace_fell_back:
         fell_back += trace_fell_back
         summary["variant"] = {**(evidence or {}), "fell_back": fell_back}
+    summary["warnings"] += [
+        f"variant {s['variant']} is shadowed by {s['by']}: {s['why']}" for s in (evidence or {}).get("shadowed") or []
+    ]
+    summary["expected_failure"] = None
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
-    if outcome.get("status") != "ok":
+    if outcome.get("status") == "contaminated":
+        summary.update(status="contaminated", stage=outcome.get("stage"), reason=outcome.get("reason"),
+                       detail=outcome.get("detail"))
+    elif outcome.get("status") != "ok":
         summary.update(
             status="failed",
             stage=outcome.get("stage"),
@@ -302,4 +353,7 @@ def build_summary(
                 f"{f.get('variant', f)}: {f.get('line', '')}" if isinstance(f, dict) else str(f) for f in fell_back
             ),
         )
+    labels = labels or {}
+    if summary["status"] == "failed" and labels.get("expect") == "failure":
+        summary["expected_failure"] = expected_failure(labels, evidence)
     return summary

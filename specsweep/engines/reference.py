@@ -37,6 +37,12 @@ class ReferenceEngine:
         errors = [f"configurations.{plan['name']}: {msg}" for msg in check_args(argv)]
         return PreflightResult(errors=errors, warnings=[], checked_with="specsweep.refengine.cli")
 
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Nothing to check: the evidence comes from ``--all-reduce-backend``, not from ``variant``."""
+        return PreflightResult(checked_with="specsweep.engines.reference")
+
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
         """The engine logs the all-reduce backend it really uses; compare with the request."""
         requested = plan["server_args"].get("all-reduce-backend")

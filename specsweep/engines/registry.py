@@ -34,6 +34,12 @@ class Engine(Protocol):
         """Check the plan with the engine's own parser, without launching anything."""
         ...
 
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Static checks of a plan's labels (``variant``, ``expect``; not in the plan, so not in preflight)."""
+        ...
+
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
         """What the server log proves about the communication variant that really ran."""
         ...

@@ -1,7 +1,10 @@
 """Resolve a configuration into one explicit launch plan.
 
 The plan is everything that decides a measurement and nothing else: engine,
-runtime, image, argv, env, address, workload and the harness version. It is
+runtime, image, argv, env, address, workload and the harness version. What
+only tells the report how to read a result (``description``, ``expect``,
+``variant``) is the configuration's *labels* (``build_labels``): relabelling a
+result must never rerun its server (GPU hours on the real target). It is
 passed to Snakemake as canonical JSON (sorted keys), so that reordering keys
 or editing an unrelated configuration reruns nothing, while any change that
 alters what would be measured reruns exactly that configuration.
@@ -31,12 +34,16 @@ from specsweep.plan.tokenizer import TokenizerError
 #      target keys of the schema (gpu_arch, nvlink, volumes, ...).
 #   2  + prompts (the selected dataset prompts' identity, null for random);
 #      workload.dataset; endpoint "chat".
+#   3  variant and expect moved to the labels (build_labels): they change the
+#      summary and the report, never what a server measures.
 #      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
 #      without it reads as before, so the version stays.)
-PLAN_FORMAT_VERSION = 2
+PLAN_FORMAT_VERSION = 3
+#: Keys of a configuration that tell the report how to read a result (``build_labels``).
+LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
 # Keys of a configuration that do not change what is measured, kept out of
-# the plan so that editing them reruns only the report.
-_NOT_IN_PLAN = {"description", "extends"}
+# the plan so that editing them reruns no server.
+_NOT_IN_PLAN = {"extends", *LABEL_KEYS}
 
 
 def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
@@ -107,7 +114,6 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, writ
         server_args=server_args,
         argv=engine.launch_argv("python3", server_args),
         env=_env_strings(entry["env"]),
-        variant=sorted(as_list(entry.get("variant"))),
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
@@ -133,6 +139,42 @@ def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool =
     if problems:
         raise ConfigError(source, problems)
     return plans
+
+
+def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """How the report reads configuration ``name``: ``{"description", "expect", "expect_signature", "variant"}``.
+
+    ``description`` is the configuration's own (not inherited); ``expect``,
+    ``expect_signature`` and ``variant`` merge through ``extends`` like every
+    other key; ``variant`` is a sorted list, ``expect_signature`` a list (the
+    engine's log must prove each variant, else ``fallback``; a failure is the
+    expected one only when one of its signatures is in the log).
+    """
+    entry = merged_entry(config, name, defaults)
+    own = config["configurations"][name] or {}
+    return {"description": own.get("description", ""), "expect": entry.get("expect", "ok"),
+            "expect_signature": as_list(entry.get("expect_signature")),
+            "variant": sorted(as_list(entry.get("variant")))}
+
+
+def resolve_labels(config: Mapping) -> dict[str, dict]:
+    """Labels of every configuration, by name."""
+    defaults = builtin_defaults()
+    return {name: build_labels(config, name, defaults) for name in sorted(config["configurations"])}
+
+
+def label_findings(
+    plans: Mapping[str, Mapping], labels: Mapping[str, Mapping], images: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of each engine's static checks of the labels (an unknown variant, a variant
+    the flags disable); cheap, so they run when the workflow starts, before any job."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for name, plan in plans.items():
+        result = get_engine(plan["engine"]).check_labels(dict(plan), dict(labels[name]), images)
+        errors += result.errors
+        warnings += result.warnings
+    return errors, warnings
 
 
 def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:

@@ -83,6 +83,7 @@ class CommSpec:
     world_size: int
     device: str = "cpu"
     master_port: int | None = None
+    host: str = "127.0.0.1"  # where the torch.distributed store and gloo's sockets listen (``comm_host``)
     shm_path: str | None = None
     max_bytes: int = 1 << 20
     timeout_s: float = 600.0
@@ -95,13 +96,66 @@ class CommSpec:
         return self.world_size > 1 or self.force_collectives
 
 
-def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1 (for the torch.distributed store)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free right now on ``host`` (for the torch.distributed store)."""
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def comm_host(server_host: str) -> str:
+    """Where the ranks' own sockets listen: the server's configured address; loopback when that is a
+    wildcard (``0.0.0.0`` in a container), since all ranks are processes of one host. IPv4."""
+    import socket
+
+    try:
+        address = socket.gethostbyname(server_host)
+    except OSError as exc:
+        raise CommError(f"cannot resolve the server host {server_host!r}: {exc}") from None
+    return "127.0.0.1" if address in ("0.0.0.0", "") else address
+
+
+def interface_of(address: str) -> str | None:
+    """The network interface holding IPv4 ``address`` (``lo`` for 127.0.0.1), or None."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                ifreq = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue  # no IPv4 address on this interface
+            if socket.inet_ntoa(ifreq[20:24]) == address:
+                return name
+    return None
+
+
+def _tcp_store(spec: CommSpec, rank: int) -> Any:
+    """The torch.distributed store, rank 0 listening on ``spec.host`` only.
+
+    ``init_method="tcp://..."`` makes rank 0's TCPStore listen on every
+    interface whatever the host in the URL; handing it a socket already bound
+    to the host (``master_listen_fd``) keeps it there.
+    """
+    import socket
+
+    import torch.distributed as dist
+
+    timeout = timedelta(seconds=spec.timeout_s)
+    if rank != 0:
+        return dist.TCPStore(spec.host, spec.master_port, spec.world_size, False, timeout)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((spec.host, spec.master_port))
+    sock.listen()
+    # detach: the descriptor is the store's from now on (Python must not close it when `sock` goes)
+    return dist.TCPStore(spec.host, spec.master_port, spec.world_size, True, timeout,
+                         master_listen_fd=sock.detach())
 
 
 def shm_segment_bytes(world_size: int, max_bytes: int) -> int:
@@ -127,17 +181,18 @@ def create_shm_segment(world_size: int, max_bytes: int) -> str:
 
 
 def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20,
-                 force_collectives: bool = False, fault: float | None = None) -> CommSpec:
-    """Rank 0's half of the rendezvous: pick a port or create the shm segment."""
+                 force_collectives: bool = False, fault: float | None = None,
+                 host: str = "127.0.0.1") -> CommSpec:
+    """Rank 0's half of the rendezvous: pick a port on ``host`` or create the shm segment."""
     if backend not in ("gloo", "shm", "nccl", "symm_mem"):
         raise CommError(f"unknown all-reduce backend {backend!r}")
     spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes,
-                    force_collectives=force_collectives, fault=fault)
+                    force_collectives=force_collectives, fault=fault, host=host)
     if spec.active:
         if backend == "shm":
             spec.shm_path = create_shm_segment(world_size, max_bytes)
         else:
-            spec.master_port = free_port()
+            spec.master_port = free_port(host)
     return spec
 
 
@@ -387,9 +442,15 @@ class TorchDistComm(Communicator):
         kwargs: dict[str, Any] = {}
         if self.name == "nccl":
             kwargs["device_id"] = device
+        else:
+            # gloo's own sockets: on the interface of spec.host (else gloo picks the address the hostname
+            # resolves to, often a LAN address). A GLOO_SOCKET_IFNAME set by the user wins.
+            ifname = interface_of(spec.host)
+            if ifname:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
         dist.init_process_group(
             backend=self.name,
-            init_method=f"tcp://127.0.0.1:{spec.master_port}",
+            store=_tcp_store(spec, rank),
             rank=rank,
             world_size=spec.world_size,
             timeout=timedelta(seconds=spec.timeout_s),

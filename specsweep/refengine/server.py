@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
-from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, parse_test_fault, prepare_spec
+from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
 from .config import ModelConfig, load_config
 from .engine import Engine, Request
 from .http import ServerState, build_app
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fault = parse_test_fault(env.get(TEST_FAULT_ENV))
         comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem,
-                                 fault=fault)
+                                 fault=fault, host=comm_host(ns.host))
     except (CommError, ValueError) as exc:
         log.error("%s", exc)
         return 1

@@ -71,8 +71,9 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "config": summary["config"],
         "description": summary.get("description", ""),
         "status": summary["status"],
-        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree).
-        "expect": (summary.get("plan") or {}).get("expect", "ok"),
+        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
+        # not in the plan: render_report_files sets it from the report params.
+        "expect": summary.get("expect", "ok"),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
         "n_ok": counts.get("ok"),
@@ -88,6 +89,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "absent": m.get("absent") or {},
         "seed": ((summary.get("plan") or {}).get("workload") or {}).get("seed", 0),
         "profile": summary.get("profile"),
+        "expected_failure": summary.get("expected_failure"),
     }
     for column in METRIC_COLUMNS:
         row[column.name] = column_value(m, column)
@@ -134,8 +136,8 @@ def config_rows(
         r["comparison"] = None
         if r is base:
             r["verdict"] = "baseline"
-        elif r["status"] == "failed":
-            r["verdict"] = "failed"
+        elif r["status"] in ("failed", "contaminated"):
+            r["verdict"] = r["status"]  # a contaminated number is never compared
         elif not base_ok:
             r["verdict"] = "no baseline"
         else:
@@ -155,6 +157,18 @@ def config_rows(
             if r["accept_length"] is not None:
                 r["speculation_pays"] = r["accept_length"] > r["break_even_accept_length"]
     return rows, base
+
+
+def _expected_failure_note(r: dict[str, Any]) -> str:
+    """A known-failing case is expected only when its own failure signature matched (summary ``expected_failure``)."""
+    ef = r.get("expected_failure")
+    if r["expect"] != "failure" or r["status"] != "failed" or ef is None:
+        return ""
+    if ef.get("expected"):
+        return f" (expected: the known failure, {ef['matched'][0]['signature']} in the log)"
+    seen = ", ".join(f["signature"] for f in ef.get("seen") or []) or "none of the known failure lines"
+    return (f" (SURPRISE failure: known-failing case, but its own signature ({', '.join(ef.get('wanted') or [])}) "
+            f"is not in the log; seen: {seen})")
 
 
 def _f(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -237,8 +251,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     if not problems:
         w("None.\n\n")
     for r in problems:
-        expected = " (expected: a known-failing case)" if r["expect"] == "failure" and r["status"] == "failed" else ""
-        w(f"### {r['config']}: {r['status']}{expected}\n\n")
+        w(f"### {r['config']}: {r['status']}{_expected_failure_note(r)}\n\n")
         w(f"- stage: `{r['stage']}`\n- reason: `{r['reason']}`\n- detail: {r['detail']}\n\n")
         if r["log_tail"]:
             tail = r["log_tail"] if isinstance(r["log_tail"], str) else "\n".join(map(str, r["log_tail"]))

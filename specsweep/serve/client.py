@@ -20,7 +20,6 @@ import asyncio
 import json
 import random
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TextIO
@@ -30,7 +29,7 @@ import aiohttp
 from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
-from specsweep.records import new_record
+from specsweep.records import new_record, new_run_id
 from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -261,14 +260,14 @@ class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
     def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
-                 prompts: list[Prompt] | None = None) -> None:
+                 prompts: list[Prompt] | None = None, run_id: str | None = None) -> None:
         check_workload(workload)
         self.workload = workload
         self.prompts = prompts
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
         self.log = log
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = run_id or new_run_id()
         self.timeout_s = float(workload["request_timeout_s"])
         self.rate = workload.get("request_rate")
         self.concurrency = int(workload["concurrency"])
@@ -447,10 +446,11 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 
 async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
-    prompts: list[Prompt] | None = None,
+    prompts: list[Prompt] | None = None, run_id: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log, prompts)
+    runner = _Runner(base_url, workload, log, prompts, run_id)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -464,30 +464,40 @@ async def run_workload_async(
             model = await served_model_name(session, base_url, log)
             if model is not None:
                 runner.adapter.model = model
+        if on_stage is not None:
+            on_stage("warmup")
         report = await runner.warmup(session, Path(warmup_path))
+        if on_stage is not None:
+            on_stage("benchmark")
         await runner.measure(session, Path(measured_path))
     return report
 
 
 def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
-                 prompts: list[Prompt] | None = None) -> dict:
+                 prompts: list[Prompt] | None = None, run_id: str | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
-    ``prompts``: the plan's selected prompts (``serve.prompts.load_prompts``);
+    ``prompts``: the plan's selected prompts (``serve.job.load_prompts``);
     ``None`` = synthetic prompts (``payloads.make_prompt``, the ``random`` dataset).
+    ``run_id`` is the server job's run id (every record carries it; a fresh one
+    when None). ``on_stage`` is called with ``"warmup"`` and then ``"benchmark"``
+    as each phase starts, so that an interruption is recorded with its stage.
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
     ``benchmark``) when the server is unreachable or every request of a phase
     (or of one measured round) failed; the phase's records are written first.
     """
-    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts))
+    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
+                                          on_stage))
 
 
 async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,
-                          log: TextIO, prompts: list[Prompt] | None = None) -> list[dict[str, Any]]:
+                          log: TextIO, prompts: list[Prompt] | None = None,
+                          run_id: str | None = None) -> list[dict[str, Any]]:
     """Async body of ``run_phase``."""
-    runner = _Runner(base_url, workload, log, prompts)
+    runner = _Runner(base_url, workload, log, prompts, run_id)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
         if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints, as run_workload
@@ -498,11 +508,12 @@ async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n
 
 
 def run_phase(base_url: str, workload: dict, phase: str, n: int, path: Path, log: TextIO,
-              prompts: list[Prompt] | None = None) -> list[dict]:
+              prompts: list[Prompt] | None = None, run_id: str | None = None) -> list[dict]:
     """``n`` requests of ``workload`` tagged ``phase`` (e.g. ``profile``), written to ``path`` (JSONL).
 
     ``prompts``: the plan's selected prompts, as for ``run_workload`` (a phase other than
-    warmup and measured takes them from the warmup part of the selection). Raises
+    warmup and measured takes them from the warmup part of the selection). ``run_id``: the
+    server job's (every record carries it), as for ``run_workload``. Raises
     ``BenchmarkError`` (stage ``phase``) when none of them succeeded.
     """
-    return asyncio.run(run_phase_async(base_url, workload, phase, n, path, log, prompts))
+    return asyncio.run(run_phase_async(base_url, workload, phase, n, path, log, prompts, run_id))

@@ -159,6 +159,22 @@ def _read_meta(state: StreamState, meta: dict[str, Any]) -> None:
     if fr is not None:
         # SGLang: {"type": "length", "length": N}; OpenAI: "length".
         state.finish_reason = fr.get("type") if isinstance(fr, dict) else str(fr)
+        _check_abort(state, fr)
+
+
+def _check_abort(state: StreamState, finish_reason: Any) -> None:
+    """An aborted request is a failed request (never ``ok``, never in a median).
+
+    SGLang streams an abort as an ordinary chunk whose finish reason has type
+    ``"abort"`` (``{"type": "abort", "message": ..., "status_code": ...}``,
+    ``managers/tokenizer_manager.py``), then ``[DONE]``; ``/v1/completions``
+    passes ``finish_reason: "abort"`` on the choice
+    (``entrypoints/openai/serving_completions.py``).
+    """
+    kind = finish_reason.get("type") if isinstance(finish_reason, dict) else finish_reason
+    if kind == "abort" and state.error is None:
+        message = finish_reason.get("message") if isinstance(finish_reason, dict) else None
+        state.error = f"request aborted by the server: {message or 'no message'}"
 
 
 def _error_text(obj: dict[str, Any]) -> str | None:
@@ -243,8 +259,13 @@ class CompletionsAdapter:
     """OpenAI-compatible ``POST /v1/completions`` with ``stream: true``.
 
     Chunks carry text deltas in ``choices[0].text``; token counts come from the
-    final ``usage`` chunk (``stream_options.include_usage``). Engines that add
-    a ``meta_info`` dict (or spec fields in ``usage``) have those read too.
+    final ``usage`` chunk (``stream_options.include_usage``). SGLang reports
+    speculation only when asked (``return_spec_tokens_details``), in a chunk
+    of its own at the end, ``{"choices": [], "sglext": {"spec_tokens_details":
+    {"spec_verify_ct", "spec_accept_length", ...}}}`` (a list when ``n`` > 1;
+    ``entrypoints/openai/serving_completions.py``, ``protocol.py`` SglExt /
+    SpecTokensDetails). Engines that add a ``meta_info`` dict (or spec fields in
+    ``usage``) have those read too.
     """
 
     name = "completions"
@@ -270,6 +291,7 @@ class CompletionsAdapter:
             "stream_options": {"include_usage": True},
             # SGLang 0.5.23: choices[].token_ids = the new ids of each chunk (serving_completions.py).
             "return_token_ids": True,
+            "return_spec_tokens_details": True,
         }
 
     def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
@@ -281,6 +303,12 @@ class CompletionsAdapter:
             meta = obj.get(key)
             if isinstance(meta, dict):
                 _read_meta(state, meta)
+        sglext = obj.get("sglext")
+        details = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
+        if isinstance(details, list):
+            details = details[0] if details else None  # one prompt per request: n = 1
+        if isinstance(details, dict):
+            _read_meta(state, {k: details.get(k) for k in ("spec_verify_ct", "spec_accept_length")})
         new: int | None = 0
         choices = obj.get("choices") or []
         if choices:
@@ -293,6 +321,7 @@ class CompletionsAdapter:
                 new = len(ids)  # the server says exactly which tokens this chunk carried
             if choice.get("finish_reason") is not None:
                 state.finish_reason = str(choice["finish_reason"])
+                _check_abort(state, choice["finish_reason"])
         return new
 
 

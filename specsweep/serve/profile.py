@@ -48,7 +48,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 from specsweep.analysis.trace import TRACE_NAME_RE
 from specsweep.engines.registry import get_engine
@@ -56,13 +56,17 @@ from specsweep.files import write_json_atomic
 from specsweep.images.cli import run_docker
 from specsweep.serve import client
 from specsweep.serve.container import container_name, container_runtime, remove_container
+from specsweep.serve.guard import RUN_LABEL_KEY
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.server import Server, free_port
+from specsweep.serve.watchdog import exec_argv
 
 # Format history of results/<config>/profile.json and results/<config>/allreduce_bench.json:
 #   1  enabled, status, reason, detail, seconds, settings, and per stage: files, requests (profile) or
 #      argv, result (allreduce_bench, the script's own JSON).
-FORMAT_VERSION = 1
+#   2  + run_id (the server job's, issue 15: summarize_config refuses files of two runs); the profiled
+#      requests carry it too.
+FORMAT_VERSION = 2
 
 BENCH_SCRIPT = Path(__file__).with_name("allreduce_bench.py")
 CONTAINER_BENCH_SCRIPT = "/specsweep/allreduce_bench.py"
@@ -91,27 +95,46 @@ def profile_dir(profile_json: Path) -> Path:
     return profile_json.with_suffix("")
 
 
-def _record(enabled: bool, **fields: Any) -> dict[str, Any]:
-    return {"format_version": FORMAT_VERSION, "enabled": enabled, **fields}
+def _record(enabled: bool, run_id: str | None, **fields: Any) -> dict[str, Any]:
+    return {"format_version": FORMAT_VERSION, "enabled": enabled, "run_id": run_id, **fields}
 
 
-def reset(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None) -> None:
-    """At the job's start: remove the last run's traces and write each stage's file as not (yet) run."""
+def _initial(plan: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
+    """A stage's file before the stage: ``off``, or ``not_run`` (the job ended before the stage)."""
+    settings = settings_of(plan)
+    if settings is None:
+        return _record(False, run_id, status="off", reason="profile.enabled is false for this configuration")
+    return _record(True, run_id, status="not_run", reason="the server job ended before this stage", settings=settings)
+
+
+def reset(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None,
+          run_id: str | None = None) -> None:
+    """Once the job owns its files (host lock held): remove the last run's traces and write each
+    stage's file as not (yet) run, with this run's id."""
     if profile_json is None or bench_json is None:
         return
-    settings = settings_of(plan)
     directory = profile_dir(profile_json)
     if directory.exists():
         shutil.rmtree(directory)
-    if settings is None:
-        off = _record(False, status="off", reason="profile.enabled is false for this configuration")
-        write_json_atomic(profile_json, off)
-        write_json_atomic(bench_json, off)
-        return
-    directory.mkdir(parents=True)
-    pending = _record(True, status="not_run", reason="the server job ended before this stage", settings=settings)
-    write_json_atomic(profile_json, pending)
-    write_json_atomic(bench_json, pending)
+    if settings_of(plan) is not None:
+        directory.mkdir(parents=True)
+    for path in (profile_json, bench_json):
+        write_json_atomic(path, _initial(plan, run_id))
+
+
+def _run_id_of(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def finish(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None, run_id: str) -> None:
+    """At the job's end: each stage's file exists and is this run's (a job that failed before it
+    owned its files, e.g. ``host_busy``, must not leave another run's profile as its own)."""
+    for path in (profile_json, bench_json):
+        if path is not None and _run_id_of(path) != run_id:
+            write_json_atomic(path, _initial(plan, run_id))
 
 
 # ------------------------------------------------------------ micro-benchmark
@@ -127,9 +150,9 @@ def bench_script_args(comm: Mapping[str, Any], concurrency: int, iters: int) -> 
 
 
 def bench_argv(plan: Mapping[str, Any], script_args: list[str], image_manifest: Mapping[str, Any] | None,
-               name: str | None) -> list[str]:
+               name: str | None, labels: Mapping[str, str] | None = None) -> list[str]:
     """The micro-benchmark's full argv: this interpreter and the script, or the plan's container runtime
-    (``docker run`` of the plan's image) with the script mounted."""
+    (``docker run`` of the plan's image, with the run's ``labels``) with the script mounted."""
     runtime = container_runtime(plan["runtime"])
     if runtime is None:
         # -P: not the script's directory first on sys.path, where serve/profile.py would shadow the stdlib's profile.
@@ -138,14 +161,21 @@ def bench_argv(plan: Mapping[str, Any], script_args: list[str], image_manifest: 
     volumes = [*(plan.get("volumes") or []), f"{BENCH_SCRIPT.resolve()}:{CONTAINER_BENCH_SCRIPT}:ro"]
     run_plan = dict(plan, argv=["python3", CONTAINER_BENCH_SCRIPT, *script_args], volumes=volumes)
     # The server's argv builder publishes a port; a free one on loopback costs nothing.
-    return runtime.run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name)
+    return runtime.run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name,
+                            labels=labels)
 
 
 def _run_bench(argv: list[str], env: Mapping[str, str], timeout_s: float,
-               container: str | None) -> tuple[int, str, str]:
-    """Run the benchmark in its own process group; on timeout or interruption end it (and its container)."""
-    proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # noqa: S603
-                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+               container: str | None, on_start: Callable[[int], None] | None = None) -> tuple[int, str, str]:
+    """Run the benchmark in its own process group; on timeout or interruption end it (and its container).
+
+    Started through ``watchdog.exec_argv`` (it gets SIGTERM when the job dies); ``on_start`` gets its
+    process group (the job's reaper ends it, and removes the run's containers, if the job is killed).
+    """
+    proc = subprocess.Popen(exec_argv(os.getpid(), argv), env=dict(env), stdout=subprocess.PIPE,  # noqa: S603
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    if on_start is not None:
+        on_start(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, out, err
@@ -163,9 +193,11 @@ def _run_bench(argv: list[str], env: Mapping[str, str], timeout_s: float,
 
 
 def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], out_path: Path,
-                        image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO) -> dict:
+                        image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO, *,
+                        run_id: str | None = None, labels: Mapping[str, str] | None = None,
+                        on_start: Callable[[int], None] | None = None) -> dict:
     """The micro-benchmark stage: time the plan's all-reduce at the verify's size; write ``out_path``."""
-    record = _record(True, status="failed", reason=None, detail=None, settings=dict(settings))
+    record = _record(True, run_id, status="failed", reason=None, detail=None, settings=dict(settings))
     t0 = time.monotonic()
     try:
         comm = get_engine(plan["engine"]).comm_profile(dict(plan))
@@ -179,10 +211,10 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
         script_args = bench_script_args(comm, int(plan["workload"]["concurrency"]), int(settings["allreduce_iters"]))
         runtime = container_runtime(plan["runtime"])
         name = f"{container_name(plan['name'])}-bench" if runtime is not None and runtime.daemon else None
-        argv = bench_argv(plan, script_args, image_manifest, name)
+        argv = bench_argv(plan, script_args, image_manifest, name, labels)
         record["argv"] = argv
         print(f"all-reduce micro-benchmark: {argv}", file=log, flush=True)
-        code, out, err = _run_bench(argv, env, float(settings["allreduce_timeout_s"]), name)
+        code, out, err = _run_bench(argv, env, float(settings["allreduce_timeout_s"]), name, on_start)
         if err:
             log.write(err[-4000:])
             log.flush()
@@ -207,12 +239,18 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
 
 
 def before_launch(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None,
-                  image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO) -> list[str]:
-    """The stage before launch: run the micro-benchmark; return the volumes the server container needs."""
+                  image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO, *,
+                  labels: Mapping[str, str] | None = None,
+                  on_start: Callable[[int], None] | None = None) -> list[str]:
+    """The stage before launch: run the micro-benchmark; return the volumes the server container needs.
+
+    ``labels``: the run's container labels (``container.run_labels``; their run id goes into the file);
+    ``on_start``: told the benchmark's process group (the reaper's ``watch_group``)."""
     settings = settings_of(plan)
     if settings is None or profile_json is None or bench_json is None:
         return []
-    run_allreduce_bench(plan, settings, bench_json, image_manifest, env, log)
+    run_allreduce_bench(plan, settings, bench_json, image_manifest, env, log,
+                        run_id=(labels or {}).get(RUN_LABEL_KEY), labels=labels, on_start=on_start)
     if container_runtime(plan["runtime"]) is not None:
         return [f"{profile_dir(profile_json).resolve()}:{CONTAINER_PROFILE_DIR}"]
     return []
@@ -280,15 +318,16 @@ def _chown(container: str, log: TextIO) -> None:
 
 
 def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | None, log: TextIO,
-                  prompts: list[Prompt] | None = None) -> dict | None:
+                  prompts: list[Prompt] | None = None, run_id: str | None = None) -> dict | None:
     """The profiling stage after the measured repeats; writes ``profile.json`` (traces under ``profile/``).
 
-    ``prompts``: the plan's selected prompts (None: synthetic), as the measured repeats used."""
+    ``prompts``: the plan's selected prompts (None: synthetic), as the measured repeats used;
+    ``run_id``: the server job's (in profile.json and every profiled request's record)."""
     settings = settings_of(plan)
     if settings is None or profile_json is None:
         return None
     directory = profile_dir(profile_json)
-    record = _record(True, status="failed", reason=None, detail=None, settings=settings, files=[],
+    record = _record(True, run_id, status="failed", reason=None, detail=None, settings=settings, files=[],
                      requests=str(Path(directory.name) / "requests.jsonl"))
     t0 = time.monotonic()
     ranks = int(get_engine(plan["engine"]).comm_profile(dict(plan))["world_size"])
@@ -307,7 +346,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         t_requests = time.monotonic()
         record["start_s"] = t_requests - t0
         records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
-                                   directory / "requests.jsonl", log, prompts)
+                                   directory / "requests.jsonl", log, prompts, run_id)
         record["requests_s"] = time.monotonic() - t_requests
         record["requests_ok"] = sum(r["status"] == "ok" for r in records)
         t_stop = time.monotonic()

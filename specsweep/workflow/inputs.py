@@ -82,11 +82,19 @@ def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:
     return int(plans[config_name].get("gpus", 0))
 
 
-def report_params(config: Mapping[str, Any], names: Sequence[str]) -> str:
-    """Baseline and descriptions: what the report shows beyond the summaries (no benchmark reruns)."""
-    configurations = config["configurations"]
-    descriptions = {name: (configurations[name] or {}).get("description", "") for name in names}
-    return canonical_json({"baseline": config.get("baseline"), "descriptions": descriptions})
+def summary_labels(labels: Mapping[str, dict], config_name: str) -> str:
+    """The labels a summary depends on: ``variant`` (the log must prove it, else ``fallback``), ``expect``
+    and ``expect_signature`` (a failure is the expected one only if its own signature is in the log);
+    editing them reruns the summary and the report, never the server."""
+    own = labels[config_name]
+    return canonical_json({k: own[k] for k in ("variant", "expect", "expect_signature")})
+
+
+def report_params(config: Mapping[str, Any], labels: Mapping[str, dict], names: Sequence[str]) -> str:
+    """Baseline, descriptions and expectations: what the report shows beyond the summaries (no benchmark reruns)."""
+    return canonical_json({"baseline": config.get("baseline"),
+                           "descriptions": {name: labels[name]["description"] for name in names},
+                           "expects": {name: labels[name]["expect"] for name in names}})
 
 
 def image_spec_json(config: Mapping[str, Any], image: str) -> str:

@@ -10,6 +10,7 @@ from specsweep.engines.sglang import launch
 from specsweep.engines.sglang.comm_profile import comm_profile
 from specsweep.engines.sglang.logcheck import variant_evidence
 from specsweep.engines.sglang.preflight import preflight_plans
+from specsweep.engines.sglang.rules import check_plan
 
 
 class SGLangEngine:
@@ -40,7 +41,21 @@ class SGLangEngine:
         return PreflightResult(
             errors=list(result["errors"]),
             warnings=list(result["warnings"]),
-            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser",
+            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser, ModelConfig and "
+                         f"TokenizerManager's tokenizer/processor calls",
+            loaded=list(result.get("loaded") or []),
+        )
+
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """The rules' findings that the labels (``variant``, ``expect``) add to the plan's own."""
+        own = check_plan(plan, images)
+        added = [f for f in check_plan({**plan, **labels}, images) if f not in own]
+        return PreflightResult(
+            errors=[f.message for f in added if f.severity == "error"],
+            warnings=[f.message for f in added if f.severity == "warning"],
+            checked_with="specsweep.engines.sglang.rules",
         )
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
