@@ -13,10 +13,13 @@ import pytest
 
 from specsweep.engines.registry import get_engine
 from specsweep.files import read_json, read_jsonl
+from specsweep.records import MixedRunsError, run_header, run_id_of_log
+from specsweep.serve import lock
 from specsweep.serve import profile as prof
-from specsweep.serve.job import server_environment
+from specsweep.serve.job import JobHost, JobPaths, run_config, server_environment
 from specsweep.serve.server import Server, free_port
 from specsweep.testing.workflow import REPO
+from specsweep.workflow.jobs import one_run_id, profile_run_ids
 
 SETTINGS = {"enabled": True, "requests": 2, "num_steps": None, "activities": ["CPU", "GPU"], "trace_timeout_s": 120,
             "allreduce_bench": True, "allreduce_iters": 20, "allreduce_timeout_s": 300}
@@ -50,6 +53,55 @@ def test_reset_writes_off_records_and_clears_old_traces(tmp_path):
     assert not (tmp_path / "profile").exists()
     prof.reset(ref_plan(), pj, bj)
     assert read_json(pj)["status"] == "not_run" and (tmp_path / "profile").is_dir()
+
+
+def test_reset_and_finish_give_every_stage_file_this_runs_id(tmp_path):
+    pj, bj = tmp_path / "profile.json", tmp_path / "allreduce_bench.json"
+    prof.reset(ref_plan(), pj, bj, "run-a")
+    assert (read_json(pj)["run_id"], read_json(bj)["run_id"]) == ("run-a", "run-a")
+    assert read_json(pj)["format_version"] == prof.FORMAT_VERSION == 2
+    done = dict(read_json(pj), status="ok")
+    pj.write_text(json.dumps(done))
+    prof.finish(ref_plan(), pj, bj, "run-a")
+    assert read_json(pj) == done, "this run's own result is kept"
+    prof.finish(ref_plan(), pj, bj, "run-b")  # a job that never owned its files (host_busy)
+    assert read_json(pj)["status"] == read_json(bj)["status"] == "not_run"
+    assert read_json(pj)["run_id"] == read_json(bj)["run_id"] == "run-b"
+
+
+def test_a_job_that_never_got_the_host_leaves_its_own_profile_files(tmp_path):
+    """host_busy before the lock: profile.json and allreduce_bench.json exist (Snakemake's outputs) and are
+    this run's, not the previous run's left in place."""
+    out = tmp_path / "r"
+    (out / "logs").mkdir(parents=True)
+    names = ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json")
+    paths = JobPaths(*(out / n for n in names), profile=out / "profile.json", allreduce_bench=out / "allreduce_bench.json")
+    for path in (paths.profile, paths.allreduce_bench):
+        path.write_text(json.dumps({"format_version": 2, "enabled": True, "run_id": "previous", "status": "ok"}))
+    settings = lock.LockSettings(tmp_path / "locks", wait_s=0.5)
+    held = lock.acquire(settings, {"config": "other"})
+    try:
+        outcome = run_config(ref_plan(), paths, None, io.StringIO(),
+                             host=JobHost(lock=settings, workdir=tmp_path, guard_interval_s=0.3))
+    finally:
+        held.release()
+    assert outcome["reason"] == "host_busy", outcome
+    for path in (paths.profile, paths.allreduce_bench):
+        assert (read_json(path)["run_id"], read_json(path)["status"]) == (outcome["run_id"], "not_run")
+
+
+def test_profiling_files_join_the_one_run_check(tmp_path):
+    pj = tmp_path / "profile.json"
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "requests.jsonl").write_text(json.dumps({"run_id": "a0a0a0a0a0a0"}) + "\n")
+    header = run_header("a0a0a0a0a0a0", "p")
+    ids = profile_run_ids({"run_id": "a0a0a0a0a0a0"}, {"run_id": "a0a0a0a0a0a0"}, pj)
+    assert set(ids) == {"profile.json", "allreduce_bench.json", "profile/requests.jsonl"}
+    assert run_id_of_log(header) == "a0a0a0a0a0a0"
+    assert one_run_id({"run_id": "a0a0a0a0a0a0"}, {"run_id": "a0a0a0a0a0a0"}, header, [], [], ids) == "a0a0a0a0a0a0"
+    stale = profile_run_ids({"run_id": "0b0b0b0b0b0b"}, {"run_id": "a0a0a0a0a0a0"}, pj)
+    with pytest.raises(MixedRunsError, match=r"run 0b0b0b0b0b0b: profile.json"):
+        one_run_id({"run_id": "a0a0a0a0a0a0"}, {"run_id": "a0a0a0a0a0a0"}, header, [], [], stale)
 
 
 def test_comm_profile_of_both_engines():
