@@ -11,6 +11,9 @@
 #   results/<config>/warmup.jsonl     raw records of warmup requests
 #   results/<config>/requests.jsonl   raw records of measured requests
 #   results/<config>/outcome.json     how the server job ended (ok, or failed: stage, reason, log tail)
+#   results/<config>/allreduce_bench.json  all-reduce micro-benchmark before launch ({"enabled": false} unless profile.enabled)
+#   results/<config>/profile.json     profiling stage after the measured repeats (same rule)
+#   results/<config>/profile/*-TP-<rank>*.trace.json.gz, profile/requests.jsonl   its traces and requests
 #   results/<config>/summary.json     metrics, status and provenance of one configuration
 #   results/images/<image>.json       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report

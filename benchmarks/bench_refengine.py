@@ -19,7 +19,6 @@ import json
 import os
 import statistics
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -28,47 +27,21 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specsweep.refengine.multirank import run_on_ranks  # noqa: E402
+from specsweep.serve.allreduce_bench import measure_sizes  # noqa: E402
 from specsweep.serve.server import LaunchError, free_port  # noqa: E402
 from specsweep.serve.server import Server as SupervisedServer  # noqa: E402
 
 
 def _allreduce_latency(rank: int, comm: Any, sizes_kib: list[int], iters: int, warmup: int, dtype_name: str) -> dict:
-    """Median seconds per all-reduce for each size, timed on this rank."""
+    """Seconds per all-reduce for each size, timed on this rank (the one loop: serve.allreduce_bench)."""
     import torch
 
     dtype = getattr(torch, dtype_name)
-    device = comm.device
-    out = {}
-    for kib in sizes_kib:
-        numel = kib * 1024 // torch.empty((), dtype=dtype).element_size()
-        t = torch.ones(numel, dtype=dtype, device=device)
-        for _ in range(warmup):
-            comm.all_reduce(t)
-            t.fill_(1)
-        times = []
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            events = []
-            for _ in range(iters):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                comm._all_reduce(t)
-                e.record()
-                events.append((s, e))
-            torch.cuda.synchronize()
-            times = [s.elapsed_time(e) / 1000 for s, e in events]
-        else:
-            for _ in range(iters):
-                t0 = time.perf_counter()
-                comm._all_reduce(t)
-                times.append(time.perf_counter() - t0)
-        t.fill_(1)
-        comm.all_reduce(t)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        correct = bool((t == comm.world_size).all().item())
-        out[kib] = {"times": times, "correct": correct}
-    return out
+    elem = torch.empty((), dtype=dtype).element_size()
+    numels = [kib * 1024 // elem for kib in sizes_kib]
+    per_numel = measure_sizes(comm._all_reduce, comm.all_reduce, comm.world_size, comm.device, numels, dtype,
+                              iters, warmup)
+    return {kib: per_numel[n] for kib, n in zip(sizes_kib, numels)}
 
 
 def bench_allreduce(backends: list[str], tp: int, device: str, sizes: list[int], iters: int, dtype: str,
@@ -159,11 +132,23 @@ def bench_servers(runs: list[tuple[str, list[str], dict[str, str]]], n_req: int,
     return [summarize(name, m) for name, m in metas.items()]
 
 
+def _sum(values: list[Any]) -> float | None:
+    """Sum over requests; None when any request has None (the engine did not time it: CUDA graphs
+    without comm timing report ``verify_comm_s: null``, never a partial sum, and neither is this)."""
+    return None if any(v is None for v in values) else sum(values)
+
+
 def summarize(name: str, metas: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-configuration figures from the requests' meta_info (sums over requests, then ratios)."""
+    """Per-configuration figures from the requests' meta_info (sums over requests, then ratios).
+
+    Figures from an untimed all-reduce (``verify_comm_s`` null: refengine README, "Under CUDA
+    graphs") are None, with the engine's ``timing_absent`` reason kept, never 0.
+    """
     tokens = sum(m["completion_tokens"] for m in metas)
-    t = {k: sum(m["timing"][k] for m in metas) for k in metas[0]["timing"]}
+    keys = [k for k, v in metas[0]["timing"].items() if v is None or isinstance(v, (int, float))]
+    t = {k: _sum([m["timing"].get(k) for m in metas]) for k in keys}
     verify_ct = sum(m.get("spec_verify_ct", m["timing"]["forward_ct"]) for m in metas)
+    comm = t.get("verify_comm_s")
     return {
         "name": name,
         "tok_s": tokens / sum(m["e2e_latency"] for m in metas),
@@ -171,9 +156,11 @@ def summarize(name: str, metas: list[dict[str, Any]]) -> dict[str, Any]:
         "verify_ms": t["verify_s"] / t["forward_ct"] * 1e3,
         "draft_ms": t["draft_s"] / t["forward_ct"] * 1e3,
         "allreduce_per_verify": t["allreduce_ct"] / t["forward_ct"],
-        "comm_share": t["verify_comm_s"] / t["verify_s"],
-        "ar_us": t["verify_comm_s"] / max(t["allreduce_ct"], 1) * 1e6,
+        "comm_share": comm / t["verify_s"] if comm is not None else None,
+        "ar_us": comm / max(t["allreduce_ct"], 1) * 1e6 if comm is not None else None,
         "cycle_ms": (t["verify_s"] + t["draft_s"]) / t["forward_ct"] * 1e3,
+        "timing_absent": sorted({f"{k}: {why}" for m in metas for k, why in (m.get("timing_absent") or {}).items()})
+        or None,
     }
 
 
@@ -183,9 +170,13 @@ def print_server_table(rows: list[dict[str, Any]], label: str) -> None:
           f"{'AR us':>8}{'AR share':>10}{'cycle ms':>10}")
     for r in rows:
         acc = f"{r['accept_length']:.2f}" if r["accept_length"] is not None else "-"
+        ar_us = f"{r['ar_us']:.1f}" if r["ar_us"] is not None else "-"
+        share = f"{r['comm_share'] * 100:.1f}%" if r["comm_share"] is not None else "-"
         print(f"{r['name']:<16}{r['tok_s']:>8.1f}{acc:>8}{r['draft_ms']:>10.2f}{r['verify_ms']:>10.2f}"
-              f"{r['allreduce_per_verify']:>10.0f}{r['ar_us']:>8.1f}{r['comm_share'] * 100:>9.1f}%"
+              f"{r['allreduce_per_verify']:>10.0f}{ar_us:>8}{share:>10}"
               f"{r['cycle_ms']:>10.2f}")
+        if r.get("timing_absent"):
+            print(f"{'':<16}all-reduce not timed: {'; '.join(r['timing_absent'])}")
     base = next((r for r in rows if r["accept_length"] is None), None)
     if base:
         print(f"break-even accept length = cycle time x baseline tok/s (baseline {base['name']}, "

@@ -12,6 +12,8 @@ rule benchmark_server:
         outcome="results/{config}/outcome.json",
         # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
         nccl_logs=directory("results/{config}/nccl"),
+        profile="results/{config}/profile.json",
+        allreduce_bench="results/{config}/allreduce_bench.json",
     log:
         "results/{config}/logs/benchmark_server.log",
     benchmark:
@@ -36,6 +38,8 @@ rule summarize_config:
         requests="results/{config}/requests.jsonl",
         outcome="results/{config}/outcome.json",
         nccl_logs="results/{config}/nccl",
+        profile="results/{config}/profile.json",
+        allreduce_bench="results/{config}/allreduce_bench.json",
     output:
         "results/{config}/summary.json",
     params:

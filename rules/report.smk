@@ -8,6 +8,7 @@ rule render_report:
             report("results/plots/tok_s.png", caption="../report/tok_s.rst", category="Plots"),
             report("results/plots/cycle_time.png", caption="../report/cycle_time.rst", category="Plots"),
             report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
+            report("results/plots/comm_split.png", caption="../report/comm_split.rst", category="Plots"),
             report("results/plots/acceptance.png", caption="../report/acceptance.rst", category="Plots"),
         ],
     params:

@@ -4,7 +4,7 @@ One JSON object per line, one line per request, written by
 ``specsweep.serve.client`` and read back by ``specsweep.analysis``. Metrics are always computed from these files, never
 from the client's memory, so that a result can be recomputed and audited.
 
-Record fields (``RECORD_FORMAT_VERSION`` = 2):
+Record fields (``RECORD_FORMAT_VERSION`` = 3):
 
 ==================  =====================  ===========================================
 field               type                   meaning
@@ -13,7 +13,9 @@ format_version      int                    record schema version
 run_id              str                    the server job's run id (``new_run_id``): every
                                            file of one job carries it (see below)
 request_id          str                    unique within the run, e.g. ``m1-0007``
-phase               "warmup"|"measured"    only ``measured`` enters the metrics
+phase               "warmup"|"measured"|   only ``measured`` enters the metrics;
+                    "profile"              ``profile``: sent while the engine's profiler
+                                           recorded (results/<config>/profile/requests.jsonl)
 repeat              int | null             measured round index (null for warmup)
 window              int | null             warmup window index by completion order
                                            (null for measured, and for warmup requests
@@ -74,9 +76,10 @@ from typing import Any
 #   1  the fields of RECORD_FIELDS below.
 #   2  + prompt_key, output_ids, spec_correct_drafts_histogram; endpoint "chat";
 #      input_len is the intended length of the prompt really sent (null = unknown).
-RECORD_FORMAT_VERSION = 2
+#   3  phase may also be "profile" (requests of the profiling stage, issue 12); fields unchanged.
+RECORD_FORMAT_VERSION = 3
 
-PHASES = ("warmup", "measured")
+PHASES = ("warmup", "measured", "profile")
 STATUSES = ("ok", "error", "incomplete")
 
 #: Every record carries exactly these keys.

@@ -413,6 +413,70 @@ def output_common_prefix_tokens(records: Sequence[dict[str, Any]], baseline: Seq
             "unpaired": unpaired, "mean_baseline_tokens": statistics.fmean(len(b) for _, b in pairs)}
 
 
+# ------------------------------------------------------------- profile (issue 12)
+# Computed from the summary's ``profile`` section (``analysis.profiling.profile_section``), not from records:
+# the profiling stage's trace of a few requests after the measured repeats. Never listed as absent for a
+# configuration with profiling off; absent with the stage's reason when it was on and gave nothing.
+
+
+def _profile_target(section: dict[str, Any], key: str) -> Value:
+    if "absent" in section:
+        return Absent(section["absent"])
+    target = section.get("target")
+    if target is None:
+        return Absent("the trace has no verify or decode forward")
+    value = target.get(key)
+    return Absent(f"trace gives no {key}") if value is None else value
+
+
+def _trace(key: str) -> Callable[[dict[str, Any]], Value]:
+    return lambda section: _profile_target(section, key)
+
+
+def trace_allreduce_impl(section: dict[str, Any]) -> Value | str:
+    """All-reduce implementation(s) of the target forward's calls in the trace, by call count: ``nccl``,
+    ``custom_allreduce``, ... (several joined with ``+``, most calls first; ``none`` = no all-reduce ran)."""
+    if "absent" in section:
+        return Absent(section["absent"])
+    target = section.get("target")
+    if target is None:
+        return Absent("the trace has no verify or decode forward")
+    return "+".join(target.get("allreduce_impl") or {}) or "none"
+
+
+def trace_rank_skew_ms(section: dict[str, Any]) -> Value:
+    """Wait for the slowest rank per target forward, ms: mean over ranks and matched forwards of
+    ``sum over calls (latest start of the call on any rank - this rank's start)`` (``analysis.trace.rank_skew``)."""
+    if "absent" in section:
+        return Absent(section["absent"])
+    skew = section.get("rank_skew") or {}
+    return Absent(skew["absent"]) if "absent" in skew else skew["wait_ms_per_forward"]
+
+
+def allreduce_bench_us(section: dict[str, Any]) -> Value:
+    """Micro-benchmark median latency of one all-reduce at the verify's message size, us (rank 0's clock)."""
+    bench = section.get("bench") or {}
+    return Absent(bench["absent"]) if "absent" in bench else bench["median_us"]
+
+
+def allreduce_bench_ms_per_verify(section: dict[str, Any]) -> Value:
+    """Micro-benchmark latency x the trace's all-reduces per target forward, ms: the loop's prediction of the
+    communication time of one verify, beside ``trace_verify_comm_ms``."""
+    bench = section.get("bench") or {}
+    if "absent" in bench:
+        return Absent(bench["absent"])
+    if "ms_per_forward" not in bench:
+        return Absent(section.get("absent") or "no all-reduce count from the trace")
+    return bench["ms_per_forward"]
+
+
+def profile_seconds(section: dict[str, Any]) -> Value:
+    """Wall time of the profiling stage (start_profile to every trace written), s; the micro-benchmark's own
+    time is ``profile.bench.seconds``."""
+    seconds = section.get("seconds")
+    return Absent(f"profiling stage {section.get('status')}") if seconds is None else seconds
+
+
 def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) -> float:
     """Accept length at which speculation equals the baseline, tokens/verify:
     ``cycle_time_s x baseline_tok_s`` (DOMAIN: 0.030 s x 82 tok/s = 2.46).
@@ -534,8 +598,10 @@ def _aggregate_per_repeat(ok: Sequence[dict[str, Any]], repeats: Sequence[int]) 
 
 
 def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | None = None,
-                    baseline: Sequence[dict[str, Any]] | Absent | None = None) -> dict[str, Any]:
-    """All metrics of ``METRICS`` for one run, from its raw records (see ``select_measured``).
+                    baseline: Sequence[dict[str, Any]] | Absent | None = None,
+                    profile: dict[str, Any] | None = None) -> dict[str, Any]:
+    """All metrics of ``METRICS`` for one run, from its raw records (see ``select_measured``)
+    and, for kind ``profile``, from the summary's profile section (None: profiling off, not listed).
 
     Returns ``{"run_id", "counts", "errors", "percentile_method", <metric>:
     {...}, "absent": {metric: reason}, "samples": {...}}``. Distribution
@@ -578,6 +644,9 @@ def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | 
                 m[metric.name] = distribution(gaps, metric.unit) | {"definition": metric.definition}
             else:
                 absent[metric.name] = "no request had two token chunks"
+        elif metric.kind == "profile":
+            if profile is not None:
+                _put(m, absent, metric.name, metric.compute(profile))
         elif metric.kind == "per_repeat":
             per_repeat = _aggregate_per_repeat(ok, m["repeats"])
             if isinstance(per_repeat, Absent):
@@ -632,8 +701,9 @@ class Metric:
     ``kind``: ``per_request`` (a distribution over requests), ``pooled`` (a
     distribution over values pooled from all requests), ``per_repeat`` (one
     value per measured repeat), ``run`` (one value over all records; a list
-    for the histograms) or ``paired`` (one value from this run's and the
-    baseline's records: ``compute(records, baseline_records)``).
+    for the histograms), ``paired`` (one value from this run's and the
+    baseline's records: ``compute(records, baseline_records)``) or
+    ``profile`` (one value from the profiling stage's trace and micro-benchmark).
     ``spec_only``: exists only under speculation (not listed as absent
     otherwise). ``required``: ``"always"``, ``"speculation"`` or ``None``: a
     required metric that is absent fails the configuration (``missing_metric``).
@@ -716,6 +786,44 @@ METRICS: dict[str, Metric] = _metrics(
     Metric("output_common_prefix_tokens", output_common_prefix_tokens, "tokens",
            "mean over paired requests of the common prefix of output_ids and the baseline's", "paired",
            columns=(Column("output_common_prefix", "output_common_prefix_tokens", "value"),)),
+    # --- from the profiler trace of the profiling stage (rank 0; target forward = verify, decode without speculation)
+    Metric("trace_verify_ms", _trace("span_ms"), "ms",
+           "profiler trace, rank 0: mean span of a verify forward (decode forward without speculation); on GPUs "
+           "first kernel start to last kernel end, on the CPU its record_function range", "profile",
+           columns=(Column("trace_verify_ms", "trace_verify_ms", "value"),)),
+    Metric("trace_verify_comm_ms", _trace("comm_ms"), "ms",
+           "profiler trace, rank 0: time per verify forward inside communication kernels (union; on the CPU "
+           "inside the all-reduce ranges)", "profile",
+           columns=(Column("trace_verify_comm_ms", "trace_verify_comm_ms", "value"),)),
+    Metric("trace_verify_compute_ms", _trace("compute_ms"), "ms",
+           "profiler trace, rank 0: time per verify forward in other GPU work not overlapping communication "
+           "(on the CPU: profiled operators outside the all-reduces)", "profile",
+           columns=(Column("trace_verify_compute_ms", "trace_verify_compute_ms", "value"),)),
+    Metric("trace_verify_idle_ms", _trace("idle_ms"), "ms",
+           "profiler trace, rank 0: span - busy per verify forward (GPU idle between kernels; on the CPU host "
+           "time between operators)", "profile",
+           columns=(Column("trace_verify_idle_ms", "trace_verify_idle_ms", "value"),)),
+    Metric("trace_comm_share", _trace("comm_share"), "fraction",
+           "profiler trace, rank 0: sum(comm) / sum(span) over verify forwards", "profile",
+           columns=(Column("trace_comm_share", "trace_comm_share", "value"),)),
+    Metric("trace_allreduce_per_verify", _trace("allreduce_per_forward"), "count",
+           "profiler trace, rank 0: all-reduce calls per verify forward", "profile",
+           columns=(Column("trace_allreduce_per_verify", "trace_allreduce_per_verify", "value"),)),
+    Metric("trace_allreduce_impl", trace_allreduce_impl, "name",
+           "profiler trace, rank 0: implementation of the verify forwards' all-reduce calls (kernel names)",
+           "profile", columns=(Column("trace_allreduce_impl", "trace_allreduce_impl", "value"),)),
+    Metric("trace_rank_skew_ms", trace_rank_skew_ms, "ms",
+           "profiler trace, all ranks: wait for the slowest rank per verify forward", "profile",
+           columns=(Column("trace_rank_skew_ms", "trace_rank_skew_ms", "value"),)),
+    Metric("allreduce_bench_us", allreduce_bench_us, "us",
+           "micro-benchmark before launch: median latency of one all-reduce at the verify's message size",
+           "profile", columns=(Column("allreduce_bench_us", "allreduce_bench_us", "value"),)),
+    Metric("allreduce_bench_ms_per_verify", allreduce_bench_ms_per_verify, "ms",
+           "allreduce_bench_us x trace_allreduce_per_verify / 1e3", "profile",
+           columns=(Column("allreduce_bench_ms_per_verify", "allreduce_bench_ms_per_verify", "value"),)),
+    Metric("profile_seconds", profile_seconds, "s",
+           "wall time of the profiling stage (start_profile .. all traces written)", "profile",
+           columns=(Column("profile_seconds", "profile_seconds", "value"),)),
 )
 
 #: Every metric column of the report and CSV, in table order.

@@ -1,8 +1,8 @@
 """summary.json of one configuration: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 4)::
+Shape (``SUMMARY_FORMAT_VERSION`` = 5)::
 
-    {"format_version": 4, "config": name, "run_id": str|null,
+    {"format_version": 5, "config": name, "run_id": str|null,
      "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
@@ -14,6 +14,7 @@ Shape (``SUMMARY_FORMAT_VERSION`` = 4)::
      "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
                    "flagged": bool|null, "reason": str|null, "definition": str},
      "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null,
+     "profile": {...analysis.profiling.profile_section...} | null,
      "expected_failure": null | {"expected": bool, "wanted": [str], "matched": [{"signature", "line"}],
                                  "seen": [{"signature", "line"}]}}
 
@@ -33,7 +34,10 @@ below) -> ``failed`` with stage ``summarize`` and reason ``outputs_differ``;
 otherwise ``ok``. A requested variant that another requested
 variant shadows (``evidence["shadowed"]``: SGLang gives their shared
 all-reduce to the other one) is named in ``warnings``: the number is the
-other variant's.
+other variant's. The profiler trace is evidence too: a variant
+whose implementation the verify forwards' kernels do not show (``profile.variant.fell_back``,
+``analysis.trace.trace_variant_evidence``) joins the log's ``fell_back`` list,
+marked ``"source": "trace"``.
 
 Output agreement (``AGREEMENT_DEFINITION``): under greedy decoding, speculation
 and a different all-reduce must not change the output, so each measured
@@ -77,6 +81,7 @@ from specsweep.analysis.metrics import (
     select_measured,
     warmup_report,
 )
+from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.records import validate_record
 
@@ -86,7 +91,9 @@ from specsweep.records import validate_record
 #      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
 #   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
 #   4  + expected_failure; variant evidence gains shadowed and failures.
-SUMMARY_FORMAT_VERSION = 4
+#   5  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
+#      in variant.fell_back.
+SUMMARY_FORMAT_VERSION = 5
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -260,6 +267,7 @@ def build_summary(
     baseline: BaselineRun | None = None,
     agreement_threshold: float | None = None,
     labels: Mapping[str, Any] | None = None,
+    profile: dict | None = None,
 ) -> dict:
     """The summary.json dict of one configuration (shape and status rules: module docstring).
 
@@ -267,7 +275,8 @@ def build_summary(
     ``expect_signature``), which are not part of the plan.
     """
     seed = int(plan["workload"]["seed"])
-    metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline))
+    metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline),
+                              profile=profile)
     run_id = metrics["run_id"]
     if run_id is None and warmup:
         run_id = warmup[-1].get("run_id")
@@ -290,11 +299,17 @@ def build_summary(
         "provenance": _provenance(launch),
         "variant": evidence,
         "speculative_algorithm": spec,
-        "warnings": _warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host")),
+        "warnings": (_warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host"))
+                     + profile_warnings(profile)),
         "agreement": _agreement(metrics, baseline, agreement_threshold),
         "host": outcome.get("host"),
+        "profile": profile,
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
+    trace_fell_back = ((profile or {}).get("variant") or {}).get("fell_back") or []
+    if trace_fell_back:
+        fell_back += trace_fell_back
+        summary["variant"] = {**(evidence or {}), "fell_back": fell_back}
     summary["warnings"] += [
         f"variant {s['variant']} is shadowed by {s['by']}: {s['why']}" for s in (evidence or {}).get("shadowed") or []
     ]

@@ -8,7 +8,7 @@ from typing import Any
 
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.preflight import PreflightResult
-from specsweep.refengine.cli import check_args
+from specsweep.refengine.cli import build_parser, check_args, resolve_args
 
 _BACKEND_LINE = re.compile(r"all-reduce backend: (?P<backend>\w+)")
 
@@ -57,3 +57,24 @@ class ReferenceEngine:
                 {"variant": f"all-reduce:{requested}", "line": f"all-reduce backend: {found[0]}"}
             )
         return evidence
+
+    def comm_profile(self, plan: dict) -> dict:
+        """The reference engine's all-reduce: its own backend, one process per rank, 2 per layer exactly."""
+        ns = resolve_args(build_parser().parse_args([*plan["argv"][3:], "--port", str(self.container_port)]))
+        spec = ns.speculative_algorithm != "NONE"
+        out: dict[str, Any] = {
+            "runner": "refengine",
+            "backend": ns.all_reduce_backend,
+            "world_size": ns.tp_size,
+            "device": ns.device,
+            "model_path": ns.model_path,
+            "dtype": ns.dtype,
+            "draft_tokens": ns.speculative_num_draft_tokens if spec else 1,
+            "allreduces_per_layer": 2,
+            "allreduces_outside_layers": 0,
+            "note": "attention and MLP/MoE outputs are all-reduced once per layer each; embedding, router, norms "
+                    "and LM head are replicated (refengine/README.md, Model)",
+        }
+        if ns.tp_size < 2:
+            out["skip"] = "tp-size 1: the all-reduce is a no-op, nothing to time"
+        return out

@@ -44,6 +44,18 @@ class Engine(Protocol):
         """What the server log proves about the communication variant that really ran."""
         ...
 
+    def comm_profile(self, plan: dict) -> dict:
+        """How this plan communicates, for the profiling stages (``specsweep.serve.profile``).
+
+        ``runner``/``backend`` (how ``serve/allreduce_bench.py`` times its all-reduce),
+        ``world_size``, ``device``, ``model_path`` (as the server sees it), ``dtype``
+        (explicit, or ``config``), ``draft_tokens`` (tokens per request in one verify;
+        1 without speculation), ``allreduces_per_layer`` and ``allreduces_outside_layers``
+        (the expected all-reduces per target forward = layers x the first + the second;
+        None when unknown), ``note``; ``skip`` (a reason) when there is nothing to time.
+        """
+        ...
+
 
 ENGINES: dict[str, type] = {"reference": ReferenceEngine, "sglang": SGLangEngine}
 

@@ -36,6 +36,8 @@ from specsweep.plan.tokenizer import TokenizerError
 #      workload.dataset; endpoint "chat".
 #   3  variant and expect moved to the labels (build_labels): they change the
 #      summary and the report, never what a server measures.
+#      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
+#      without it reads as before, so the version stays.)
 PLAN_FORMAT_VERSION = 3
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
 LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
@@ -118,6 +120,10 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, writ
     plan["prompts"] = resolve_prompts(entry, engine.builtin_tokenizer, write_prompts)
     if plan["workload"]["dataset"]["format"] == "random":
         plan["workload"]["dataset"] = {"format": "random"}  # the other keys do not apply: they rerun nothing
+    # Profiling off leaves no trace in the plan: plans (and so results) of before issue 12 stay valid.
+    profile = plan.pop("profile", None)
+    if profile and profile.get("enabled"):
+        plan["profile"] = profile
     return plan
 
 

@@ -8,6 +8,10 @@
 * ``plot_accept_length``: decode tok/s against accept length; each
   configuration's constant-cycle-time curve ``tok/s = accept / cycle_s``
   meets the baseline line at its break-even accept length (marked ``x``).
+* ``plot_comm_split``: per configuration the verify forward split into
+  compute and communication as the engine reports it and as the profiler
+  trace shows it (plus idle), with the micro-benchmark's prediction
+  (latency x all-reduces per verify) as a marker.
 * ``plot_acceptance``: per speculative configuration, the share of verify
   steps by accepted draft tokens and the acceptance rate by draft position.
 
@@ -254,4 +258,75 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> None:
     right.grid(alpha=0.3)
     right.legend(fontsize=8, loc="upper right")
     fig.suptitle(title)
+    _save(fig, path)
+
+
+TRACE_COLORS = {"compute": "#ff7f0e", "communication": "#d62728", "idle": "#c7c7c7"}
+
+
+def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
+    """Per configuration, stacked bars of ms per verify: the engine's own ``timing`` of the measured repeats
+    and of the profiled requests (the difference is the profiler's overhead), and the profiler trace
+    (profiled requests, rank 0: compute / communication / idle); on the trace bar a marker at the
+    micro-benchmark's all-reduce latency x the trace's all-reduces per verify."""
+    title = "Verify forward: communication vs compute (engine timing and profiler trace)"
+    shown = [r for r in rows if r.get("trace_verify_ms") is not None or
+             (r.get("verify_comm_ms") is not None and r.get("verify_compute_ms") is not None)]
+    if not shown:
+        _empty(path, title, "no configuration has a verify split\n(engine timing absent and profiling off)")
+        return
+    fig, ax = plt.subplots(figsize=(9.5, max(3.0, 1.6 + 1.3 * len(shown))))
+    labels, ys = [], []
+    y = 0.0
+    xmax = 0.0
+    for row in reversed(shown):
+        bars = []
+        if row.get("verify_comm_ms") is not None and row.get("verify_compute_ms") is not None:
+            bars.append(("engine", [("compute", row["verify_compute_ms"]), ("communication", row["verify_comm_ms"])]))
+        agreement = (row.get("profile") or {}).get("agreement") or {}
+        if agreement.get("engine_verify_ms") is not None:
+            bars.append(("engine, profiled", [("compute", agreement["engine_verify_ms"] - agreement["engine_comm_ms"]),
+                                              ("communication", agreement["engine_comm_ms"])]))
+        if row.get("trace_verify_ms") is not None:
+            bars.append(("trace", [("compute", row.get("trace_verify_compute_ms") or 0.0),
+                                   ("communication", row.get("trace_verify_comm_ms") or 0.0),
+                                   ("idle", row.get("trace_verify_idle_ms") or 0.0)]))
+        for source, parts in bars:
+            left = 0.0
+            for name, v in parts:
+                ax.barh(y, v, left=left, height=0.8, color=TRACE_COLORS[name], edgecolor="black", linewidth=0.5,
+                        hatch="//" if source == "trace" else None)
+                left += v
+            text = f" {left:.1f} ms"
+            if source == "trace" and row.get("trace_comm_share") is not None:
+                text += f", comm {row['trace_comm_share'] * 100:.0f}%"
+                if row.get("trace_allreduce_per_verify") is not None:
+                    text += f", {row['trace_allreduce_per_verify']:.0f} AR ({row.get('trace_allreduce_impl')})"
+            elif source == "engine" and row.get("comm_share") is not None:
+                text += f", comm {row['comm_share'] * 100:.0f}%"
+            elif source == "engine, profiled":
+                text += f", comm {agreement['engine_comm_share'] * 100:.0f}%"
+            ax.text(left, y, text, va="center", ha="left", fontsize=7)
+            bench = row.get("allreduce_bench_ms_per_verify")
+            if source == "trace" and bench is not None:
+                ax.plot(bench, y, marker="|", color="black", ms=16, mew=2.5, ls="none")
+            xmax = max(xmax, left, bench or 0.0)
+            labels.append(f"{row['config']} ({source})" if source != "engine" else
+                          f"{row['config']} (engine, measured)")
+            ys.append(y)
+            y += 1.0
+        y += 0.5
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlim(0, xmax * 1.6 if xmax > 0 else 1)
+    ax.set_xlabel("ms per verify forward (decode forward without speculation)")
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", linewidth=0.5) for c in TRACE_COLORS.values()]
+    names = list(TRACE_COLORS)
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
+    names.append("hatched: profiler trace (rank 0, profiled requests)")
+    handles.append(plt.Line2D([], [], marker="|", color="black", ms=12, mew=2.5, ls="none"))
+    names.append("micro-benchmark latency x all-reduces per verify")
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=11)
+    ax.grid(axis="x", alpha=0.3)
     _save(fig, path)

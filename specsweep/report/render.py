@@ -23,6 +23,7 @@ from specsweep.analysis.metrics import (
     break_even_accept_length,
     column_value,
 )
+from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -32,11 +33,18 @@ from specsweep.analysis.stats import (
     compare_to_baseline,
 )
 from specsweep.files import write_text_atomic
-from specsweep.report.plots import OUTPUTS_DIFFER, plot_accept_length, plot_acceptance, plot_cycle_time, plot_tok_s
+from specsweep.report.plots import (
+    OUTPUTS_DIFFER,
+    plot_accept_length,
+    plot_acceptance,
+    plot_comm_split,
+    plot_cycle_time,
+    plot_tok_s,
+)
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
 PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png",
-              "acceptance": "acceptance.png"}
+              "acceptance": "acceptance.png", "comm_split": "comm_split.png"}
 
 FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
 
@@ -80,6 +88,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "warmup_converged": (summary.get("warmup") or {}).get("converged"),
         "absent": m.get("absent") or {},
         "seed": ((summary.get("plan") or {}).get("workload") or {}).get("seed", 0),
+        "profile": summary.get("profile"),
         "expected_failure": summary.get("expected_failure"),
     }
     for column in METRIC_COLUMNS:
@@ -230,6 +239,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
 
     _agreement_section(w, rows, base)
     _acceptance_section(w, rows)
+    _profile_markdown(w, rows)
     described = [r for r in rows if r["description"]]
     if described:
         w("## Configurations\n\n")
@@ -326,6 +336,52 @@ def _acceptance_section(w: Any, rows: list[dict[str, Any]]) -> None:
     w("\n")
 
 
+def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
+    """The verify-path profile: the trace's split beside the engine's and the micro-benchmark's prediction."""
+    profiled = [r for r in rows if r.get("profile")]
+    if not profiled:
+        return
+    w("## Verify-path profile\n\n")
+    w("For configurations with `profile.enabled`: a PyTorch profiler trace of a few requests of the same workload, "
+      "taken after the measured repeats (rank 0; verify forwards, decode forwards without speculation), and an "
+      "all-reduce micro-benchmark at the verify's message size run before the server started, in the same "
+      "environment. `engine` = the engine's own timing of the same profiled requests, where it reports one; "
+      "`bench x AR` = micro-benchmark latency x all-reduces per verify, the loop's prediction of the verify's "
+      "communication time: the gap to the trace's comm ms is what the loop does not see (rank skew, "
+      "interleaving with compute). The all-reduce check compares the trace's count per verify with layers x 2 "
+      "(+ SGLang's embedding all-reduce): 122 for Kimi-K2.5's 61 layers.\n\n")
+    head = ["config", "stage", "verify ms", "comm ms", "compute ms", "idle ms", "comm share trace / engine",
+            "all-reduces / verify (expected)", "implementation", "rank skew ms", "bench us x AR = ms", "profile s"]
+    w("| " + " | ".join(head) + " |\n")
+    w("|" + "---|" * len(head) + "\n")
+    for r in profiled:
+        p = r["profile"]
+        agree = p.get("agreement") or {}
+        share = _f(r["trace_comm_share"] and r["trace_comm_share"] * 100, "{:.0f}%") \
+            if r["trace_comm_share"] is not None else "n/a"
+        if agree.get("engine_comm_share") is not None:
+            share += f" / {agree['engine_comm_share'] * 100:.0f}%" + ("" if agree["within_tolerance"] else " (!)")
+        check = p.get("allreduce_check") or {}
+        ar = _f(r["trace_allreduce_per_verify"], "{:.0f}")
+        if check.get("expected") is not None:
+            ar += f" ({check['expected']}{'' if check.get('matches') else ' (!)'})"
+        bench = (p.get("bench") or {})
+        bench_cell = (f"{bench['median_us']:.1f} x {r['trace_allreduce_per_verify']:.0f} = "
+                      f"{r['allreduce_bench_ms_per_verify']:.2f}"
+                      if r["allreduce_bench_ms_per_verify"] is not None else
+                      f"n/a ({bench.get('absent', 'no count')})")
+        stage = p.get("status") if "absent" not in p else f"{p.get('status')}: {p['absent']}"
+        cells = [r["config"], stage, _f(r["trace_verify_ms"], "{:.2f}"), _f(r["trace_verify_comm_ms"], "{:.2f}"),
+                 _f(r["trace_verify_compute_ms"], "{:.2f}"), _f(r["trace_verify_idle_ms"], "{:.2f}"), share, ar,
+                 r["trace_allreduce_impl"] or "n/a", _f(r["trace_rank_skew_ms"], "{:.2f}"), bench_cell,
+                 _f(r["profile_seconds"], "{:.1f}")]
+        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+    w("\n(!) = outside the stated tolerance (comm share: +-"
+      f"{COMM_SHARE_TOLERANCE:.2f} absolute), or a count other than expected; see the configuration's warnings. "
+      "The trace's ms include the profiler's own overhead (on the CPU every operator is recorded), so compare "
+      "shares, and the trace with the engine for the same profiled requests.\n\n")
+
+
 def _csv(rows: list[dict[str, Any]]) -> str:
     out = io.StringIO()
     wr = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
@@ -348,3 +404,4 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
     plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
     plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])
+    plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"])

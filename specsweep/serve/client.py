@@ -277,7 +277,7 @@ class _Runner:
         w = self.workload
         prompt = self.prompt(phase, repeat, index)
         body = json.dumps(self.adapter.build_payload(prompt, w)).encode()
-        tag = "w" if phase == "warmup" else f"m{repeat}"
+        tag = "w" if phase == "warmup" else f"m{repeat}" if phase == "measured" else phase
         base = {
             "run_id": self.run_id,
             "request_id": f"{self.run_id}-{tag}-{index:05d}",
@@ -397,6 +397,35 @@ class _Runner:
         return records
 
 
+    async def phase(self, session: aiohttp.ClientSession, phase: str, n: int, path: Path) -> list[dict[str, Any]]:
+        """``n`` requests of the workload outside warmup and measurement (e.g. while the engine's profiler records).
+
+        Same prompts generator, lengths, endpoint and concurrency (or arrival rate)
+        as the measured rounds; the records carry ``phase`` and never enter the metrics.
+        """
+        reqs = [self.request(phase, None, i) for i in range(n)]
+        records: list[dict[str, Any]] = []
+        progress = _Progress(self.log, phase, n)
+
+        def on_done(rec: dict[str, Any]) -> None:
+            records.append(rec)
+            progress.update(rec)
+
+        await _drive(
+            lambda i, sched: self.send(session, reqs[i], sched),
+            limit=n,
+            concurrency=self.concurrency,
+            request_rate=self.rate,
+            arrival_seed=f"arrivals:{self.workload['seed']}:{phase}",
+            should_stop=lambda: False,
+            on_done=on_done,
+        )
+        write_jsonl_atomic(path, records)
+        if records and not any(r["status"] == "ok" for r in records):
+            raise BenchmarkError(phase, *_failure_detail(records))
+        return records
+
+
 async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: TextIO) -> str | None:
     """The first model id of ``GET /v1/models`` (OpenAI ``model`` field), or None when not served.
 
@@ -462,3 +491,29 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     """
     return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
                                           on_stage))
+
+
+async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,
+                          log: TextIO, prompts: list[Prompt] | None = None,
+                          run_id: str | None = None) -> list[dict[str, Any]]:
+    """Async body of ``run_phase``."""
+    runner = _Runner(base_url, workload, log, prompts, run_id)
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
+        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints, as run_workload
+            model = await served_model_name(session, base_url, log)
+            if model is not None:
+                runner.adapter.model = model
+        return await runner.phase(session, phase, n, Path(path))
+
+
+def run_phase(base_url: str, workload: dict, phase: str, n: int, path: Path, log: TextIO,
+              prompts: list[Prompt] | None = None, run_id: str | None = None) -> list[dict]:
+    """``n`` requests of ``workload`` tagged ``phase`` (e.g. ``profile``), written to ``path`` (JSONL).
+
+    ``prompts``: the plan's selected prompts, as for ``run_workload`` (a phase other than
+    warmup and measured takes them from the warmup part of the selection). ``run_id``: the
+    server job's (every record carries it), as for ``run_workload``. Raises
+    ``BenchmarkError`` (stage ``phase``) when none of them succeeded.
+    """
+    return asyncio.run(run_phase_async(base_url, workload, phase, n, path, log, prompts, run_id))

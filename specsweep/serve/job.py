@@ -48,6 +48,7 @@ from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.records import new_run_id, run_header
 from specsweep.serve import client, guard
+from specsweep.serve import profile as profiling
 from specsweep.serve.container import checkout_id, container_name, container_runtime, run_labels
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
@@ -76,6 +77,8 @@ class JobPaths:
     requests: Path
     outcome: Path
     nccl_logs: Path | None = None  # directory of NCCL_DEBUG_FILEs (default: beside server.log, NCCL_LOG_DIR)
+    profile: Path | None = None  # profile.json (traces under profile/): serve.profile
+    allreduce_bench: Path | None = None  # allreduce_bench.json: serve.profile
 
 
 # NCCL writes its NCCL_DEBUG=INFO lines to C stdout, block-buffered when stdout
@@ -187,11 +190,13 @@ def server_environment(plan: dict, base: dict[str, str], identity: Mapping[str, 
 
 
 def build_launch(plan: dict, port: int, image_manifest: dict | None, labels: Mapping[str, str] | None = None,
-                 identity: Mapping[str, str] | None = None) -> tuple[list[str], str | None]:
+                 identity: Mapping[str, str] | None = None,
+                 extra_volumes: list[str] | None = None) -> tuple[list[str], str | None]:
     """Full argv of the server process (or of ``docker run``) and the container name.
 
     ``labels`` go on the container; ``identity``'s keys are passed into it
-    (``-e KEY``, values from the docker client's environment).
+    (``-e KEY``, values from the docker client's environment); ``extra_volumes``
+    are mounted beside the plan's (the profiling stage's trace directory).
     """
     engine = get_engine(plan["engine"])
     runtime = container_runtime(plan["runtime"])
@@ -199,7 +204,8 @@ def build_launch(plan: dict, port: int, image_manifest: dict | None, labels: Map
         assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
         name = container_name(plan["name"]) if runtime.daemon else None
         server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
-        run_plan = dict(plan, argv=server_argv, env={**plan["env"], **(identity or {})})
+        run_plan = dict(plan, argv=server_argv, env={**plan["env"], **(identity or {})},
+                        volumes=[*(plan.get("volumes") or []), *(extra_volumes or [])])
         argv = runtime.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name,
                                 labels=labels)
         return argv, name
@@ -344,6 +350,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         for path in (paths.warmup, paths.requests):
             path.unlink(missing_ok=True)
         _fresh_dir(nccl_dir)
+        profiling.reset(plan, paths.profile, paths.allreduce_bench, run_id)
         prompts = load_prompts(plan)
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
@@ -364,14 +371,19 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             launch["gpus_busy_before_launch"] = busy
             if busy:
                 raise LaunchError("launch", "gpus_busy", f"GPUs are held by other processes, not starting: {busy}")
-        port = plan["port"] or free_port(plan["host"])
         labels = run_labels(plan["name"], checkout, host.workdir, run_id)
-        argv, container = build_launch(plan, port, image_manifest, labels, identity)
+        daemon = runtime is not None and runtime.daemon
+        # Entered before the micro-benchmark: its process group and container are this run's too.
+        reap = stack.enter_context(reaper(log, f"{guard.RUN_LABEL_KEY}={run_id}" if daemon else None,
+                                          host.docker, keep_fds=lock.fds))
+        volumes = profiling.before_launch(plan, paths.profile, paths.allreduce_bench, image_manifest,
+                                          server_environment(plan, dict(os.environ), identity), log,
+                                          labels=labels, on_start=reap.watch_group)
+        port = plan["port"] or free_port(plan["host"])
+        argv, container = build_launch(plan, port, image_manifest, labels, identity, volumes)
         launch.update(argv=argv, host=plan["host"], port=port, container=container, env=plan["env"])
         if image_manifest:
             launch["image"] = {k: image_manifest.get(k) for k in ("name", "tag", "image_id")}
-        reap = stack.enter_context(reaper(log, f"{guard.RUN_LABEL_KEY}={run_id}" if container else None,
-                                          host.docker, keep_fds=lock.fds))
         with paths.server_log.open("wb") as log_file:
             log_file.write(run_header(run_id, plan["name"]).encode())
             log_file.flush()
@@ -411,6 +423,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                 outcome.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
             else:
                 outcome.update(status="ok", stage=None)
+            # After the measured repeats and the guard's window: it never disturbs them.
+            profiling.after_measure(server, plan, paths.profile, log, prompts, run_id)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -441,6 +455,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             signal.signal(signum, handler)
         outcome["log_tail"] = tail(paths.server_log) if outcome["status"] != "ok" else None
         if owns_files or outcome["reason"] != "interrupted":
+            profiling.finish(plan, paths.profile, paths.allreduce_bench, run_id)
             _write_job_files(paths, launch, outcome, run_id, plan["name"])
         print(f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}", file=log)
         stack.close()  # the reaper is told done, then the host lock goes

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
@@ -108,22 +109,37 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     working directory, which Snakemake sets to the workflow's.
     """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
-                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None)
+                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None,
+                     profile=Path(outputs["profile"]), allreduce_bench=Path(outputs["allreduce_bench"]))
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
     return run_config(read_json(plan_path), paths, manifest, log, registry, host=host)
 
 
-def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict]) -> str:
-    """The run id all files of a server job share; ``MixedRunsError`` names each file's run otherwise."""
+def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict],
+               others: Mapping[str, Any] | None = None) -> str:
+    """The run id all files of a server job share; ``MixedRunsError`` names each file's run otherwise.
+
+    ``others``: more files of the job, name -> run id (or set of the records' run ids), e.g. the
+    profiling stages' (``profile_run_ids``)."""
     return check_one_run({
         "launch.json": launch.get("run_id"),
         "outcome.json": outcome.get("run_id"),
         "server.log": run_id_of_log(server_log),
         "warmup.jsonl": {r.get("run_id") for r in warmup},
         "requests.jsonl": {r.get("run_id") for r in measured},
+        **(others or {}),
     })
+
+
+def profile_run_ids(profile: dict, bench: dict, profile_json: Path) -> dict[str, Any]:
+    """The run ids of the profiling stages' files (``serve.profile``): both JSON files and the profiled requests."""
+    ids: dict[str, Any] = {"profile.json": profile.get("run_id"), "allreduce_bench.json": bench.get("run_id")}
+    requests = profile_json.with_suffix("") / "requests.jsonl"
+    if requests.is_file():
+        ids["profile/requests.jsonl"] = {r.get("run_id") for r in read_jsonl(requests)}
+    return ids
 
 
 def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}",
@@ -141,8 +157,11 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agree
     launch = read_json(inputs["launch"])
     server_log = Path(inputs["server_log"]).read_text(errors="replace")
     warmup, measured = read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"])
+    profile_json = Path(inputs["profile"]) if "profile" in inputs.keys() else None
+    profile_files = (read_json(profile_json), read_json(inputs["allreduce_bench"])) if profile_json else None
     try:
-        run_id = one_run_id(launch, outcome, server_log, warmup, measured)
+        others = profile_run_ids(*profile_files, profile_json) if profile_json else None
+        run_id = one_run_id(launch, outcome, server_log, warmup, measured, others)
     except MixedRunsError as exc:
         where = Path(inputs["outcome"]).parent
         raise SystemExit(f"{where}: {exc}; not summarising them. Rerun the configuration's server job: "
@@ -152,13 +171,17 @@ def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agree
     logs = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
     # Read on failure too: a known-failing case is expected only if its own failure line is there.
     evidence = get_engine(plan["engine"]).variant_evidence(logs, dict(plan, **labels))
+    profile = None
+    # A contaminated run's numbers are kept for inspection; so is its profile.
+    if profile_json is not None and profile_files is not None and outcome["status"] in ("ok", "contaminated"):
+        profile = profile_section(plan, *profile_files, profile_json.with_suffix(""), labels.get("variant") or [])
     params = json.loads(agreement)
     baseline = BaselineRun(params.get("baseline"))
     if "baseline_requests" in inputs.keys():
         baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
                                read_jsonl(inputs["baseline_requests"]))
     summary = build_summary(plan, launch, outcome, warmup, measured, evidence, baseline, params.get("threshold"),
-                            labels=labels)
+                            labels=labels, profile=profile)
     print(f"run {run_id}", file=log)
     write_json_atomic(out_path, summary)
     print(f"summary {plan['name']}: {summary['status']}", file=log)

@@ -7,6 +7,7 @@ from typing import Any
 
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.sglang import launch
+from specsweep.engines.sglang.comm_profile import comm_profile
 from specsweep.engines.sglang.logcheck import variant_evidence
 from specsweep.engines.sglang.preflight import preflight_plans
 from specsweep.engines.sglang.rules import check_plan
@@ -60,3 +61,7 @@ class SGLangEngine:
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
         """What the server log proves about the communication variants the plan requested."""
         return variant_evidence(server_log, plan)
+
+    def comm_profile(self, plan: dict) -> dict:
+        """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""
+        return comm_profile(plan)

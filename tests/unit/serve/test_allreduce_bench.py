@@ -1,0 +1,97 @@
+"""The all-reduce micro-benchmark script, run for real on CPU ranks (gloo, shm; torch.distributed over gloo).
+
+The torch runner is the one the SGLang configurations use with NCCL inside
+their image; on this CPU-only host the same code runs with ``--backend gloo``
+(only ``init_process_group``'s backend name differs). NCCL itself runs in
+the ``gpu`` test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specsweep.serve.allreduce_bench import main, measure_sizes, model_shape, served_dtype
+from specsweep.serve.profile import BENCH_SCRIPT
+from specsweep.testing.workflow import REPO
+
+TINY = str(REPO / "specsweep/refengine/configs/tiny")
+
+
+def run_script(*args: str) -> dict:
+    """The script as the profiling stage runs it: by path, with -P, output on stdout."""
+    proc = subprocess.run([sys.executable, "-P", str(BENCH_SCRIPT), *args], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
+                                                      "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("backend", ["shm", "gloo"])
+def test_refengine_backends_at_the_verify_size(backend):
+    out = run_script("--runner", "refengine", "--backend", backend, "--world-size", "2", "--model-path", TINY,
+                     "--dtype", "float32", "--tokens", "4", "--iters", "30", "--warmup", "5")
+    (size,) = out["sizes"]
+    # tiny: hidden 256 x 4 draft tokens x float32
+    assert (size["tokens"], size["numel"], size["bytes"]) == (4, 1024, 4096)
+    assert size["correct"] and size["iters"] == 30 and len(size["per_rank_median_us"]) == 2
+    assert 0 < size["p10_us"] <= size["median_us"] <= size["p90_us"]
+    assert out["model"]["num_hidden_layers"] == 10 and out["env"]["OMP_NUM_THREADS"] == "1"
+    assert (out["runner"], out["backend"], out["world_size"], out["dtype"]) == ("refengine", backend, 2, "float32")
+
+
+def test_torch_distributed_runner_on_cpu(capsys):
+    assert main(["--runner", "torch", "--backend", "gloo", "--world-size", "2", "--model-path", TINY,
+                 "--dtype", "bfloat16", "--tokens", "4", "--tokens", "1", "--iters", "20", "--warmup", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["tokens"] for s in out["sizes"]] == [1, 4]
+    assert [s["bytes"] for s in out["sizes"]] == [512, 2048]  # bf16: 2 bytes
+    assert all(s["correct"] for s in out["sizes"])
+
+
+def test_timing_does_not_overflow_and_the_check_sums_ones():
+    """Timing runs on zeros (a sum of ones doubles every call); the check is a separate sum of ones."""
+    import torch
+
+    calls = []
+
+    def fake_all_reduce(t):  # a 3-rank sum of identical tensors
+        calls.append(float(t.float().abs().max()))
+        t.mul_(3)
+
+    out = measure_sizes(fake_all_reduce, fake_all_reduce, 3, torch.device("cpu"), [8], torch.float32, 200, 10)
+    assert out[8]["correct"] and len(out[8]["times"]) == 200
+    assert max(calls[:-1]) == 0.0 and calls[-1] == 1.0
+
+
+def test_model_shape_reads_text_config_as_kimi_k25_has_it(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "text_config": {"hidden_size": 7168, "num_hidden_layers": 61, "torch_dtype": "bfloat16"}}))
+    shape = model_shape(str(tmp_path))
+    assert (shape["hidden_size"], shape["num_hidden_layers"], shape["torch_dtype"]) == (7168, 61, "bfloat16")
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 3}))
+    with pytest.raises(ValueError, match="hidden_size"):
+        model_shape(str(tmp_path))
+
+
+def test_served_dtype_follows_sglang_auto():
+    assert served_dtype("config", {"torch_dtype": "bfloat16"}) == "bfloat16"
+    assert served_dtype("config", {"torch_dtype": "float32"}) == "float16"  # model_config.py _get_and_verify_dtype
+    assert served_dtype("config", {"torch_dtype": None}) == "float16"
+    assert served_dtype("half", {}) == "float16" and served_dtype("float32", {}) == "float32"
+
+
+@pytest.mark.gpu
+def test_torch_runner_over_nccl_on_the_gpus():
+    import torch
+
+    n = torch.cuda.device_count()
+    assert n >= 1, "needs a CUDA GPU"
+    out = run_script("--runner", "torch", "--backend", "nccl", "--world-size", str(n), "--device", "cuda",
+                     "--model-path", str(REPO / "specsweep/refengine/configs/kimi-k25-scaled"), "--dtype", "bfloat16",
+                     "--tokens", "4", "--iters", "50")
+    assert out["sizes"][0]["correct"] and out["nccl"]
