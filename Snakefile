@@ -2,18 +2,25 @@
 #
 # The Snakefile only wires; the logic lives in the `specsweep` package.
 #
-# Path grammar of results/ (one directory per configuration name):
-#   results/<config>/plan.json        resolved launch plan (argv, env, engine, image, workload)
-#   results/<config>/preflight.json   the plan parsed by the engine's own argument parser
-#   results/<config>/launch.json      launch record: final argv, readiness time, provenance
-#   results/<config>/server.log       the server's own log
-#   results/<config>/warmup.jsonl     raw records of warmup requests
-#   results/<config>/requests.jsonl   raw records of measured requests
-#   results/<config>/outcome.json     how the server job ended (ok, or failed: stage, reason, log tail)
-#   results/<config>/summary.json     metrics, status and provenance of one configuration
-#   results/images/<image>.json       manifest of a built image (id, content-addressed tag)
+# Path grammar of results/ (docs/design.md: "Units of measurement"). A
+# configuration (one per entry, or per combination of a grid's axes) has one
+# plan; it runs in one or more launches (<launch> = 1, 2, ..., or aa: the A/A
+# control, the baseline launched again last); a launch measures every workload
+# point (<point>) of the plan against one server:
+#   results/<config>/plan.json                        resolved launch plan (argv, env, engine, image, workload, points)
+#   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
+#   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance
+#   results/<config>/launch-<launch>/server.log       the server's own log
+#   results/<config>/launch-<launch>/warmup.jsonl     raw records of warmup requests, every point (record.point)
+#   results/<config>/launch-<launch>/requests.jsonl   raw records of measured requests, every point
+#   results/<config>/launch-<launch>/outcome.json     how the launch ended, per point (ok, or failed: stage, reason)
+#   results/<config>/launch-<launch>/logs/benchmark_server.{log,tsv}
+#   results/<config>/summary.json                     metrics, status, provenance: one section per point,
+#                                                     each pooling the configuration's launches
+#   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
-#   results/<config>/logs/<rule>.log  each job's log
+#   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
+#   results/<config>/logs/<rule>.log                  the other jobs' logs
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -39,3 +46,4 @@ rule all:
     input:
         "results/summary.csv",
         "results/report.md",
+        BEST_EXPORTS,

@@ -1,18 +1,24 @@
+# One server job per (configuration, launch): launch, readiness, every
+# workload point of the plan, teardown. Launches of all configurations run
+# interleaved (round 1 of each, round 2 of each, ..., the A/A control last):
+# the order comes from job priorities (specsweep.plan.launches), because an
+# ordering edge between two configurations would also be a rerun edge.
 rule benchmark_server:
     input:
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
         image=image_manifest_input,
     output:
-        launch="results/{config}/launch.json",
-        server_log="results/{config}/server.log",
-        warmup="results/{config}/warmup.jsonl",
-        requests="results/{config}/requests.jsonl",
-        outcome="results/{config}/outcome.json",
+        launch="results/{config}/launch-{launch}/launch.json",
+        server_log="results/{config}/launch-{launch}/server.log",
+        warmup="results/{config}/launch-{launch}/warmup.jsonl",
+        requests="results/{config}/launch-{launch}/requests.jsonl",
+        outcome="results/{config}/launch-{launch}/outcome.json",
     log:
-        "results/{config}/logs/benchmark_server.log",
+        "results/{config}/launch-{launch}/logs/benchmark_server.log",
     benchmark:
-        "results/{config}/logs/benchmark_server.tsv"
+        "results/{config}/launch-{launch}/logs/benchmark_server.tsv"
+    priority: launch_priority
     resources:
         gpu=gpus_of,
         server=1,
@@ -22,14 +28,10 @@ rule benchmark_server:
         "../scripts/benchmark_server.py"
 
 
+# One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:
-        plan="results/{config}/plan.json",
-        launch="results/{config}/launch.json",
-        server_log="results/{config}/server.log",
-        warmup="results/{config}/warmup.jsonl",
-        requests="results/{config}/requests.jsonl",
-        outcome="results/{config}/outcome.json",
+        unpack(summary_inputs),
     output:
         "results/{config}/summary.json",
     log:

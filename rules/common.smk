@@ -6,17 +6,18 @@ import sys
 sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
-from specsweep.plan.config import ConfigError, check_config, check_files_strict
-from specsweep.plan.resolve import plan_problems, resolve_plans
+from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
+from specsweep.plan.resolve import plan_problems, resolve_sweep
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
-# Validated once (schema, then semantics, with file, key path and allowed
-# values in every message), before any job is planned.
+# Validated once (schema, then grids expanded, then semantics, with file, key
+# path and allowed values in every message), before any job is planned.
+# SWEEP.config is the config with every grid replaced by its configurations.
 try:
     check_files_strict(workflow.configfiles)
-    check_config(config, CONFIG_SOURCE)
-    PLANS = resolve_plans(config)
+    SWEEP = check_sweep(config, CONFIG_SOURCE)
+    PLANS, LAUNCHES = sw.resolve_or_config_error(resolve_sweep, SWEEP.config, CONFIG_SOURCE)
     _problems = plan_problems(PLANS)
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
@@ -25,11 +26,18 @@ except ConfigError as exc:
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
+# Launches of each configuration in run order (round 1, round 2, ..., the A/A
+# control last) and the job priority that makes Snakemake keep that order.
+ORDER = sw.launch_order(SWEEP.config, LAUNCHES)
+SCHEDULE = sw.schedule_of(ORDER, CONFIGS)
+PRIORITIES = sw.priorities_of(ORDER)
+BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 
 
 wildcard_constraints:
     config="[a-z0-9_-]+",
     image="[a-z0-9_-]+",
+    launch="[1-9][0-9]*|aa",
 
 
 def plan_json(wildcards):
@@ -52,8 +60,16 @@ def gpus_of(wildcards):
     return sw.gpus_of(PLANS, wildcards.config)
 
 
+def launch_priority(wildcards):
+    return sw.launch_priority(PRIORITIES, wildcards.config, wildcards.launch)
+
+
+def summary_inputs(wildcards):
+    return sw.summary_inputs(SCHEDULE, wildcards.config)
+
+
 def report_params(wildcards):
-    return sw.report_params(config, CONFIGS)
+    return sw.report_params(SWEEP.config, CONFIGS, SWEEP.grids, ORDER)
 
 
 def image_spec_json(wildcards):

@@ -8,7 +8,11 @@ rule render_report:
             report("results/plots/tok_s.png", caption="../report/tok_s.rst", category="Plots"),
             report("results/plots/cycle_time.png", caption="../report/cycle_time.rst", category="Plots"),
             report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
+            report("results/plots/break_even.png", caption="../report/break_even.rst", category="Plots"),
+            report("results/plots/pareto.png", caption="../report/pareto.rst", category="Plots"),
         ],
+        # The winner of each grid as files a user can apply (env, NCCL tuner CSV) and its evidence.
+        best=BEST_EXPORTS,
     params:
         report=report_params,
     log:

@@ -4,7 +4,7 @@ One JSON object per line, one line per request, written by
 ``specsweep.serve.client`` and read back by ``specsweep.analysis``. Metrics are always computed from these files, never
 from the client's memory, so that a result can be recomputed and audited.
 
-Record fields (``RECORD_FORMAT_VERSION`` = 1):
+Record fields (``RECORD_FORMAT_VERSION`` = 2):
 
 ==================  =====================  ===========================================
 field               type                   meaning
@@ -12,6 +12,8 @@ field               type                   meaning
 format_version      int                    record schema version
 run_id              str                    one id per ``run_workload`` call (warmup and
                                            measured records of one run share it)
+point               str                    the workload point of the launch this request
+                                           belongs to (``default`` without points)
 request_id          str                    unique within the run, e.g. ``m1-0007``
 phase               "warmup"|"measured"    only ``measured`` enters the metrics
 repeat              int | null             measured round index (null for warmup)
@@ -51,16 +53,20 @@ from __future__ import annotations
 from typing import Any
 
 # Format history of a record (one line of requests.jsonl / warmup.jsonl):
-#   1  the fields of RECORD_FIELDS below.
-RECORD_FORMAT_VERSION = 1
+#   1  the fields of RECORD_FIELDS below, without point.
+#   2  point: several workload points share one launch's files (plan.points).
+RECORD_FORMAT_VERSION = 2
 
 PHASES = ("warmup", "measured")
+#: ``point`` of the records of a configuration that declares no workload points.
+DEFAULT_POINT = "default"
 STATUSES = ("ok", "error", "incomplete")
 
 #: Every record carries exactly these keys.
 RECORD_FIELDS = (
     "format_version",
     "run_id",
+    "point",
     "request_id",
     "phase",
     "repeat",

@@ -1,6 +1,8 @@
-"""summary.json of one configuration: status, metrics, warmup, provenance.
+"""The summary of one launch at one workload point: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 1)::
+``analysis.launches`` pools these per point over a configuration's launches
+into summary.json (``SUMMARY_FORMAT_VERSION`` 2). Shape of one (as
+summary.json was in format 1)::
 
     {"format_version": 1, "config": name, "status": "ok"|"failed"|"fallback",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
@@ -35,8 +37,11 @@ from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.records import validate_record
 
 # Format history of results/<config>/summary.json:
-#   1  the shape in the module docstring.
-SUMMARY_FORMAT_VERSION = 1
+#   1  the shape in the module docstring (one launch, one point).
+#   2  points x launches (analysis.launches): {"format_version", "config",
+#      "status", "plan", "launches": [...], "points": [<the shape of 1 without
+#      format_version, plus point, workload, launches>]}.
+SUMMARY_FORMAT_VERSION = 2
 
 _SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
 

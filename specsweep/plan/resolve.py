@@ -22,15 +22,21 @@ from typing import Any
 from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
 from specsweep.plan.config import as_list, deep_merge, load_schema
+from specsweep.plan.points import resolve_points
 
 # Format history of results/<config>/plan.json (and of the params that carry it):
 #   1  name, engine, runtime, image, server_args, argv, env, host, port,
 #      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
 #      target keys of the schema (gpu_arch, nvlink, volumes, ...).
+#      Added without a version change (a plan without them is unchanged):
+#      points = [{"name", "workload"}], only when the configuration declares
+#      points (plan.points).
 PLAN_FORMAT_VERSION = 1
 # Keys of a configuration that do not change what is measured, kept out of
-# the plan so that editing them reruns only the report.
-_NOT_IN_PLAN = {"description", "extends"}
+# the plan so that editing them reruns only the report. ``launches`` decides
+# how many server jobs there are, not what one of them measures; ``axes`` is
+# gone after grid expansion; ``points`` enters the plan resolved (below).
+_NOT_IN_PLAN = {"description", "extends", "launches", "axes", "points"}
 
 
 def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
@@ -58,8 +64,8 @@ def builtin_defaults(schema: Mapping | None = None) -> dict:
     defs = schema["$defs"]
     entry = _schema_defaults(defs["config_entry"], defs)
     entry["workload"] = _schema_defaults(defs["workload"], defs)
-    entry.pop("description", None)
-    entry.pop("extends", None)
+    for key in ("description", "extends", "axes", "points"):  # not inherited from the schema: no such setting
+        entry.pop(key, None)
     return entry
 
 
@@ -85,7 +91,11 @@ def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
 
 def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
     """Resolve configuration ``name`` of a checked ``config`` into its launch plan."""
-    entry = merged_entry(config, name, defaults)
+    return plan_from_entry(name, merged_entry(config, name, defaults))
+
+
+def plan_from_entry(name: str, entry: Mapping) -> dict:
+    """The launch plan of configuration ``name`` from its merged entry (``merged_entry``)."""
     engine = get_engine(entry["engine"])
     server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
     plan = {k: v for k, v in entry.items() if k not in _NOT_IN_PLAN}
@@ -100,13 +110,38 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> d
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
+    points = resolve_points(entry["workload"], entry.get("points"), f"configurations.{name}.points")
+    if points is not None:
+        plan["points"] = points
     return plan
 
 
 def resolve_plans(config: Mapping) -> dict[str, dict]:
     """Plans of every configuration, by name."""
+    return resolve_sweep(config)[0]
+
+
+def resolve_sweep(config: Mapping) -> tuple[dict[str, dict], dict[str, int]]:
+    """Plans of every configuration and its launch count (``launches``), by name.
+
+    Raises ``ValueError(problems)`` for points that cannot be named (the
+    caller names the file).
+    """
     defaults = builtin_defaults()
-    return {name: build_plan(config, name, defaults) for name in sorted(config["configurations"])}
+    plans: dict[str, dict] = {}
+    launches: dict[str, int] = {}
+    problems: list[str] = []
+    for name in sorted(config["configurations"]):
+        entry = merged_entry(config, name, defaults)
+        try:
+            plans[name] = plan_from_entry(name, entry)
+        except ValueError as exc:
+            problems.extend(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
+            continue
+        launches[name] = int(entry.get("launches", 1))
+    if problems:
+        raise ValueError(problems)
+    return plans, launches
 
 
 def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:

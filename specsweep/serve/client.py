@@ -30,7 +30,7 @@ import aiohttp
 from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
-from specsweep.records import new_record
+from specsweep.records import DEFAULT_POINT, new_record
 from specsweep.serve.payloads import CompletionsAdapter, EndpointAdapter, StreamState, get_adapter, make_prompt
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -258,9 +258,10 @@ def check_workload(workload: dict[str, Any]) -> None:
 class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
-    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO) -> None:
+    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO, point: str = DEFAULT_POINT) -> None:
         check_workload(workload)
         self.workload = workload
+        self.point = point
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
         self.log = log
@@ -277,6 +278,7 @@ class _Runner:
         tag = "w" if phase == "warmup" else f"m{repeat}"
         base = {
             "run_id": self.run_id,
+            "point": self.point,
             "request_id": f"{self.run_id}-{tag}-{index:05d}",
             "phase": phase,
             "repeat": repeat,
@@ -397,10 +399,11 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 
 
 async def run_workload_async(
-    base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO
+    base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
+    point: str = DEFAULT_POINT,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log)
+    runner = _Runner(base_url, workload, log, point)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -419,12 +422,15 @@ async def run_workload_async(
     return report
 
 
-def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO) -> dict:
+def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
+                 point: str = DEFAULT_POINT) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
+
+    Every record carries ``point`` (the workload point of the launch it belongs to).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
     ``benchmark``) when the server is unreachable or every request of a phase
     (or of one measured round) failed; the phase's records are written first.
     """
-    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log))
+    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, point))

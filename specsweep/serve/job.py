@@ -8,10 +8,28 @@ its own file: ``launch.json`` (argv, readiness time, provenance read from
 inside the server), ``server.log``, ``warmup.jsonl``, ``requests.jsonl`` and
 ``outcome.json``. A failure at any stage is a result, written to
 ``outcome.json``; only an interruption makes the job itself fail.
+
+One job is one *launch* of a configuration (``launch``: ``1``, ``2``, ... or
+``aa``, the A/A control; ``plan.launches``). It measures every workload point
+of the plan (``plan.points.plan_points``) against the same server, after one
+readiness wait: warmup and measurement per point, in the plan's order. The
+records of all points share the launch's two record files, each record
+carrying its ``point``; ``outcome.json`` has one entry per point under
+``points``. A point that fails is a result of that point: the next point
+still runs while the server is alive.
+
+Format history of outcome.json:
+  1  status, stage, reason, detail, warmup, exit_code, log_tail.
+  2  launch (the launch id), points = {point: {status, stage, reason, detail,
+     warmup}} in measuring order; the top-level status is ok only when every
+     point is, else stage/reason/detail of the launch or of the first failed
+     point; warmup = the first point's (as in 1 for a single point);
+     started_at, ended_at (time.time()).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,12 +42,17 @@ from typing import Any, TextIO
 
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.plan.points import plan_points
 from specsweep.serve import client
 from specsweep.serve.container import container_name, remove_leftovers, run_argv
 from specsweep.serve.provenance import gpu_busy
 from specsweep.serve.server import LaunchError, Server, free_port, http_get, tail
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
+OUTCOME_FORMAT_VERSION = 2
+#: The server's environment names its launch (recorded in provenance; the
+#: reference engine's test-only fault SPECSWEEP_TEST_STEP_DELAY_S reads it).
+LAUNCH_ENV = "SPECSWEEP_LAUNCH"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -105,14 +128,79 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
-def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO) -> dict:
-    """Launch, wait, warm up, measure, tear down; return (and write) the outcome."""
+def _point_files(paths: JobPaths, point: str) -> tuple[Path, Path]:
+    """Where one point's client writes its records before they join the launch's files."""
+    tmp = paths.requests.parent / ".points"
+    return tmp / f"{point}.warmup.jsonl", tmp / f"{point}.requests.jsonl"
+
+
+def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[str, Any], log: TextIO) -> None:
+    """Warm up and measure every point of the plan against ``server``; one entry per point in ``outcome``.
+
+    A point's ``BenchmarkError`` fails that point only; when the server has
+    died, the points not yet measured fail with ``server_exited``.
+    """
+    for point in plan_points(plan):
+        name = point["name"]
+        entry: dict[str, Any] = {"status": "failed", "stage": "warmup", "reason": None, "detail": None}
+        outcome["points"][name] = entry
+        if not server.alive():
+            entry.update(stage="benchmark", reason="server_exited",
+                         detail=f"server exited with code {server.proc.returncode if server.proc else None} "
+                                "before this point")
+            continue
+        warmup_path, requests_path = _point_files(paths, name)
+        print(f"point {name}: {json.dumps(point['workload'], sort_keys=True)}", file=log, flush=True)
+        try:
+            entry["warmup"] = client.run_workload(server.base_url, point["workload"], warmup_path, requests_path, log,
+                                                  point=name)
+            if not server.alive():
+                raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
+            entry.update(status="ok", stage=None)
+        except (LaunchError, client.BenchmarkError) as exc:
+            entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
+
+
+def _join_point_records(plan: dict, paths: JobPaths) -> None:
+    """The launch's warmup.jsonl and requests.jsonl: every point's records, in point order (atomic)."""
+    for target, which in ((paths.warmup, 0), (paths.requests, 1)):
+        parts = [_point_files(paths, p["name"])[which] for p in plan_points(plan)]
+        write_text_atomic(target, "".join(p.read_text() for p in parts if p.exists()))
+    for point in plan_points(plan):
+        for part in _point_files(paths, point["name"]):
+            part.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (paths.requests.parent / ".points").rmdir()
+
+
+def _settle_outcome(outcome: dict[str, Any]) -> None:
+    """Top-level status from the points: ok only when every point is; else the first failure."""
+    points = outcome["points"]
+    if outcome["stage"] != "points":  # the launch itself failed: every point shares its failure
+        return
+    failed = [p for p in points.values() if p["status"] != "ok"]
+    first = next(iter(points.values()), None)
+    outcome["warmup"] = first.get("warmup") if first else None
+    if failed:
+        outcome.update(status="failed", stage=failed[0]["stage"], reason=failed[0]["reason"],
+                       detail=failed[0]["detail"] if len(points) == 1 else
+                       f"{len(failed)} of {len(points)} points failed; first: {failed[0]['detail']}")
+    else:
+        outcome.update(status="ok", stage=None)
+
+
+def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO, launch_id: str = "1") -> dict:
+    """Launch, wait, warm up and measure every point, tear down; return (and write) the outcome."""
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
-    outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None}
-    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time()}
-    for path in (paths.warmup, paths.requests):
-        path.unlink(missing_ok=True)
+    outcome: dict[str, Any] = {"format_version": OUTCOME_FORMAT_VERSION, "status": "failed", "stage": "launch",
+                               "reason": None, "detail": None, "launch": launch_id, "points": {},
+                               "started_at": time.time()}
+    launch: dict[str, Any] = {"plan_name": plan["name"], "launch": launch_id, "started_at": outcome["started_at"],
+                              "points": [p["name"] for p in plan_points(plan)]}
+    run_plan = dict(plan, env={**plan["env"], LAUNCH_ENV: launch_id})
+    for path in (paths.warmup, paths.requests, *(f for pt in plan_points(plan) for f in _point_files(paths, pt["name"]))):
+        path.unlink(missing_ok=True)  # nothing of an earlier, interrupted job may join this launch's records
     server: Server | None = None
     try:
         if plan["runtime"] == "docker":
@@ -126,21 +214,21 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             if busy:
                 raise LaunchError("launch", "gpus_busy", f"GPUs are held by other processes, not starting: {busy}")
         port = plan["port"] or free_port(plan["host"])
-        argv, container = build_launch(plan, port, image_manifest)
-        launch.update(argv=argv, host=plan["host"], port=port, container=container, env=plan["env"])
+        argv, container = build_launch(run_plan, port, image_manifest)
+        launch.update(argv=argv, host=plan["host"], port=port, container=container, env=run_plan["env"])
         if image_manifest:
             launch["image"] = {k: image_manifest.get(k) for k in ("name", "tag", "image_id")}
         with paths.server_log.open("wb") as log_file:
             server = Server(
                 argv=argv,
-                env=server_environment(plan, dict(os.environ)),
+                env=server_environment(run_plan, dict(os.environ)),
                 host=plan["host"],
                 port=port,
                 ready_path=engine.ready_path,
                 log_file=log_file,
                 container=container,
             )
-            print(f"launching {plan['name']}: {argv}", file=log, flush=True)
+            print(f"launching {plan['name']} (launch {launch_id}): {argv}", file=log, flush=True)
             server.start()
             launch["pid"] = server.proc.pid if server.proc else None
             launch["ready_s"] = server.wait_ready(plan["ready_timeout_s"])
@@ -149,12 +237,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             launch["provenance"] = collect_provenance(plan, server)
             write_json_atomic(paths.launch, launch)
 
-            outcome["stage"] = "warmup"
-            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log)
-            outcome["warmup"] = warmup_report
-            if not server.alive():
-                raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
-            outcome.update(status="ok", stage=None)
+            outcome["stage"] = "points"
+            measure_points(plan, server, paths, outcome, log)
+            _settle_outcome(outcome)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -167,12 +252,13 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             outcome["exit_code"] = server.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if outcome["stage"] == "points":  # interrupted between points: the launch did not finish
+            outcome["stage"] = "benchmark"
         outcome["log_tail"] = tail(paths.server_log) if outcome["status"] != "ok" else None
+        outcome["ended_at"] = time.time()
         if not paths.launch.exists():
             write_json_atomic(paths.launch, launch)
-        for path in (paths.warmup, paths.requests):
-            if not path.exists():
-                write_text_atomic(path, "")
+        _join_point_records(plan, paths)
         if not paths.server_log.exists():
             write_text_atomic(paths.server_log, "")
         write_json_atomic(paths.outcome, outcome)

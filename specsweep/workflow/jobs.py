@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from specsweep.analysis.summary import build_summary
+from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
@@ -95,33 +95,59 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     return out
 
 
-def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO) -> dict:
-    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``)."""
+def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
+                     launch: str = "1") -> dict:
+    """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``)."""
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    return run_config(read_json(plan_path), paths, manifest, log)
+    return run_config(read_json(plan_path), paths, manifest, log, launch)
 
 
-def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO) -> dict:
-    """summarize_config: summary.json of one configuration from the files its server job left."""
-    plan = read_json(inputs["plan"])
-    outcome = read_json(inputs["outcome"])
-    launch = read_json(inputs["launch"])
-    server_log = Path(inputs["server_log"]).read_text(errors="replace")
-    evidence = get_engine(plan["engine"]).variant_evidence(server_log, plan) if outcome["status"] == "ok" else None
-    summary = build_summary(
-        plan, launch, outcome, read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"]), evidence
+def read_launch(paths: Mapping[str, str]) -> LaunchFiles:
+    """The files one launch left (keys as benchmark_server's outputs), read back."""
+    outcome = read_json(paths["outcome"])
+    launch = outcome.get("launch") or Path(paths["outcome"]).parent.name.removeprefix("launch-")
+    return LaunchFiles(
+        launch=str(launch),
+        record=read_json(paths["launch"]),
+        outcome=outcome,
+        warmup=read_jsonl(paths["warmup"]),
+        measured=read_jsonl(paths["requests"]),
+        server_log=Path(paths["server_log"]).read_text(errors="replace"),
     )
+
+
+def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO) -> dict:
+    """summarize_config: summary.json of one configuration from the files of all its launches.
+
+    ``inputs``: ``plan`` and, per file kind of a launch (``launch``,
+    ``server_log``, ``warmup``, ``requests``, ``outcome``), one path per
+    launch in run order (``workflow.inputs.summary_inputs``).
+    """
+    plan = read_json(paths_of(inputs["plan"])[0])
+    kinds = ("launch", "server_log", "warmup", "requests", "outcome")
+    columns = [paths_of(inputs[k]) for k in kinds]
+    launches = [read_launch(dict(zip(kinds, row))) for row in zip(*columns)]
+    engine = get_engine(plan["engine"])
+
+    def evidence_of(launch: LaunchFiles) -> dict | None:
+        return engine.variant_evidence(launch.server_log, plan) if launch.outcome.get("status") == "ok" else None
+
+    summary = build_config_summary(plan, launches, evidence_of)
     write_json_atomic(out_path, summary)
-    print(f"summary {plan['name']}: {summary['status']}", file=log)
+    states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
+    print(f"summary {plan['name']}: {summary['status']} ({len(launches)} launches; {states})", file=log)
     return summary
 
 
 def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plot_path: str) -> None:
-    """render_report: the cross-configuration report from every summary (descriptions from params)."""
+                        plot_path: str, best_dir: str | None = None) -> None:
+    """render_report: the cross-configuration report from every summary (descriptions, grids and
+    the planned launch order from params), and the best-configuration files of every grid."""
     report = json.loads(params)
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent)
+    sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control") if k in report}
+    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
+                  sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

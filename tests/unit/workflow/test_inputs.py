@@ -24,7 +24,7 @@ def _dry(work: Path, *targets: str) -> dict[str, int]:
 def test_dry_run_builds_the_image_once(tmp_path):
     counts = _dry(copy_workflow(tmp_path), "all")
     assert counts["build_image"] == 1
-    assert counts["benchmark_server"] == 2
+    assert counts["benchmark_server"] == 3  # two configurations, and the baseline's A/A control launch
 
 
 def test_push_target(tmp_path):
