@@ -4,7 +4,7 @@
                                                 print each resolved plan's argv
     python -m specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out;
                                                 exit 1 when any configuration has errors)
-    python -m specsweep failed [RESULTS]        outcome files of failed configurations, for
+    python -m specsweep failed [RESULTS]        outcome files of failed launches, for
                                                 `snakemake --cores 1 all -R $(python -m specsweep failed)`
 """
 
@@ -22,9 +22,9 @@ from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
 
 
 def failed_outcomes(results: Path) -> list[Path]:
-    """Outcome files whose configuration failed (a rerun of that file reruns its server job)."""
+    """Outcome files of launches that failed (a rerun of that file reruns that launch's server job)."""
     failed = []
-    for path in sorted(results.glob("*/outcome.json")):
+    for path in sorted(results.glob("*/launch-*/outcome.json")):
         if json.loads(path.read_text()).get("status") != "ok":
             failed.append(path)
     return failed

@@ -210,7 +210,7 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
     crossing as a vertical line with its bootstrap interval shaded; the
     computed break-even (mean over the group) as an ``x`` on the baseline line.
     """
-    title = "Break-even: decode tok/s against accept length (speculation pays right of the crossing)"
+    title = "Break-even: decode tok/s against accept length (speculation pays right of each crossing)"
     groups = [g for g in groups if g.rows]
     if not groups:
         _empty(path, title, "no configurations that differ only in accept length\n"
@@ -218,7 +218,7 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
         return
     points = sorted({g.point for g in groups}, key=lambda p: min(r["point_index"] for g in groups
                                                                    if g.point == p for r in g.rows))
-    fig, axes = plt.subplots(1, len(points), figsize=(6.2 * len(points), 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(points), figsize=(max(8.5, 6.2 * len(points)), 5.4), squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, point in zip(axes[0], points):
         drawn_base = False
@@ -269,11 +269,11 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
         _empty(path, title, "no configuration has both tok/s per user and tok/s per GPU")
         return
     fig, ax = plt.subplots(figsize=(9, 6))
-    cmap = plt.get_cmap("tab20")
     configs = list(dict.fromkeys(r["config"] for r in pts))
+    cmap = plt.get_cmap("tab10" if len(configs) <= 10 else "tab20")
     for i, config in enumerate(configs):
         mine = sorted((r for r in pts if r["config"] == config), key=lambda r: r["point_index"])
-        c = BASELINE_LINE if config == baseline else cmap(i % 20)
+        c = BASELINE_LINE if config == baseline else cmap(i % cmap.N)
         ax.plot([r["tok_s_median"] for r in mine], [r["tok_s_per_gpu"] for r in mine], "o-", color=c, ms=5,
                 lw=2 if config == baseline else 1, label=config + (" (baseline)" if config == baseline else ""))
         for r in mine:

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 FORMAT_VERSION = 1
-ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_")
+ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_",
+                "SPECSWEEP_")  # SPECSWEEP_: the launch id, and a test-only fault must show
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY$)", re.IGNORECASE)
 # distribution names to report (first found wins for aliases)
 PACKAGES: dict[str, tuple[str, ...]] = {

@@ -74,7 +74,10 @@ def pipeline(tmp_path_factory) -> Path:
 
 
 def summary(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "summary.json").read_text())
+    """The summary of a configuration's one workload point (these configurations declare no points)."""
+    whole = json.loads((work / "results" / name / "summary.json").read_text())
+    assert [p["point"] for p in whole["points"]] == ["default"]
+    return whole["points"][0]
 
 
 def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):
@@ -151,7 +154,7 @@ def test_reformatting_harness_code_reruns_nothing(pipeline):
 
 def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
-    assert failed == ["results/crashes/outcome.json"]
+    assert failed == ["results/crashes/launch-1/outcome.json"]
     assert planned_jobs(pipeline, "-R", *failed) == sorted(
         [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("render_report", "")]
     )
@@ -183,8 +186,8 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    launch = work / "results" / "long" / "launch.json"
-    job_log = work / "results" / "long" / "logs" / "benchmark_server.log"
+    launch = work / "results" / "long" / "launch-1" / "launch.json"
+    job_log = work / "results" / "long" / "launch-1" / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 180
     while not (launch.exists() and "ready after" in job_log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"

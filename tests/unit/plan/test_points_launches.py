@@ -1,0 +1,107 @@
+"""Workload points of one launch, and launches as the unit of replication (their order)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from specsweep.files import canonical_json
+from specsweep.plan.config import ConfigError, check_config
+from specsweep.plan.launches import CONTROL, launch_order, priorities, schedule
+from specsweep.plan.points import plan_points, point_name
+from specsweep.plan.resolve import resolve_plans, resolve_sweep
+from specsweep.testing.workflow import REPO
+from specsweep.workflow import inputs
+
+
+def _config() -> dict:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def test_points_resolve_into_the_plan_with_names_and_merged_workloads():
+    config = _config()
+    config["defaults"]["points"] = [{"concurrency": 1}, {"concurrency": 4, "input_len": 64},
+                                    {"name": "warm", "warmup": {"window": 4}}]
+    plans = resolve_plans(check_config(config, "x"))
+    points = plans["eagle3-shm"]["points"]
+    assert [p["name"] for p in points] == ["c1", "c4-in64", "warm"]
+    assert points[1]["workload"]["concurrency"] == 4 and points[1]["workload"]["input_len"] == 64
+    assert points[1]["workload"]["num_prompts"] == 8  # the rest from the configuration's workload
+    assert points[2]["workload"]["warmup"] == {"window": 4, "tolerance": 0.15, "min_windows": 2, "max_requests": 8}
+    assert plans["eagle3-shm"]["workload"]["concurrency"] == 1  # the base workload stays
+
+
+def test_a_configuration_without_points_has_one_default_point_and_no_points_key():
+    plan = resolve_plans(check_config(_config(), "x"))["nospec"]
+    assert "points" not in plan, "plans without points keep their bytes (pinned plans)"
+    assert plan_points(plan) == [{"name": "default", "workload": plan["workload"]}]
+
+
+def test_changing_one_point_changes_the_plan_of_its_configuration_only():
+    config = _config()
+    config["configurations"]["eagle3-shm"]["points"] = [{"concurrency": 1}, {"concurrency": 2}]
+    before = {k: canonical_json(v) for k, v in resolve_plans(check_config(config, "x")).items()}
+    config["configurations"]["eagle3-shm"]["points"][1] = {"concurrency": 3}
+    after = {k: canonical_json(v) for k, v in resolve_plans(check_config(config, "x")).items()}
+    assert [k for k in before if before[k] != after[k]] == ["eagle3-shm"]
+
+
+def test_point_names_must_be_distinct_and_not_default():
+    config = _config()
+    config["configurations"]["nospec"]["points"] = [{"concurrency": 2}, {"concurrency": 2, "seed": 1, "name": "c2"}]
+    with pytest.raises(ValueError) as info:
+        resolve_sweep(check_config(config, "x"))
+    assert "configurations.nospec.points[1]: point name 'c2' is also points[0]" in str(info.value)
+    config["configurations"]["nospec"]["points"] = [{"concurrency": 2, "name": "default"}]
+    with pytest.raises(ValueError, match="reserved"):
+        resolve_sweep(check_config(config, "x"))
+
+
+def test_unknown_point_key_is_a_schema_error_with_the_allowed_keys():
+    config = _config()
+    config["configurations"]["nospec"]["points"] = [{"concurency": 2}]
+    with pytest.raises(ConfigError) as info:
+        check_config(config, "x.yaml")
+    assert "configurations.nospec.points[0]" in str(info.value) and "'concurrency'" in str(info.value)
+
+
+def test_point_name_tokens():
+    assert point_name({"concurrency": 8}) == "c8"
+    assert point_name({"request_rate": 2.5, "output_len": 256}) == "out256-r2p5"
+
+
+def test_launches_are_not_in_the_plan():
+    config = _config()
+    config["configurations"]["eagle3-shm"]["launches"] = 3
+    plans, launches = resolve_sweep(check_config(config, "x"))
+    assert launches == {"eagle3-gloo": 1, "eagle3-shm": 3, "nospec": 1}
+    assert canonical_json(plans) == canonical_json(resolve_plans(check_config(_config(), "x")))
+
+
+def test_launch_order_interleaves_rounds_and_puts_the_control_last():
+    order = launch_order({"a": 2, "b": 2, "base": 2, "c": 1}, "base", aa_control=True)
+    assert order == [("base", "1"), ("a", "1"), ("b", "1"), ("c", "1"),
+                     ("base", "2"), ("a", "2"), ("b", "2"), ("base", CONTROL)]
+    assert launch_order({"a": 1}, None, aa_control=True) == [("a", "1")], "no baseline, no control"
+    assert ("base", CONTROL) not in launch_order({"base": 1}, "base", aa_control=False)
+    assert schedule({"a": 2, "base": 1}, "base", True) == {"a": ["1", "2"], "base": ["1", CONTROL]}
+
+
+def test_priorities_follow_the_order_strictly_and_stay_below_preflight():
+    order = launch_order({f"c{i:03d}": 3 for i in range(500)}, "c000", aa_control=True)
+    prio = priorities(order)
+    values = [prio[key] for key in order]
+    assert all(a > b for a, b in zip(values, values[1:]))
+    assert 0 < min(values) and max(values) < 100  # preflight_config and resolve_plan have priority 100
+
+
+def test_workflow_inputs_for_launches():
+    order = launch_order({"a": 2, "base": 1}, "base", True)
+    prio = inputs.priorities_of(order)
+    assert inputs.launch_priority(prio, "a", "2") < inputs.launch_priority(prio, "a", "1")
+    with pytest.raises(ValueError, match=r"has no launch '3'; planned launches: \['1', '2'\]"):
+        inputs.launch_priority(prio, "a", "3")
+    sched = inputs.schedule_of(order, ["a", "base"])
+    files = inputs.summary_inputs(sched, "base")
+    assert files["plan"] == ["results/base/plan.json"]
+    assert files["requests"] == ["results/base/launch-1/requests.jsonl", "results/base/launch-aa/requests.jsonl"]
