@@ -71,17 +71,29 @@ def builtin_defaults(schema: Mapping | None = None) -> dict:
 
 def merged_entry(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
     """The configuration ``name`` with defaults and ``extends`` parents merged in."""
-    configurations = config["configurations"]
+    return _Merger(config, defaults).entry(name)
 
-    def own(entry_name: str) -> dict:
-        entry = dict(configurations[entry_name] or {})
-        merged: dict = {}
-        for parent in as_list(entry.get("extends")):
-            merged = deep_merge(merged, own(parent))
-        return deep_merge(merged, entry)
 
-    base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
-    return deep_merge(base, own(name))
+class _Merger:
+    """``merged_entry`` for many names of one config: the defaults and each entry's own
+    merge (itself over what it extends) are computed once (a grid's members share a parent)."""
+
+    def __init__(self, config: Mapping, defaults: Mapping | None = None) -> None:
+        self.configurations = config["configurations"]
+        self.base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
+        self._own: dict[str, dict] = {}
+
+    def own(self, name: str) -> dict:
+        if name not in self._own:
+            entry = dict(self.configurations[name] or {})
+            merged: dict = {}
+            for parent in as_list(entry.get("extends")):
+                merged = deep_merge(merged, self.own(parent))
+            self._own[name] = deep_merge(merged, entry)
+        return self._own[name]
+
+    def entry(self, name: str) -> dict:
+        return deep_merge(self.base, self.own(name))
 
 
 def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
@@ -127,12 +139,12 @@ def resolve_sweep(config: Mapping) -> tuple[dict[str, dict], dict[str, int]]:
     Raises ``ValueError(problems)`` for points that cannot be named (the
     caller names the file).
     """
-    defaults = builtin_defaults()
+    merger = _Merger(config)
     plans: dict[str, dict] = {}
     launches: dict[str, int] = {}
     problems: list[str] = []
     for name in sorted(config["configurations"]):
-        entry = merged_entry(config, name, defaults)
+        entry = merger.entry(name)
         try:
             plans[name] = plan_from_entry(name, entry)
         except ValueError as exc:
