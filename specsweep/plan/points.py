@@ -27,7 +27,6 @@ from specsweep.plan.grid import value_label
 from specsweep.plan.names import NAME_PATTERN, NAME_RULE
 from specsweep.records import DEFAULT_POINT
 
-
 #: Name tokens of the workload keys a point sets (others: the key itself).
 POINT_TOKENS = {
     "concurrency": "c",

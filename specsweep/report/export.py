@@ -30,7 +30,6 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from specsweep.analysis.stats import VERDICT_METHOD
 from specsweep.files import write_json_atomic, write_text_atomic
@@ -112,9 +111,10 @@ def env_file(winner: GridWinner) -> str:
     plan = row.get("plan") or {}
     env: dict[str, str] = plan.get("env") or {}
     varied = [k.split(".", 1)[1] for k in winner.values if k.startswith("env.")]
+    standing = ("significantly faster than every other member" if winner.significant
+                else "highest median, but NOT significantly better than every other member")
     out = [f"# specsweep: best configuration of grid {winner.grid} at point {winner.point}: {row.get('config')}\n",
-           f"# {'significantly faster than every other member' if winner.significant else 'highest median, but NOT significantly better than every other member'}"
-           f" (evidence: {winner.grid}.json)\n",
+           f"# {standing} (evidence: {winner.grid}.json)\n",
            "# The settings the grid varied:\n"]
     for key in varied:
         out.append(_env_line(key, env[key]) if key in env else f"# {key} unset (the library's default)\n")

@@ -241,7 +241,8 @@ def break_even_table(groups: Sequence[CurveGroup]) -> str:
     out = io.StringIO()
     out.write("## On this setup, speculation pays above accept length X\n\n")
     out.write("| configurations (all but accept length equal) | point | measured crossing X [95% CI] "
-              "| computed break-even (cycle time x baseline tok/s) | baseline decode tok/s | accept lengths measured |\n")
+              "| computed break-even (cycle time x baseline tok/s) | baseline decode tok/s "
+              "| accept lengths measured |\n")
     out.write("|---|---|---|---|---|---|\n")
     for g in groups:
         comp = ("n/a" if not g.computed else f"{g.computed_mean:.2f} (range {min(g.computed):.2f}-"
@@ -289,7 +290,7 @@ def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compa
         if r["config"] != baseline and r["status"] != "failed" and r["samples"]:
             by.setdefault(r["point"], []).append(r)
     out = io.StringIO()
-    for point, members in sorted(by.items()):
+    for _point, members in sorted(by.items()):
         if not 2 <= len(members) <= PAIRWISE_MAX:
             continue
         if not out.tell():

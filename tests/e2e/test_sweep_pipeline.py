@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.report.render import config_rows, explode_points
-from specsweep.report.render import compare_rows
+from specsweep.report.render import compare_rows, config_rows, explode_points
 from specsweep.testing.workflow import REPO, copy_workflow
 
 pytestmark = pytest.mark.slow
