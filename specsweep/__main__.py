@@ -18,7 +18,7 @@ from pathlib import Path
 from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.resolve import plan_problems, resolve_plans
-from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
+from specsweep.workflow.inputs import DEFAULT_PARSER_ENV, resolve_or_config_error
 
 
 def failed_outcomes(results: Path) -> list[Path]:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("check", "preflight"):
         try:
             config = load_configs(args.config)
-            plans = resolve_plans(config)
+            plans = resolve_or_config_error(resolve_plans, config, " + ".join(map(str, args.config)))
             problems = plan_problems(plans)
             if problems:
                 raise ConfigError(" + ".join(map(str, args.config)), problems)

@@ -47,21 +47,25 @@ CROSSING_METHOD = (
 def crossing(xs: Sequence[float], ys: Sequence[float], y0: float) -> dict[str, Any]:
     """Where the curve through ``(xs, ys)`` first rises to ``y0`` (see the module docstring).
 
-    Returns ``{"x": float|None, "where": "inside"|"below_range"|"above_range", "between": [x_a, x_b]|None}``.
+    Returns ``{"x": float|None, "where": "inside"|"below_range"|"above_range", "between": [x_a, x_b]|None,
+    "crossings": int}``; ``crossings`` counts how often the curve passes the baseline (more than one: the
+    curve is not monotone, from noise or a real dip, and "pays above X" does not hold everywhere above X).
     """
     if len(xs) != len(ys) or not xs:
         raise ValueError("crossing needs as many xs as ys, at least one")
     order = np.argsort(np.asarray(xs, dtype=float), kind="stable")
     x = np.asarray(xs, dtype=float)[order]
     y = np.asarray(ys, dtype=float)[order]
+    above = y >= y0
+    crossings = int(np.count_nonzero(above[1:] != above[:-1]))
     if y[0] >= y0:
-        return {"x": None, "where": "below_range", "between": None}
+        return {"x": None, "where": "below_range", "between": None, "crossings": crossings}
     for i in range(1, len(x)):
         if y[i - 1] < y0 <= y[i]:
             t = (y0 - y[i - 1]) / (y[i] - y[i - 1])
             return {"x": float(x[i - 1] + t * (x[i] - x[i - 1])), "where": "inside",
-                    "between": [float(x[i - 1]), float(x[i])]}
-    return {"x": None, "where": "above_range", "between": None}
+                    "between": [float(x[i - 1]), float(x[i])], "crossings": crossings}
+    return {"x": None, "where": "above_range", "between": None, "crossings": crossings}
 
 
 def _crossing_x(x: np.ndarray, y: np.ndarray, y0: float) -> float:

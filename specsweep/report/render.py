@@ -30,6 +30,7 @@ from specsweep.records import DEFAULT_POINT
 from specsweep.report.export import write_exports
 from specsweep.report.plots import plot_accept_length, plot_break_even, plot_cycle_time, plot_pareto, plot_tok_s
 from specsweep.report.sweep import (
+    aa_floor,
     aa_lines,
     best_of_grids,
     best_section,
@@ -128,12 +129,12 @@ def config_rows(
     base = next((r for r in rows if r["config"] == baseline), None)
     for b in base_rows.values():
         b["aa"] = aa_control(b["summary"], seed=int(b["seed"])) if b["status"] == "ok" else None
+    floor = aa_floor(list(base_rows.values()))
     for r in rows:
         point_base = base_rows.get(canonical_json(r["workload"]))
         base_ok = point_base is not None and point_base["status"] == "ok"
-        aa = (point_base or {}).get("aa")
         r["base_row"] = point_base
-        r["aa_spread"] = aa["spread"] if aa else None
+        r["aa_spread"] = floor
         r["comparison"] = None
         if r["config"] == baseline:
             r["verdict"] = "baseline"

@@ -65,27 +65,42 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
         return (f"A/A control: {why}: the launch-to-launch effect is unknown; verdicts rest on the spread "
                 "between repeats (and between launches where a configuration has several).\n\n")
+    floor = aa_floor(base_rows)
+    per_point = [(r["point"], aa) for r, aa in found if aa]
     out = io.StringIO()
+    detail = "" if len(found) == 1 else " (" + ", ".join(
+        f"{p} {_pct(aa['spread'])}" for p, aa in per_point) + "; the largest applies at every point)"
+    out.write(f"**A/A control: the same configuration ({baseline}) launched twice differed by "
+              f"{'up to ' if len(per_point) > 1 else ''}{_pct(floor)} in median tok/s{detail}: "
+              "smaller differences are not called.**\n\n")
     for r, aa in found:
-        where = "" if r["point"] == "default" else f" at point {r['point']}"
+        where = "" if r["point"] == "default" else f"At point {r['point']}: "
         if not aa:
-            out.write(f"A/A control{where}: no control launch ended ok: the launch effect here is unknown.\n\n")
+            out.write(f"- {where}no control launch ended ok: the launch effect here is unknown.\n")
             continue
         comp = aa["comparison"]
         drift = (f"{comp['verdict']} (x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}])"
                  if "ratio" in comp else comp["verdict"])
-        out.write(
-            f"**A/A control{where}: the same configuration ({baseline}) launched twice differed by "
-            f"{_pct(aa['spread'])} in median tok/s: smaller differences are not called.** "
-            f"Launch {aa['first']} (start of the sweep) vs launch {aa['control']} (end): "
-            f"{_f(aa['launch_medians'][aa['first']])} vs {_f(aa['launch_medians'][aa['control']])} tok/s, "
-            f"drift {aa['drift'] * 100:+.1f} %, {drift}.\n\n")
+        out.write(f"- {where}launch {aa['first']} (start of the sweep) vs launch {aa['control']} (end): "
+                  f"{_f(aa['launch_medians'][aa['first']])} vs {_f(aa['launch_medians'][aa['control']])} tok/s, "
+                  f"drift {aa['drift'] * 100:+.1f} %, {drift}.\n")
+    out.write("\n")
     single = sorted({r["config"] for r in rows if r["launches"] == 1 and r["config"] != baseline})
     if single:
-        spreads = [aa["spread"] for _, aa in found if aa and aa["spread"] is not None]
         out.write(f"{len(single)} configuration(s) ran in one launch each: their own launch effect is unknown; the "
-                  f"A/A control's {_pct(max(spreads) if spreads else None)} stands for it in every verdict.\n\n")
+                  f"A/A control's {_pct(floor)} stands for it in every verdict.\n\n")
     return out.getvalue()
+
+
+def aa_floor(base_rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The A/A noise floor: the largest launch-to-launch spread the control showed at any point.
+
+    The same two launches are measured at every point, so their disagreement
+    is one launch effect seen several times; the largest sighting is taken
+    (an A/A pair is a small sample, and a floor should not be the luckiest one).
+    """
+    spreads = [r["aa"]["spread"] for r in base_rows if r.get("aa") and r["aa"]["spread"] is not None]
+    return max(spreads) if spreads else None
 
 
 # ------------------------------------------------------------------ launches
@@ -224,14 +239,21 @@ def crossing_text(group: CurveGroup) -> str:
     if c is None:
         return "n/a (no baseline decode tok/s)" if group.base is None else "n/a"
     xs = [r["accept_length"] for r in group.rows]
-    if c["where"] == "below_range":
+    if c["where"] == "below_range" and c.get("crossings", 0) == 0:
         return f"< {min(xs):.2f} (pays at every measured accept length)"
     if c["where"] == "above_range":
         return f"> {max(xs):.2f} (pays at none of them)"
+    if c["where"] == "below_range":
+        return (f"< {min(xs):.2f}, but NOT monotone: the curve passes the baseline {c['crossings']} times "
+                "(read the points)")
     iv = group.interval or {}
     lo = f"< {min(xs):.2f}" if iv.get("low_open") else _f(iv.get("low"), "{:.2f}")
     hi = f"> {max(xs):.2f}" if iv.get("high_open") else _f(iv.get("high"), "{:.2f}")
-    return f"**{c['x']:.2f}** [{lo}, {hi}]"
+    text = f"**{c['x']:.2f}** [{lo}, {hi}]"
+    if c.get("crossings", 1) > 1:
+        text += (f"; NOT monotone: the curve passes the baseline {c['crossings']} times, so it does not pay at "
+                 "every accept length above X (read the points)")
+    return text
 
 
 def break_even_table(groups: Sequence[CurveGroup]) -> str:

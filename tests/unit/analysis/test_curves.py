@@ -11,7 +11,7 @@ from specsweep.analysis.curves import crossing, crossing_interval
 def test_crossing_interpolates_between_the_two_points_around_the_baseline():
     # tok/s = 10 x accept length; baseline 23 -> crossing at 2.3, between the points at 2 and 3
     c = crossing([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0], 23.0)
-    assert c == {"x": pytest.approx(2.3), "where": "inside", "between": [2.0, 3.0]}
+    assert c == {"x": pytest.approx(2.3), "where": "inside", "between": [2.0, 3.0], "crossings": 1}
 
 
 def test_crossing_sorts_by_accept_length_and_handles_uneven_spacing():
@@ -20,8 +20,16 @@ def test_crossing_sorts_by_accept_length_and_handles_uneven_spacing():
 
 
 def test_crossing_outside_the_measured_range_is_said_not_extrapolated():
-    assert crossing([1.0, 2.0], [30.0, 40.0], 25.0) == {"x": None, "where": "below_range", "between": None}
-    assert crossing([1.0, 2.0], [10.0, 20.0], 25.0) == {"x": None, "where": "above_range", "between": None}
+    assert crossing([1.0, 2.0], [30.0, 40.0], 25.0) == {"x": None, "where": "below_range", "between": None,
+                                                         "crossings": 0}
+    assert crossing([1.0, 2.0], [10.0, 20.0], 25.0) == {"x": None, "where": "above_range", "between": None,
+                                                         "crossings": 0}
+
+
+def test_a_curve_that_dips_back_below_the_baseline_is_flagged():
+    # the shape seen on a loaded CPU: up, down, up again
+    c = crossing([1.2, 2.0, 2.8, 3.6], [9.5, 19.6, 10.6, 27.0], 12.8)
+    assert c["x"] == pytest.approx(1.2 + (12.8 - 9.5) / (19.6 - 9.5) * 0.8) and c["crossings"] == 3
 
 
 def test_a_point_exactly_on_the_baseline_is_the_crossing():
