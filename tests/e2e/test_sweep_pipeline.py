@@ -26,8 +26,8 @@ from specsweep.testing.workflow import REPO, copy_workflow
 pytestmark = pytest.mark.slow
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
-CONTROL_DELAY_S = "0.08"  # per step, A/A control launch only
-PAIR_DELAY_S = "0.02"  # per step, one of the pair, every launch
+CONTROL_DELAY_S = "0.25"  # per step, A/A control launch only
+PAIR_DELAY_S = "0.05"  # per step, one of the pair, every launch: large against load noise
 
 
 def sweep_config() -> dict:
@@ -140,7 +140,7 @@ def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
     original = (sweep / "config.yaml").read_text()
     try:
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0]["env.SPECSWEEP_TEST_STEP_DELAY_S"]
-                .__setitem__(1, "0.03"))
+                .__setitem__(1, "0.06"))
         assert planned_jobs(sweep) == sorted([
             ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
             ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""), ("render_report", "", "")])
