@@ -15,9 +15,13 @@ on its load; CPU time (user + sys of the snakemake process) is printed too.
 
 The no-op case needs every output present. Running 500 real benchmarks for a
 timing of Snakemake itself would take days, so every output the dry run
-lists is created empty and recorded with `snakemake --touch`: Snakemake's
-bookkeeping (mtimes, params metadata) is the same, the content is not read.
-Run from the repository root:  python benchmarks/bench_dag.py [N] [ROUNDS]
+lists is created empty and recorded with `snakemake --touch`. `--touch`
+records no params metadata for resolve_plan and preflight_config (Snakemake
+then says so and skips their params check, which makes the no-op cheaper than
+on a real results tree); with `--real-plans` those two rules run for real
+first (`snakemake preflight`: slow, one Python process per job), so the no-op
+checks every plan's params as it would after a real sweep.
+Run from the repository root:  python benchmarks/bench_dag.py [N] [ROUNDS] [--real-plans]
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ def import_cost() -> float:
     return statistics.median(runs)
 
 
-def main(n: int = 500, rounds: int = 3) -> None:
+def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-dag-"))
     try:
         work = copy_workflow(tmp)
@@ -99,7 +103,11 @@ def main(n: int = 500, rounds: int = 3) -> None:
         configs = counts["summarize_config"]
         launches = counts["benchmark_server"]
 
+        if real_plans:
+            timed(snakemake + ["preflight"], work)  # plans and preflights for real: their params metadata
         for path in outputs_of_dry_run(dry[0][2]):
+            if real_plans and path.endswith(("/plan.json", "/preflight.json")):
+                continue
             (work / path).parent.mkdir(parents=True, exist_ok=True)
             (work / path).touch()
         timed(snakemake + ["--touch", "all"], work)
@@ -109,6 +117,7 @@ def main(n: int = 500, rounds: int = 3) -> None:
             if "Nothing to be done" not in out:
                 raise SystemExit(f"expected a no-op rerun, got:\n{out[-3000:]}")
             noop.append((wall, cpu))
+        missing = re.search(r"(\d+) jobs have missing provenance/metadata", out)
 
         def line(label: str, runs: list) -> str:
             walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
@@ -121,11 +130,14 @@ def main(n: int = 500, rounds: int = 3) -> None:
         print(f"server launches per sweep: {launches} (= {configs} configurations x 1 launch + 1 A/A control), "
               f"not {configs * len(POINTS)} (configurations x points)")
         print(line("snakemake -n all, nothing built:", dry))
-        print(line("no-op rerun (snakemake -n all): ", noop))
+        print(line("no-op rerun (snakemake -n all): ", noop)
+              + f"  [plans {'run for real' if real_plans else 'touched'}; jobs without params metadata: "
+                f"{missing[1] if missing else 0}]")
         print(f"import of what rules/common.smk imports: {import_cost():.2f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    numbers = [int(a) for a in sys.argv[1:] if not a.startswith("--")]
+    main(*numbers[:2], real_plans="--real-plans" in sys.argv)
