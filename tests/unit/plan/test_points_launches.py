@@ -105,3 +105,15 @@ def test_workflow_inputs_for_launches():
     files = inputs.summary_inputs(sched, "base")
     assert files["plan"] == ["results/base/plan.json"]
     assert files["requests"] == ["results/base/launch-1/requests.jsonl", "results/base/launch-aa/requests.jsonl"]
+
+
+def test_empty_points_undo_the_points_set_under_defaults():
+    config = _config()
+    config["defaults"]["points"] = [{"concurrency": 1}, {"concurrency": 2}]
+    config["configurations"]["eagle3-gloo"]["points"] = []  # eagle3-shm extends eagle3-gloo
+    plans = resolve_plans(check_config(config, "x"))
+    assert [p["name"] for p in plans["nospec"]["points"]] == ["c1", "c2"]
+    plain = resolve_plans(check_config(_config(), "x"))
+    for name in ("eagle3-gloo", "eagle3-shm"):  # [] is inherited through extends, like any list
+        assert "points" not in plans[name], "points: [] is one default point, as without points"
+        assert canonical_json(plans[name]) == canonical_json(plain[name])
