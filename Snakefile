@@ -11,16 +11,20 @@
 #   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
 #   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance
 #   results/<config>/launch-<launch>/server.log       the server's own log
+#   results/<config>/launch-<launch>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
 #   results/<config>/launch-<launch>/warmup.jsonl     raw records of warmup requests, every point (record.point)
 #   results/<config>/launch-<launch>/requests.jsonl   raw records of measured requests, every point
-#   results/<config>/launch-<launch>/outcome.json     how the launch ended, per point (ok, or failed: stage, reason)
+#   results/<config>/launch-<launch>/outcome.json     how the launch ended, per point (ok, or failed: stage, reason, log tail)
 #   results/<config>/launch-<launch>/logs/benchmark_server.{log,tsv}
+#   results/<config>/launch-<launch>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
 #   results/<config>/summary.json                     metrics, status, provenance: one section per point,
 #                                                     each pooling the configuration's launches
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
 #   results/<config>/logs/<rule>.log                  the other jobs' logs
+# Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,
+# one per launch: a summary pools several runs, one per launch, never two runs in one launch directory.
 from snakemake.utils import min_version
 
 min_version("9.0")

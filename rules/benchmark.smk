@@ -8,12 +8,15 @@ rule benchmark_server:
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
         image=image_manifest_input,
+        prompts=prompts_input,
     output:
         launch="results/{config}/launch-{launch}/launch.json",
         server_log="results/{config}/launch-{launch}/server.log",
         warmup="results/{config}/launch-{launch}/warmup.jsonl",
         requests="results/{config}/launch-{launch}/requests.jsonl",
         outcome="results/{config}/launch-{launch}/outcome.json",
+        # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
+        nccl_logs=directory("results/{config}/launch-{launch}/nccl"),
     log:
         "results/{config}/launch-{launch}/logs/benchmark_server.log",
     benchmark:
@@ -31,11 +34,20 @@ rule benchmark_server:
 # One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:
+        # plan, then per file kind of a launch one path per launch, in run order (nccl_logs: directories)
         unpack(summary_inputs),
+        # The output-agreement check compares with the baseline's outputs (none for the baseline itself).
+        unpack(baseline_inputs),
     output:
         "results/{config}/summary.json",
+    params:
+        agreement=agreement_params,
+        # variant only (the log must prove it): relabelling reruns this and the report, no server.
+        labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",
+    # Seconds of arithmetic on files: on a cluster, not worth a queue wait.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

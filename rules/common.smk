@@ -7,7 +7,7 @@ sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
-from specsweep.plan.resolve import plan_problems, resolve_sweep
+from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_sweep
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
@@ -17,12 +17,18 @@ CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 try:
     check_files_strict(workflow.configfiles)
     SWEEP = check_sweep(config, CONFIG_SOURCE)
-    PLANS, LAUNCHES = sw.resolve_or_config_error(resolve_sweep, SWEEP.config, CONFIG_SOURCE)
-    _problems = plan_problems(PLANS)
+    # A dataset's selected prompts are kept under results/prompts/ (cached by stat: cheap at every start).
+    PLANS, LAUNCHES = resolve_sweep(SWEEP.config, CONFIG_SOURCE, write_prompts=True)
+    # description, expect, variant: for the summary and the report only, never in a plan.
+    LABELS = resolve_labels(SWEEP.config)
+    _label_errors, _label_warnings = label_findings(PLANS, LABELS, config.get("images"))
+    _problems = plan_problems(PLANS) + _label_errors
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+for _warning in _label_warnings:
+    print(f"specsweep: {_warning}", file=sys.stderr)
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
@@ -48,12 +54,28 @@ def parser_env_input(wildcards):
     return sw.parser_env_input(PLANS, config, wildcards.config)
 
 
+def preflight_parser_input(wildcards):
+    return sw.preflight_parser_input(PLANS, config, wildcards.config)
+
+
 def image_manifest_input(wildcards):
     return sw.image_manifest_input(PLANS, wildcards.config)
 
 
 def config_image_spec_json(wildcards):
     return sw.config_image_spec_json(PLANS, config, wildcards.config)
+
+
+def prompts_input(wildcards):
+    return sw.prompts_input(PLANS, wildcards.config)
+
+
+def baseline_inputs(wildcards):
+    return sw.baseline_inputs(config, wildcards.config)
+
+
+def agreement_params(wildcards):
+    return sw.agreement_params(config)
 
 
 def gpus_of(wildcards):
@@ -68,8 +90,12 @@ def summary_inputs(wildcards):
     return sw.summary_inputs(SCHEDULE, wildcards.config)
 
 
+def summary_labels(wildcards):
+    return sw.summary_labels(LABELS, wildcards.config)
+
+
 def report_params(wildcards):
-    return sw.report_params(SWEEP.config, CONFIGS, SWEEP.grids, ORDER)
+    return sw.report_params(SWEEP.config, LABELS, CONFIGS, SWEEP.grids, ORDER)
 
 
 def image_spec_json(wildcards):

@@ -5,6 +5,8 @@ rule make_parser_env:
         "{parser_env}/ready.json",
     log:
         "{parser_env}/make_parser_env.log",
+    # pip needs the package index: the submit host reaches it, a node may not.
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:
@@ -14,15 +16,17 @@ rule make_parser_env:
 rule preflight_config:
     input:
         plan="results/{config}/plan.json",
-        parser=parser_env_input,
+        parser=preflight_parser_input,
     output:
         "results/{config}/preflight.json",
     params:
         image=config_image_spec_json,
     log:
         "results/{config}/logs/preflight_config.log",
-    # Before any image build or launch: a typo must not cost a build or a GPU hour.
+    # Before any image build or launch: a typo must not cost a build or a GPU hour
+    # (nor a queue wait: it runs on the submit host).
     priority: 100
+    localrule: True
     conda:
         "../envs/specsweep.yaml"
     script:

@@ -10,6 +10,7 @@ rule render_report:
             report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
             report("results/plots/break_even.png", caption="../report/break_even.rst", category="Plots"),
             report("results/plots/pareto.png", caption="../report/pareto.rst", category="Plots"),
+            report("results/plots/acceptance.png", caption="../report/acceptance.rst", category="Plots"),
         ],
         # The winner of each grid as files a user can apply (env, NCCL tuner CSV) and its evidence.
         best=BEST_EXPORTS,

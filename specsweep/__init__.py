@@ -8,4 +8,5 @@ __version__ = "0.1.0"
 # Bump when a deliberate change to how measurement works must rerun every
 # configuration. It is part of every resolved launch plan, so changing it
 # invalidates exactly the benchmark jobs (not image builds).
-HARNESS_VERSION = 1
+#   2  raw records v2 (output token ids, prompt keys, acceptance histograms), datasets, chat.
+HARNESS_VERSION = 2

@@ -1,11 +1,14 @@
 """Small command-line helpers around the workflow.
 
-    python -m specsweep check [CONFIG ...]      validate config files (merged like --configfile),
-                                                print each resolved plan's argv
+    python -m specsweep check [CONFIG ...]      validate config files (merged like --configfile), run
+                                                every plan through its engine's preflight (its own
+                                                argument parser), print each argv; exit 1 on any error
     python -m specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out;
                                                 exit 1 when any configuration has errors)
-    python -m specsweep failed [RESULTS]        outcome files of failed launches, for
-                                                `snakemake --cores 1 all -R $(python -m specsweep failed)`
+    python -m specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated)
+                                                launches of these config files' configurations, for
+                                                `snakemake --cores 1 all --configfile F \
+                                                     -R $(python -m specsweep failed F)`
 """
 
 from __future__ import annotations
@@ -15,25 +18,62 @@ import json
 import sys
 from pathlib import Path
 
-from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
+from specsweep.engines.registry import get_engine
+from specsweep.engines.sglang.preflight import (
+    DEFAULT_REQUIREMENTS,
+    ensure_parser_env,
+    image_parser_prefix,
+    preflight_plans,
+)
 from specsweep.plan.config import ConfigError, load_configs
-from specsweep.plan.resolve import plan_problems, resolve_plans
-from specsweep.workflow.inputs import DEFAULT_PARSER_ENV, resolve_or_config_error
+from specsweep.plan.resolve import plan_problems, resolve_labels, resolve_plans
+from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
 
 
-def failed_outcomes(results: Path) -> list[Path]:
-    """Outcome files of launches that failed (a rerun of that file reruns that launch's server job)."""
+def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
+    """Outcome files of launches that failed or were contaminated (forcing that file reruns that launch's
+    server job); only configurations in ``names`` when given: after a ``--configfile`` switch, ``results/``
+    still holds the other file's configurations, which ``snakemake -R`` could not make."""
     failed = []
     for path in sorted(results.glob("*/launch-*/outcome.json")):
+        if names is not None and path.parent.parent.name not in names:
+            continue
         if json.loads(path.read_text()).get("status") != "ok":
             failed.append(path)
     return failed
 
 
-def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
-    """All plans through SGLang's own parser in one process; print the verdicts as JSON."""
-    venv = parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV)
-    python = ensure_parser_env(venv, requirements)
+def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
+    """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
+    its parser, in the pinned venv); print each argv, every warning and error; 1 when any has errors."""
+    labels = resolve_labels(config)
+    errors: list[str] = []
+    warnings: list[str] = []
+    parser_python = None
+    if any(get_engine(p["engine"]).needs_parser_env for p in plans.values()):
+        venv = parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV)
+        print(f"SGLang's parser environment: {venv} (made once)", file=sys.stderr)
+        parser_python = ensure_parser_env(venv, requirements)
+    for name, plan in plans.items():
+        engine = get_engine(plan["engine"])
+        labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
+        result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None, config.get("images"))
+        errors += result.errors
+        warnings += result.warnings
+        print(f"{name}: {' '.join(plan['argv'])}")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path, image: str | None) -> int:
+    """All plans through SGLang's own parser in one process (the venv's, or a built image's); print JSON verdicts."""
+    if image:
+        python: str | list[str] = image_parser_prefix(image)
+    else:
+        python = ensure_parser_env(parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV), requirements)
     results = preflight_plans(list(plans.values()), python, config.get("images"))
     json.dump(results, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
@@ -46,18 +86,25 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="validate config files and print the resolved argv of each configuration")
     check.add_argument("config", nargs="*", default=[Path("config.yaml")], type=Path,
                        help="config file(s), merged in order like --configfile (default: config.yaml)")
+    check.add_argument("--parser-env", type=Path, default=None,
+                       help="SGLang parser venv (default: config's parser_env)")
+    check.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
     pre = sub.add_parser("preflight", help="check every SGLang configuration with SGLang's own parser")
     pre.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")
     pre.add_argument("--parser-env", type=Path, default=None, help="venv dir (default: config's parser_env)")
     pre.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
-    failed = sub.add_parser("failed", help="list outcome.json files of failed configurations")
-    failed.add_argument("results", nargs="?", default="results", type=Path)
+    pre.add_argument("--image", default=None,
+                     help="check with this built SGLang image (id or reference) instead of the parser venv")
+    failed = sub.add_parser("failed", help="list outcome.json files of failed configurations of these config files")
+    failed.add_argument("config", nargs="*", default=[Path("config.yaml")], type=Path,
+                        help="the config file(s) given to snakemake's --configfile (default: config.yaml)")
+    failed.add_argument("--results", default=Path("results"), type=Path, help="results directory (default: results)")
     args = parser.parse_args(argv)
 
-    if args.command in ("check", "preflight"):
+    if args.command in ("check", "preflight", "failed"):
         try:
             config = load_configs(args.config)
-            plans = resolve_or_config_error(resolve_plans, config, " + ".join(map(str, args.config)))
+            plans = resolve_plans(config, " + ".join(map(str, args.config)))
             problems = plan_problems(plans)
             if problems:
                 raise ConfigError(" + ".join(map(str, args.config)), problems)
@@ -65,11 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
         if args.command == "preflight":
-            return preflight(config, plans, args.parser_env, args.requirements)
-        for name, plan in plans.items():
-            print(f"{name}: {' '.join(plan['argv'])}")
-        return 0
-    for path in failed_outcomes(args.results):
+            return preflight(config, plans, args.parser_env, args.requirements, args.image)
+        if args.command == "check":
+            return check_all(config, plans, args.parser_env, args.requirements)
+    for path in failed_outcomes(args.results, set(plans)):
         print(path)
     return 0
 

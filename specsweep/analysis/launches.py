@@ -10,21 +10,27 @@ all launches. Per point, each launch is first summarised on its own
 * several launches: the metrics are recomputed from the pooled records (each
   launch's own run, repeats numbered launch after launch so that the
   per-repeat spread spans launches), the status is the worst of the regular
-  launches (``failed`` > ``fallback`` > ``ok``, with the launch named), and
+  launches (``failed`` > ``contaminated`` > ``fallback`` > ``ok``, with the
+  launch named), ``run_id`` is null (each launch's is in ``launches``), and
   ``launches`` lists each launch's median and repeat medians.
+
+Output agreement is checked per launch and pooled against the baseline's
+first launch at the same point (its records of that point; all its records
+when the baseline has no such point), so that batching at another
+concurrency never enters the comparison.
 
 The A/A control (launch ``aa`` of the baseline) is pooled like any launch of
 the baseline when it succeeded; when it failed, that is a warning on the
 baseline (the launch effect stays unknown), not a failure of the baseline.
 
-summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 2)::
+summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 5)::
 
-    {"format_version": 2, "config": name, "status": worst point status,
-     "plan": {...}, "launches": [{"launch", "control", "status", "stage",
+    {"format_version": 5, "config": name, "status": worst point status,
+     "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
      "reason", "started_at", "ended_at", "wall_s", "ready_s"}],
      "points": [<point summary>]}
 
-A point summary is a version-1 summary (``analysis.summary``) plus
+A point summary is a version-4 summary (``analysis.summary``) plus
 ``point``, ``workload``, ``launches`` (per launch: ``launch``, ``control``,
 ``status``, ``run_id``, ``n_ok``, ``tok_s_median``, ``decode_tok_s_median``,
 ``per_repeat_median``, ``repeats``) and ``samples[...]["launch"]`` (the
@@ -39,11 +45,19 @@ from typing import Any
 
 from specsweep.analysis.metrics import compute_metrics
 from specsweep.analysis.stats import compare_to_baseline, group_medians, repeat_noise
-from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION, build_summary
+from specsweep.analysis.summary import (
+    SUMMARY_FORMAT_VERSION,
+    BaselineRun,
+    agreement_message,
+    agreement_reference,
+    agreement_section,
+    build_summary,
+    expected_failure,
+)
 from specsweep.records import DEFAULT_POINT
 
 CONTROL = "aa"  # = plan.launches.CONTROL (analysis does not import plan)
-_STATUS_RANK = {"ok": 0, "fallback": 1, "failed": 2}
+_STATUS_RANK = {"ok": 0, "fallback": 1, "contaminated": 2, "failed": 3}
 
 
 @dataclass(frozen=True)
@@ -56,22 +70,37 @@ class LaunchFiles:
     warmup: list[dict]
     measured: list[dict]
     server_log: str
+    run_id: str | None = None  # the one run id of the launch's files (workflow.jobs.one_run_id)
+    nccl_logs: tuple[str, ...] = ()  # the launch's NCCL_DEBUG_FILEs, as text
 
 
 def _points(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list(plan.get("points") or [{"name": DEFAULT_POINT, "workload": plan["workload"]}])
 
 
+def baseline_at(baseline: BaselineRun | None, point: str) -> BaselineRun | None:
+    """The baseline as one point's agreement check needs it: its plan with that point's workload and
+    its records of that point (all of them when the baseline has no point of that name)."""
+    if baseline is None or baseline.plan is None or baseline.records is None:
+        return baseline
+    own = {p["name"]: p for p in _points(baseline.plan)}
+    if point not in own:
+        return baseline
+    return BaselineRun(baseline.name, dict(baseline.plan, workload=own[point]["workload"]),
+                       _of_point(baseline.records, point))
+
+
 def _point_outcome(outcome: Mapping[str, Any], point: str) -> dict[str, Any]:
     """The outcome of one point of a launch (a failed launch fails every point)."""
     entry = (outcome.get("points") or {}).get(point)
+    launch = {"run_id": outcome.get("run_id"), "host": outcome.get("host")}  # shared by every point
     if entry is not None:
-        return {"status": entry["status"], "stage": entry.get("stage"), "reason": entry.get("reason"),
+        return {**launch, "status": entry["status"], "stage": entry.get("stage"), "reason": entry.get("reason"),
                 "detail": entry.get("detail"), "warmup": entry.get("warmup"),
                 "log_tail": outcome.get("log_tail") if entry["status"] != "ok" else None}
-    if outcome.get("status") == "ok" and not outcome.get("points"):
+    if outcome.get("status") in ("ok", "contaminated") and not outcome.get("points"):
         return dict(outcome)  # format 1: one point, no points section
-    return {"status": "failed", "stage": outcome.get("stage") or "benchmark",
+    return {**launch, "status": "failed", "stage": outcome.get("stage") or "benchmark",
             "reason": outcome.get("reason") or "point_not_measured",
             "detail": outcome.get("detail") or f"point {point} has no outcome in this launch",
             "log_tail": outcome.get("log_tail")}
@@ -92,7 +121,7 @@ def _launch_entry(launch: LaunchFiles, summary: dict[str, Any], offset: int) -> 
         "status": summary["status"],
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
-        "run_id": m.get("run_id"),
+        "run_id": summary.get("run_id") or m.get("run_id"),
         "n_ok": m["counts"]["ok"],
         "tok_s_median": tok.get("p50"),
         "decode_tok_s_median": decode.get("p50"),
@@ -114,18 +143,21 @@ def _tag_sample_launches(metrics: dict[str, Any], repeat_launch: Mapping[int, st
 
 def summarize_point(
     plan: Mapping[str, Any], point: Mapping[str, Any], launches: Sequence[LaunchFiles],
-    evidence: Mapping[str, dict | None],
+    evidence: Mapping[str, dict | None], baseline: BaselineRun | None = None,
+    agreement_threshold: float | None = None, labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary of one point over every launch (module docstring)."""
+    """The summary of one point over every launch (module docstring); ``baseline``, ``agreement_threshold``
+    and ``labels`` as for ``summary.build_summary`` (the baseline of the whole configuration)."""
     name = point["name"]
     point_plan = dict(plan, workload=point["workload"])
     seed = int(point["workload"]["seed"])
     repeats_per_launch = int(point["workload"]["repeats"])
+    reference = baseline_at(baseline, name)
     per_launch: list[tuple[LaunchFiles, dict[str, Any], int]] = []
     for k, launch in enumerate(launches):
         summary = build_summary(point_plan, launch.record, _point_outcome(launch.outcome, name),
                                 _of_point(launch.warmup, name), _of_point(launch.measured, name),
-                                evidence.get(launch.launch))
+                                evidence.get(launch.launch), reference, agreement_threshold, labels)
         per_launch.append((launch, summary, k * repeats_per_launch))
     entries = [_launch_entry(launch, summary, offset) for launch, summary, offset in per_launch]
 
@@ -139,14 +171,23 @@ def summarize_point(
         records = [r for launch, _, off in pooled_from for r in _renumbered(_of_point(launch.measured, name), off)]
         runs = [s["metrics"]["run_id"] for _, s, _ in pooled_from if s["metrics"]["run_id"] is not None]
         out = dict(first)
-        out["metrics"] = compute_metrics(records, seed=seed, run_id=runs)
+        out["metrics"] = compute_metrics(records, seed=seed, run_id=runs, baseline=agreement_reference(
+            point_plan, pooled_from[0][0].record, reference))
+        out["agreement"] = agreement_section(out["metrics"], reference, agreement_threshold)
+        out["run_id"] = None  # several runs: each launch's is in launches
         worst = max(regular, key=lambda item: _STATUS_RANK[item[1]["status"]], default=None)
         if worst is not None and worst[1]["status"] != "ok":
             bad = worst[1]
             out.update(status=bad["status"], stage=bad.get("stage"), reason=bad.get("reason"),
-                       detail=f"launch {worst[0].launch}: {bad.get('detail')}", log_tail=bad.get("log_tail"))
+                       detail=f"launch {worst[0].launch}: {bad.get('detail')}", log_tail=bad.get("log_tail"),
+                       expected_failure=bad.get("expected_failure"))
+        elif out["agreement"]["flagged"]:  # every launch agreed alone, their pooled outputs do not
+            out.update(status="failed", stage="summarize", reason="outputs_differ",
+                       detail=agreement_message(out["agreement"], out["metrics"]), log_tail=None,
+                       expected_failure=expected_failure(labels, None) if (labels or {}).get("expect") == "failure"
+                       else None)
         else:
-            out.update(status="ok", stage=None, reason=None, detail=None, log_tail=None)
+            out.update(status="ok", stage=None, reason=None, detail=None, log_tail=None, expected_failure=None)
         out["warnings"] = [f"launch {launch.launch}: {w}" for launch, s, _ in per_launch for w in s["warnings"]]
     repeat_launch = {r: e["launch"] for e in entries for r in e["repeats"]}
     if len(pooled_from) == 1:
@@ -170,6 +211,7 @@ def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
     return {
         "launch": launch.launch,
         "control": launch.launch == CONTROL,
+        "run_id": launch.run_id or launch.outcome.get("run_id"),
         "status": launch.outcome.get("status"),
         "stage": launch.outcome.get("stage"),
         "reason": launch.outcome.get("reason"),
@@ -181,15 +223,19 @@ def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
 
 
 def build_config_summary(
-    plan: Mapping[str, Any], launches: Sequence[LaunchFiles], evidence_of: Callable[[LaunchFiles], dict | None]
+    plan: Mapping[str, Any], launches: Sequence[LaunchFiles], evidence_of: Callable[[LaunchFiles], dict | None],
+    baseline: BaselineRun | None = None, agreement_threshold: float | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json of one configuration from the files of its launches (in run order).
 
     ``evidence_of(launch)`` is what the engine's log check says about that
-    launch's communication variant (None when the launch did not end ok).
+    launch's communication variant and failures (read on failure too).
+    ``baseline``, ``agreement_threshold``, ``labels``: as for ``summary.build_summary``.
     """
     evidence = {launch.launch: evidence_of(launch) for launch in launches}
-    points = [summarize_point(plan, point, launches, evidence) for point in _points(plan)]
+    points = [summarize_point(plan, point, launches, evidence, baseline, agreement_threshold, labels)
+              for point in _points(plan)]
     status = max((p["status"] for p in points), key=_STATUS_RANK.__getitem__, default="failed")
     return {
         "format_version": SUMMARY_FORMAT_VERSION,
@@ -202,7 +248,7 @@ def build_config_summary(
 
 
 def point_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The point summaries of a summary.json (format 2), or the file itself as one point (format 1)."""
+    """The point summaries of a summary.json (format 5), or the file itself as one point (formats 1 to 4)."""
     if "points" in summary:
         return [dict(p) for p in summary["points"]]
     return [dict(summary, point=DEFAULT_POINT, workload=(summary.get("plan") or {}).get("workload"), launches=[])]

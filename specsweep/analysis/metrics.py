@@ -287,6 +287,132 @@ def allreduce_per_forward(records: Sequence[dict[str, Any]]) -> Value:
     return _timing_ratio(records, "allreduce_ct", "forward_ct")
 
 
+def prompt_tokens(rec: dict[str, Any]) -> Value:
+    """Prompt length as served, tokens: the server's ``prompt_tokens`` (meta_info / usage)."""
+    n = rec.get("prompt_tokens")
+    return Absent("server reported no prompt_tokens") if n is None else float(n)
+
+
+#: A served prompt length may differ from the intended one by this many tokens, or this share of it
+#: (whichever is larger), before it is a warning: a BOS token or a merge across a cut is not a mismatch.
+PROMPT_LEN_TOLERANCE_TOKENS = 2
+PROMPT_LEN_TOLERANCE_SHARE = 0.02
+
+
+def prompt_length_mismatches(records: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(intended, served) of every request whose served ``prompt_tokens`` differs from its intended
+    ``input_len`` by more than ``max(PROMPT_LEN_TOLERANCE_TOKENS, PROMPT_LEN_TOLERANCE_SHARE x intended)``.
+    Requests without an intended length (random words sent as text) or without a served one are not checked."""
+    out = []
+    for r in records:
+        want, got = r.get("input_len"), r.get("prompt_tokens")
+        if want is None or got is None:
+            continue
+        if abs(got - want) > max(PROMPT_LEN_TOLERANCE_TOKENS, PROMPT_LEN_TOLERANCE_SHARE * want):
+            out.append((int(want), int(got)))
+    return out
+
+
+# ------------------------------------------------- acceptance per draft position
+
+
+def accept_histogram(records: Sequence[dict[str, Any]]) -> Value:
+    """Verify steps by accepted draft tokens, count per bin: ``h[j] = sum over requests of
+    spec_correct_drafts_histogram[j]``, j = draft tokens one verify accepted (bonus excluded).
+
+    The engine's per-request histogram (SGLang's ``spec_correct_drafts_histogram``,
+    which grows only as far as the longest run seen; the reference engine's
+    always has k + 1 bins) is summed bin by bin over this run's requests.
+    """
+    if not records:
+        return Absent("no ok measured requests")
+    hists = [r.get("spec_correct_drafts_histogram") for r in records]
+    lacking = sum(h is None for h in hists)
+    if lacking == len(hists):
+        return Absent("engine reported no spec_correct_drafts_histogram")
+    if lacking:
+        return Absent(f"{lacking} of {len(hists)} requests lack spec_correct_drafts_histogram")
+    width = max(len(h) for h in hists)
+    return [float(sum(h[j] for h in hists if j < len(h))) for j in range(width)]  # type: ignore[return-value]
+
+
+def accept_rate_by_position(records: Sequence[dict[str, Any]]) -> Value:
+    """Acceptance rate of draft position p (p = 1, 2, ...), fraction: ``sum(h[p:]) / sum(h)``, the share
+    of verify steps that accepted at least p draft tokens (``h`` = ``accept_histogram``). Positions
+    past the histogram's last bin are not listed (an SGLang histogram grows only as far as it saw)."""
+    h = accept_histogram(records)
+    if isinstance(h, Absent):
+        return h
+    total = sum(h)  # type: ignore[arg-type]
+    if total <= 0:
+        return Absent("the acceptance histogram counts no verify step")
+    return [sum(h[p:]) / total for p in range(1, max(2, len(h)))]  # type: ignore[return-value, index, arg-type]
+
+
+# ------------------------------------------------------ output agreement
+
+
+#: Reasons for an agreement that is not a number because outputs cannot be compared start with this.
+NOT_COMPARABLE = "not comparable: "
+
+
+def _pairs(records: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]]) -> tuple[list, int] | Absent:
+    """(this output, baseline output) for every request whose ``prompt_key`` the baseline also measured.
+
+    Pairing: same ``prompt_key`` = same endpoint, prompt and output_len
+    (``serve.payloads.prompt_key``), which holds when both ran the same
+    dataset, seed and lengths. The baseline's first output of a key is the
+    reference. Returns the pairs and how many requests had no partner.
+    """
+    if not records:
+        return Absent("no ok measured requests")
+    lacking = sum(r.get("output_ids") is None for r in records)
+    if lacking:
+        return Absent(f"{lacking} of {len(records)} requests carry no output_ids (the endpoint returned none)")
+    base: dict[str, list[int]] = {}
+    for b in baseline:
+        if b.get("prompt_key") and b.get("output_ids") is not None:
+            base.setdefault(b["prompt_key"], b["output_ids"])
+    if not base:
+        return Absent("the baseline's measured requests carry no output_ids")
+    pairs = [(r["output_ids"], base[r["prompt_key"]]) for r in records if r.get("prompt_key") in base]
+    if not pairs:
+        return Absent("no measured prompt in common with the baseline (pairing needs the same endpoint, "
+                      "prompts and output_len: the same dataset, seed and lengths)")
+    return pairs, len(records) - len(pairs)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def output_match_share(records: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]]) -> Value | dict:
+    """Share of paired requests whose output token ids equal the baseline's for the same prompt,
+    fraction 0..1: ``#(output_ids == baseline output_ids) / #paired`` (pairing: ``_pairs``)."""
+    got = _pairs(records, baseline)
+    if isinstance(got, Absent):
+        return got
+    pairs, unpaired = got
+    return {"value": sum(a == b for a, b in pairs) / len(pairs), "paired": len(pairs), "unpaired": unpaired,
+            "matching": sum(a == b for a, b in pairs)}
+
+
+def output_common_prefix_tokens(records: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]]) -> Value | dict:
+    """Mean common prefix of a paired request's output and the baseline's, tokens:
+    ``mean(len(common prefix of output_ids and baseline output_ids))``; equal outputs count their length."""
+    got = _pairs(records, baseline)
+    if isinstance(got, Absent):
+        return got
+    pairs, unpaired = got
+    return {"value": statistics.fmean(_common_prefix(a, b) for a, b in pairs), "paired": len(pairs),
+            "unpaired": unpaired, "mean_baseline_tokens": statistics.fmean(len(b) for _, b in pairs)}
+
+
 def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) -> float:
     """Accept length at which speculation equals the baseline, tokens/verify:
     ``cycle_time_s x baseline_tok_s`` (DOMAIN: 0.030 s x 82 tok/s = 2.46).
@@ -409,15 +535,17 @@ def _aggregate_per_repeat(ok: Sequence[dict[str, Any]], repeats: Sequence[int]) 
     return per_repeat or Absent("no ok measured requests")
 
 
-def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | Sequence[str] | None = None
-                    ) -> dict[str, Any]:
+def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | Sequence[str] | None = None,
+                    baseline: Sequence[dict[str, Any]] | Absent | None = None) -> dict[str, Any]:
     """All metrics of ``METRICS`` for one run, from its raw records (see ``select_measured``).
 
     Returns ``{"run_id", "counts", "errors", "percentile_method", <metric>:
     {...}, "absent": {metric: reason}, "samples": {...}}``. Distribution
     metrics hold ``n, p50, p90, p99, mean, min, max, unit, definition`` (with
     ``median_ci`` and ``per_repeat_median`` where the table asks for a CI);
-    scalar metrics ``value, unit, definition``.
+    scalar metrics ``value, unit, definition``. ``baseline``: the baseline's
+    ok measured records for the paired metrics (output agreement), or why
+    there are none (``Absent``; ``None`` = no baseline).
     """
     sel = select_measured(records, run_id)
     ok: list[dict[str, Any]] = sel["ok"]
@@ -458,6 +586,15 @@ def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | 
                 absent[metric.name] = per_repeat.reason
             else:
                 m[metric.name] = {"per_repeat": per_repeat, "unit": metric.unit, "definition": metric.definition}
+        elif metric.kind == "paired":
+            if baseline is None or isinstance(baseline, Absent):
+                absent[metric.name] = baseline.reason if baseline is not None else "no baseline to compare with"
+                continue
+            got = metric.compute(ok, baseline)
+            if isinstance(got, Absent):
+                absent[metric.name] = got.reason
+            else:
+                m[metric.name] = {**got, "unit": metric.unit, "definition": metric.definition}
         else:
             _put(m, absent, metric.name, metric.compute(ok))
     m["absent"] = absent
@@ -496,7 +633,9 @@ class Metric:
 
     ``kind``: ``per_request`` (a distribution over requests), ``pooled`` (a
     distribution over values pooled from all requests), ``per_repeat`` (one
-    value per measured repeat) or ``run`` (one value over all records).
+    value per measured repeat), ``run`` (one value over all records; a list
+    for the histograms) or ``paired`` (one value from this run's and the
+    baseline's records: ``compute(records, baseline_records)``).
     ``spec_only``: exists only under speculation (not listed as absent
     otherwise). ``required``: ``"always"``, ``"speculation"`` or ``None``: a
     required metric that is absent fails the configuration (``missing_metric``).
@@ -567,6 +706,20 @@ METRICS: dict[str, Metric] = _metrics(
     Metric("allreduce_per_forward", allreduce_per_forward, "count",
            "sum(timing.allreduce_ct) / sum(timing.forward_ct)", "run", spec_only=True,
            columns=(Column("allreduce_per_forward", "allreduce_per_forward", "value"),)),
+    Metric("prompt_tokens", prompt_tokens, "tokens", "server-reported prompt_tokens per request", "per_request",
+           columns=(Column("prompt_tokens_p50", "prompt_tokens", "p50"),)),
+    Metric("accept_histogram", accept_histogram, "verify steps",
+           "h[j] = verify steps that accepted exactly j draft tokens (bonus excluded), "
+           "sum over requests of spec_correct_drafts_histogram", "run", spec_only=True),
+    Metric("accept_rate_by_position", accept_rate_by_position, "fraction",
+           "rate[p-1] = sum(h[p:]) / sum(h): share of verify steps that accepted draft position p", "run",
+           spec_only=True, columns=(Column("accept_rate_by_position", "accept_rate_by_position", "value"),)),
+    Metric("output_match_share", output_match_share, "fraction",
+           "#(output_ids == baseline's for the same prompt_key) / #paired requests (greedy decoding)", "paired",
+           columns=(Column("output_match_share", "output_match_share", "value"),)),
+    Metric("output_common_prefix_tokens", output_common_prefix_tokens, "tokens",
+           "mean over paired requests of the common prefix of output_ids and the baseline's", "paired",
+           columns=(Column("output_common_prefix", "output_common_prefix_tokens", "value"),)),
 )
 
 #: Every metric column of the report and CSV, in table order.

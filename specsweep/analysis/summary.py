@@ -1,27 +1,61 @@
 """The summary of one launch at one workload point: status, metrics, warmup, provenance.
 
 ``analysis.launches`` pools these per point over a configuration's launches
-into summary.json (``SUMMARY_FORMAT_VERSION`` 2). Shape of one (as
-summary.json was in format 1)::
+into summary.json (``SUMMARY_FORMAT_VERSION`` 5: one section per point).
+Shape of one (as summary.json was in format 4)::
 
-    {"format_version": 1, "config": name, "status": "ok"|"failed"|"fallback",
+    {"format_version": 4, "config": name, "run_id": str|null,
+     "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
      "metrics": {...specsweep.analysis.metrics.compute_metrics...},
      "warmup": {"requests", "windows_tok_s", "converged", "tolerance", "window",
                 "min_windows", "max_requests", "criterion", "failed"},
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
-     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str]}
+     "variant": evidence | null, "speculative_algorithm": str|null, "warnings": [str],
+     "agreement": {"baseline": str|null, "threshold": float, "match_share": float|null,
+                   "flagged": bool|null, "reason": str|null, "definition": str},
+     "host": {...outcome["host"]: load and other servers seen while the server ran (serve.guard)} | null,
+     "expected_failure": null | {"expected": bool, "wanted": [str], "matched": [{"signature", "line"}],
+                                 "seen": [{"signature", "line"}]}}
 
-Status rules, in order: the server job failed (``outcome.status !=
-"ok"``) -> ``failed`` with the job's stage/reason/detail/log_tail; no
+Status rules, in order: the server job failed (``outcome.status`` neither
+``ok`` nor ``contaminated``) -> ``failed`` with the job's
+stage/reason/detail/log_tail; another specsweep server ran beside this one
+(``outcome.status == "contaminated"``) -> ``contaminated`` (its numbers are
+kept for inspection and never compared); no
 successful measured request, or a required metric absent -> ``failed`` with
 stage ``summarize`` and reason ``no_successful_requests`` /
 ``missing_metric`` (a missing metric is an error, not a zero: under
 speculation ``accept_length`` and ``cycle_time_ms`` are required (``metrics.METRICS``), and every
 ok request must carry ``completion_tokens``); the engine's log shows the
 requested variant fell back (``evidence["fell_back"]`` non-empty) ->
-``fallback``; otherwise ``ok``.
+``fallback``; outputs that differ from the baseline's (``agreement``
+below) -> ``failed`` with stage ``summarize`` and reason ``outputs_differ``;
+otherwise ``ok``. A requested variant that another requested
+variant shadows (``evidence["shadowed"]``: SGLang gives their shared
+all-reduce to the other one) is named in ``warnings``: the number is the
+other variant's.
+
+Output agreement (``AGREEMENT_DEFINITION``): under greedy decoding, speculation
+and a different all-reduce must not change the output, so each measured
+request is paired with the baseline's request of the same ``prompt_key``
+(same endpoint, prompt and output_len: same dataset, seed and lengths) and
+their output token ids compared (``metrics.output_match_share``,
+``metrics.output_common_prefix_tokens``). A configuration whose match share
+is below the threshold (``agreement_threshold`` in config.yaml) is flagged
+"outputs differ from the baseline": a numerically broken kernel is never
+reported ok. Not comparable, so no number: sampling at a temperature > 0,
+or simulated acceptance (``SGLANG_SIMULATE_ACC_LEN`` > 0 in this
+configuration's or the baseline's environment: the emitted tokens are then
+not the target's greedy tokens). Prompts without a partner (other dataset,
+seed or lengths) are counted as ``unpaired``; with none paired the metric is
+absent with that reason.
+
+A failed configuration marked ``expect: failure`` gets ``expected_failure``:
+``expected`` is true only when the engine's log evidence shows one of the
+plan's own ``expect_signature`` failures; any other failure (out of memory, a
+bad image, another error) is a surprise failure, reported as such.
 
 Accept length and every other metric are computed from this run's measured
 records only (``analysis.metrics.select_measured``), never from server-lifetime
@@ -30,18 +64,104 @@ counters such as ``/server_info`` ``avg_spec_accept_length``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from specsweep.analysis.metrics import compute_metrics, required_metrics, warmup_report
+from specsweep.analysis.metrics import (
+    NOT_COMPARABLE,
+    PROMPT_LEN_TOLERANCE_SHARE,
+    PROMPT_LEN_TOLERANCE_TOKENS,
+    Absent,
+    compute_metrics,
+    prompt_length_mismatches,
+    required_metrics,
+    select_measured,
+    warmup_report,
+)
 from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.records import validate_record
 
 # Format history of results/<config>/summary.json:
-#   1  the shape in the module docstring (one launch, one point).
-#   2  points x launches (analysis.launches): {"format_version", "config",
-#      "status", "plan", "launches": [...], "points": [<the shape of 1 without
-#      format_version, plus point, workload, launches>]}.
-SUMMARY_FORMAT_VERSION = 2
+#   1  the shape in the module docstring.
+#   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
+#      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
+#   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
+#   4  + expected_failure; variant evidence gains shadowed and failures.
+#   5  points x launches (analysis.launches): {"format_version", "config",
+#      "status", "plan", "launches": [...], "points": [<the shape of 4 without
+#      format_version, plus point, workload, launches>]}; a point pooled over
+#      several launches has run_id null (each launch's run_id is in its launches).
+SUMMARY_FORMAT_VERSION = 5
+
+AGREEMENT_DEFINITION = (
+    "each measured request is paired with the baseline's measured request of the same prompt_key "
+    "(same endpoint, prompt and output_len); match share = paired requests whose output token ids equal "
+    "the baseline's / paired requests; flagged 'outputs differ from the baseline' below the threshold; "
+    "only under greedy decoding without simulated acceptance")
+SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """The baseline as the agreement check needs it (``name`` None: no baseline named)."""
+
+    name: str | None
+    plan: dict | None = None
+    records: list[dict] | None = None
+
+
+def _simulated(env: Mapping[str, Any] | None) -> str | None:
+    value = (env or {}).get(SIMULATE_ENV)
+    try:
+        return str(value) if value is not None and float(value) > 0 else None
+    except ValueError:
+        return None
+
+
+def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun | None) -> list[dict] | Absent:
+    """The baseline's ok measured records to compare outputs with, or why outputs cannot be compared."""
+    if baseline is None or baseline.name is None:
+        return Absent("no baseline named in config.yaml")
+    if baseline.name == plan["name"]:
+        return Absent("this configuration is the baseline")
+    if baseline.plan is None or baseline.records is None:
+        return Absent(f"the baseline {baseline.name!r} has no requests")
+    for who, p in (("this configuration", plan), (f"the baseline {baseline.name!r}", baseline.plan)):
+        temperature = float((p.get("workload") or {}).get("temperature", 0.0))
+        if temperature > 0:
+            return Absent(f"{NOT_COMPARABLE}{who} samples at temperature {temperature} (agreement needs greedy "
+                          "decoding)")
+    envs = [("this configuration", plan.get("env")),
+            ("this configuration's server", ((launch or {}).get("provenance") or {}).get("env")),
+            (f"the baseline {baseline.name!r}", baseline.plan.get("env"))]
+    for who, env in envs:
+        value = _simulated(env)
+        if value is not None:
+            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({SIMULATE_ENV}={value} in {who}): the emitted "
+                          "tokens are not the target's greedy tokens")
+    return select_measured(baseline.records)["ok"]
+
+
+def agreement_section(metrics: dict[str, Any], baseline: BaselineRun | None, threshold: float | None) -> dict[str, Any]:
+    """The agreement section; ``threshold`` None never flags (the workflow always passes config's value)."""
+    match = metrics.get("output_match_share")
+    out: dict[str, Any] = {"baseline": baseline.name if baseline else None, "threshold": threshold,
+                           "definition": AGREEMENT_DEFINITION, "match_share": None, "flagged": None,
+                           "reason": metrics["absent"].get("output_match_share")}
+    if match is not None:
+        flagged = None if threshold is None else match["value"] < threshold
+        out.update(match_share=match["value"], flagged=flagged, reason=None,
+                   paired=match["paired"], matching=match["matching"], unpaired=match["unpaired"])
+    return out
+
+
+def agreement_message(agreement: dict[str, Any], metrics: dict[str, Any]) -> str:
+    prefix = metrics.get("output_common_prefix_tokens") or {}
+    return (f"outputs differ from the baseline ({agreement['baseline']}): {agreement['matching']} of "
+            f"{agreement['paired']} paired prompts match ({agreement['match_share']:.0%}, threshold "
+            f"{agreement['threshold']:.0%}); mean common prefix {prefix.get('value', float('nan')):.1f} of "
+            f"{prefix.get('mean_baseline_tokens', float('nan')):.1f} tokens")
 
 _SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
 
@@ -104,7 +224,36 @@ def _warnings(
             f"{len(short)} ok requests returned completion_tokens != output_len "
             f"(e.g. {short[0]['completion_tokens']} vs {short[0]['output_len']}) despite ignore_eos"
         )
+    ok = [r for r in measured if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == "ok"]
+    mismatched = prompt_length_mismatches(ok)
+    if mismatched:
+        want, got = mismatched[0]
+        out.append(
+            f"prompt length: {len(mismatched)} of {len(ok)} requests were served with prompt_tokens differing from "
+            f"the intended length by more than max({PROMPT_LEN_TOLERANCE_TOKENS} tokens, "
+            f"{PROMPT_LEN_TOLERANCE_SHARE:.0%}) (e.g. intended {want}, served {got}): the server tokenizes "
+            "otherwise than the tokenizer that selected the prompts"
+        )
     return out
+
+
+def _host_warnings(host: dict[str, Any] | None) -> list[str]:
+    """Load beyond the CPUs while the server ran: recorded and said, but no server, so no contamination."""
+    if not host or not host.get("samples") or not host.get("cpus"):
+        return []
+    if host["running_max"] > host["cpus"]:
+        return [f"up to {host['running_max']} runnable tasks on {host['cpus']} CPUs while the server ran "
+                f"(load1 up to {host['load1_max']:.1f}): other work competed for the CPUs"]
+    return []
+
+
+def expected_failure(labels: Mapping[str, Any], evidence: dict | None) -> dict[str, Any]:
+    """Whether a failed ``expect: failure`` configuration failed the known way (its labels' own signature)."""
+    wanted = labels.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    seen = list((evidence or {}).get("failures") or [])
+    matched = [f for f in seen if f.get("signature") in wanted]
+    return {"expected": bool(matched), "wanted": wanted, "matched": matched, "seen": seen}
 
 
 def build_summary(
@@ -114,10 +263,17 @@ def build_summary(
     warmup: list[dict],
     measured: list[dict],
     evidence: dict | None,
+    baseline: BaselineRun | None = None,
+    agreement_threshold: float | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The summary.json dict of one configuration (shape and status rules: module docstring)."""
+    """The summary.json dict of one configuration (shape and status rules: module docstring).
+
+    ``labels``: how to read the result (``plan.resolve.build_labels``: ``expect``,
+    ``expect_signature``), which are not part of the plan.
+    """
     seed = int(plan["workload"]["seed"])
-    metrics = compute_metrics(measured, seed=seed)
+    metrics = compute_metrics(measured, seed=seed, baseline=agreement_reference(plan, launch, baseline))
     run_id = metrics["run_id"]
     if run_id is None and warmup:
         run_id = warmup[-1].get("run_id")
@@ -126,6 +282,7 @@ def build_summary(
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
+        "run_id": outcome.get("run_id"),
         "status": "ok",
         "stage": None,
         "reason": None,
@@ -139,12 +296,21 @@ def build_summary(
         "provenance": _provenance(launch),
         "variant": evidence,
         "speculative_algorithm": spec,
-        "warnings": _warnings(metrics, warm, measured, run_id),
+        "warnings": _warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host")),
+        "agreement": agreement_section(metrics, baseline, agreement_threshold),
+        "host": outcome.get("host"),
     }
     fell_back = list((evidence or {}).get("fell_back") or [])
+    summary["warnings"] += [
+        f"variant {s['variant']} is shadowed by {s['by']}: {s['why']}" for s in (evidence or {}).get("shadowed") or []
+    ]
+    summary["expected_failure"] = None
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
-    if outcome.get("status") != "ok":
+    if outcome.get("status") == "contaminated":
+        summary.update(status="contaminated", stage=outcome.get("stage"), reason=outcome.get("reason"),
+                       detail=outcome.get("detail"))
+    elif outcome.get("status") != "ok":
         summary.update(
             status="failed",
             stage=outcome.get("stage"),
@@ -166,6 +332,9 @@ def build_summary(
         if fell_back:
             detail += f"; the variant also fell back: {fell_back}"
         summary.update(status="failed", stage="summarize", reason="missing_metric", detail=detail)
+    elif summary["agreement"]["flagged"]:
+        summary.update(status="failed", stage="summarize", reason="outputs_differ",
+                       detail=agreement_message(summary["agreement"], metrics))
     elif fell_back:
         summary.update(
             status="fallback",
@@ -175,4 +344,7 @@ def build_summary(
                 f"{f.get('variant', f)}: {f.get('line', '')}" if isinstance(f, dict) else str(f) for f in fell_back
             ),
         )
+    labels = labels or {}
+    if summary["status"] == "failed" and labels.get("expect") == "failure":
+        summary["expected_failure"] = expected_failure(labels, evidence)
     return summary

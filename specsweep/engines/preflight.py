@@ -16,3 +16,5 @@ class PreflightResult:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     checked_with: str = ""
+    # What the engine loaded to check the plan (SGLang: each model/draft directory through its ModelConfig).
+    loaded: list[dict] = field(default_factory=list)

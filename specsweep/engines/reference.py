@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.engines.argv import args_to_argv
@@ -20,6 +20,8 @@ class ReferenceEngine:
     ready_path = "/ready"
     container_port = 30000
     needs_parser_env = False
+    # Its byte tokenizer and chat template (refengine/tokenizer.py), named as plan.tokenizer.BUILTIN knows it.
+    builtin_tokenizer = "refengine-bytes"
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         return [python, "-m", "specsweep.refengine", *args_to_argv(server_args)]
@@ -28,12 +30,18 @@ class ReferenceEngine:
         return ["--host", host, "--port", str(port)]
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Parse the plan's argv with the engine's own parser (in-process), without launching it."""
         argv = plan["argv"][3:] + self.address_args(plan["host"], plan.get("port") or self.container_port)
         errors = [f"configurations.{plan['name']}: {msg}" for msg in check_args(argv)]
         return PreflightResult(errors=errors, warnings=[], checked_with="specsweep.refengine.cli")
+
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Nothing to check: the evidence comes from ``--all-reduce-backend``, not from ``variant``."""
+        return PreflightResult(checked_with="specsweep.engines.reference")
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
         """The engine logs the all-reduce backend it really uses; compare with the request."""

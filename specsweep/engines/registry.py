@@ -6,7 +6,7 @@ only talk to an :class:`Engine`; they never branch on an engine's name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from specsweep.engines.preflight import PreflightResult
@@ -19,6 +19,8 @@ class Engine(Protocol):
     ready_path: str  # polled until HTTP 200; passive (never a generation while measuring)
     container_port: int  # the port the server listens on inside a container
     needs_parser_env: bool  # preflight needs the workflow's pinned parser environment
+    # Tokenizer the engine uses when the model directory holds none (plan.tokenizer.BUILTIN), or None.
+    builtin_tokenizer: str | None
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         """The launch command without host/port (flags sorted)."""
@@ -27,9 +29,15 @@ class Engine(Protocol):
     def address_args(self, host: str, port: int) -> list[str]: ...
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Check the plan with the engine's own parser, without launching anything."""
+        ...
+
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """Static checks of a plan's labels (``variant``, ``expect``; not in the plan, so not in preflight)."""
         ...
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:

@@ -69,7 +69,8 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 def load_yaml_strict(path: Path) -> dict:
     """Parse ``path`` as YAML, failing on duplicate keys with file and line."""
     try:
-        data = yaml.load(Path(path).read_text(), Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+        with open(path, encoding="utf-8") as stream:  # a stream, so that every error names the file and line
+            data = yaml.load(stream, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [str(exc).replace("\n", " ")]) from exc
     return data if data is not None else {}

@@ -1,7 +1,10 @@
 """Resolve a configuration into one explicit launch plan.
 
 The plan is everything that decides a measurement and nothing else: engine,
-runtime, image, argv, env, address, workload and the harness version. It is
+runtime, image, argv, env, address, workload and the harness version. What
+only tells the report how to read a result (``description``, ``expect``,
+``variant``) is the configuration's *labels* (``build_labels``): relabelling a
+result must never rerun its server (GPU hours on the real target). It is
 passed to Snakemake as canonical JSON (sorted keys), so that reordering keys
 or editing an unrelated configuration reruns nothing, while any change that
 alters what would be measured reruns exactly that configuration.
@@ -21,22 +24,31 @@ from typing import Any
 
 from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
-from specsweep.plan.config import as_list, deep_merge, load_schema
+from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
+from specsweep.plan.datasets import DatasetError, resolve_prompts
 from specsweep.plan.points import resolve_points
+from specsweep.plan.tokenizer import TokenizerError
 
 # Format history of results/<config>/plan.json (and of the params that carry it):
 #   1  name, engine, runtime, image, server_args, argv, env, host, port,
 #      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
 #      target keys of the schema (gpu_arch, nvlink, volumes, ...).
-#      Added without a version change (a plan without them is unchanged):
-#      points = [{"name", "workload"}], only when the configuration declares
-#      points (plan.points).
-PLAN_FORMAT_VERSION = 1
+#   2  + prompts (the selected dataset prompts' identity, null for random);
+#      workload.dataset; endpoint "chat".
+#   3  variant and expect moved to the labels (build_labels): they change the
+#      summary and the report, never what a server measures.
+#   4  + points = [{"name", "workload", "prompts"}], only when the configuration
+#      declares points (plan.points; a plan without them is as in 3): each
+#      point's workload merged over the configuration's, and its own selected
+#      prompts (null for random).
+PLAN_FORMAT_VERSION = 4
+#: Keys of a configuration that tell the report how to read a result (``build_labels``).
+LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
 # Keys of a configuration that do not change what is measured, kept out of
-# the plan so that editing them reruns only the report. ``launches`` decides
-# how many server jobs there are, not what one of them measures; ``axes`` is
-# gone after grid expansion; ``points`` enters the plan resolved (below).
-_NOT_IN_PLAN = {"description", "extends", "launches", "axes", "points"}
+# the plan so that editing them reruns no server. ``launches`` decides how
+# many server jobs there are, not what one of them measures; ``axes`` is gone
+# after grid expansion; ``points`` enters the plan resolved (below).
+_NOT_IN_PLAN = {"extends", "launches", "axes", "points", *LABEL_KEYS}
 
 
 def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
@@ -101,12 +113,23 @@ def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
     return {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(env.items()) if v is not None}
 
 
-def build_plan(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
-    """Resolve configuration ``name`` of a checked ``config`` into its launch plan."""
-    return plan_from_entry(name, merged_entry(config, name, defaults))
+def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, write_prompts: bool = False) -> dict:
+    """Resolve configuration ``name`` of a checked ``config`` into its launch plan.
+
+    ``write_prompts``: keep a dataset's selected prompts under
+    ``plan.datasets.PROMPTS_DIR`` (what the benchmark job reads); raises
+    ``DatasetError`` / ``TokenizerError`` for a dataset that cannot be used,
+    ``ValueError(problems)`` for points that cannot be named.
+    """
+    return plan_from_entry(name, merged_entry(config, name, defaults), write_prompts)
 
 
-def plan_from_entry(name: str, entry: Mapping) -> dict:
+def _random_dataset(workload: dict) -> None:
+    if workload["dataset"]["format"] == "random":
+        workload["dataset"] = {"format": "random"}  # the other keys do not apply: they rerun nothing
+
+
+def plan_from_entry(name: str, entry: Mapping, write_prompts: bool = False) -> dict:
     """The launch plan of configuration ``name`` from its merged entry (``merged_entry``)."""
     engine = get_engine(entry["engine"])
     server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
@@ -118,26 +141,32 @@ def plan_from_entry(name: str, entry: Mapping) -> dict:
         server_args=server_args,
         argv=engine.launch_argv("python3", server_args),
         env=_env_strings(entry["env"]),
-        variant=sorted(as_list(entry.get("variant"))),
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
+    plan["prompts"] = resolve_prompts(entry, engine.builtin_tokenizer, write_prompts)
     points = resolve_points(entry["workload"], entry.get("points"), f"configurations.{name}.points")
     if points is not None:
+        for point in points:  # a point may change the dataset or the lengths: its own selection
+            point["prompts"] = resolve_prompts(dict(entry, workload=point["workload"]), engine.builtin_tokenizer,
+                                               write_prompts)
+            _random_dataset(point["workload"])
         plan["points"] = points
+    _random_dataset(plan["workload"])
     return plan
 
 
-def resolve_plans(config: Mapping) -> dict[str, dict]:
-    """Plans of every configuration, by name."""
-    return resolve_sweep(config)[0]
+def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool = False) -> dict[str, dict]:
+    """Plans of every configuration, by name; a dataset that cannot be used is a ``ConfigError`` naming it."""
+    return resolve_sweep(config, source, write_prompts)[0]
 
 
-def resolve_sweep(config: Mapping) -> tuple[dict[str, dict], dict[str, int]]:
+def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool = False
+                  ) -> tuple[dict[str, dict], dict[str, int]]:
     """Plans of every configuration and its launch count (``launches``), by name.
 
-    Raises ``ValueError(problems)`` for points that cannot be named (the
-    caller names the file).
+    A dataset that cannot be used, or points that cannot be named, are one
+    ``ConfigError`` naming ``source`` and every problem.
     """
     merger = _Merger(config)
     plans: dict[str, dict] = {}
@@ -146,14 +175,56 @@ def resolve_sweep(config: Mapping) -> tuple[dict[str, dict], dict[str, int]]:
     for name in sorted(config["configurations"]):
         entry = merger.entry(name)
         try:
-            plans[name] = plan_from_entry(name, entry)
+            plans[name] = plan_from_entry(name, entry, write_prompts)
+        except (DatasetError, TokenizerError) as exc:
+            problems.append(f"configurations.{name}.workload.dataset: {exc}")
+            continue
         except ValueError as exc:
             problems.extend(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
             continue
         launches[name] = int(entry.get("launches", 1))
     if problems:
-        raise ValueError(problems)
+        raise ConfigError(source, problems)
     return plans, launches
+
+
+def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
+    """How the report reads configuration ``name``: ``{"description", "expect", "expect_signature", "variant"}``.
+
+    ``description`` is the configuration's own (not inherited); ``expect``,
+    ``expect_signature`` and ``variant`` merge through ``extends`` like every
+    other key; ``variant`` is a sorted list, ``expect_signature`` a list (the
+    engine's log must prove each variant, else ``fallback``; a failure is the
+    expected one only when one of its signatures is in the log).
+    """
+    return _labels_of(config, name, merged_entry(config, name, defaults))
+
+
+def _labels_of(config: Mapping, name: str, entry: Mapping) -> dict:
+    own = config["configurations"][name] or {}
+    return {"description": own.get("description", ""), "expect": entry.get("expect", "ok"),
+            "expect_signature": as_list(entry.get("expect_signature")),
+            "variant": sorted(as_list(entry.get("variant")))}
+
+
+def resolve_labels(config: Mapping) -> dict[str, dict]:
+    """Labels of every configuration, by name (one merge per parent, as in ``resolve_sweep``)."""
+    merger = _Merger(config)
+    return {name: _labels_of(config, name, merger.entry(name)) for name in sorted(config["configurations"])}
+
+
+def label_findings(
+    plans: Mapping[str, Mapping], labels: Mapping[str, Mapping], images: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of each engine's static checks of the labels (an unknown variant, a variant
+    the flags disable); cheap, so they run when the workflow starts, before any job."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for name, plan in plans.items():
+        result = get_engine(plan["engine"]).check_labels(dict(plan), dict(labels[name]), images)
+        errors += result.errors
+        warnings += result.warnings
+    return errors, warnings
 
 
 def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:

@@ -69,6 +69,11 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
                    help="max prompt + output tokens (default: max_position_embeddings of the config)")
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--skip-server-warmup", action="store_true", help="do not run the one-request warmup before ready")
+    p.add_argument("--disable-cuda-graph", action="store_true",
+                   help="run every forward eager (CUDA graphs are on by default with --device cuda, as in SGLang)")
+    p.add_argument("--disable-graph-comm-timing", action="store_true",
+                   help="capture no timing events around the all-reduces inside CUDA graphs (a little faster; "
+                        "verify_comm_s is then null over several ranks)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -162,6 +167,14 @@ def _draft_errors(ns: argparse.Namespace) -> list[str]:
     if draft.intermediate_size % ns.tp_size:
         errors.append(f"draft: intermediate_size={draft.intermediate_size} is not divisible by --tp-size {ns.tp_size}")
     return errors
+
+
+def cuda_graph_enabled(ns: argparse.Namespace) -> bool:
+    """Whether the engine captures and replays CUDA graphs: on CUDA unless --disable-cuda-graph.
+
+    Never on the CPU, where nothing can be captured (the flag is accepted there and changes nothing).
+    """
+    return ns.device == "cuda" and not ns.disable_cuda_graph
 
 
 def check_args(argv: list[str]) -> list[str]:

@@ -24,6 +24,27 @@ Backends:
 
 A requested backend that cannot work raises ``CommError``; there is no
 silent fallback. With one rank every backend is validated and then a no-op.
+
+Inside CUDA-graph capture (``refengine.cudagraph``) the Python of a call runs
+once, at capture; a replay runs the collectives without it. So a timed rank
+captures an *external* CUDA event pair around each collective
+(``torch.cuda.Event(enable_timing=True, external=True)``: the graph gets event
+record nodes, and every replay re-records the events), and the graph runner
+hands those pairs to ``note_replay`` after each replay; they are read like the
+eager events, once per forward, and before the next replay overwrites them
+(``harvest``). Where such events cannot be captured, the replayed calls are
+counted but ``stats`` reports no seconds (``None``) instead of a partial sum. Both nccl
+(``torch.distributed`` collectives are capturable once the communicator is
+initialised, which ``TorchDistComm`` does with a warm-up collective) and
+symm_mem (a copy into the fixed symmetric buffer plus the one-shot kernel,
+which synchronises through its signal pads on every launch) can be captured.
+
+Test-only fault: ``SPECSWEEP_TEST_CORRUPT_ALLREDUCE=<factor>`` in the
+server's environment makes every all-reduce multiply its result by
+``factor`` on every rank (``CorruptedComm``), i.e. a numerically broken
+kernel that still runs at full speed. It exists so that the tests can prove
+the output-agreement check flags such a configuration; nothing else sets it,
+and the server logs a warning whenever it is on.
 """
 
 from __future__ import annotations
@@ -32,13 +53,15 @@ import mmap
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from .trace import ALL_REDUCE_PREFIX, annotate
 
 CACHE_LINE = 64
 ALIGN = 4096
@@ -60,10 +83,12 @@ class CommSpec:
     world_size: int
     device: str = "cpu"
     master_port: int | None = None
+    host: str = "127.0.0.1"  # where the torch.distributed store and gloo's sockets listen (``comm_host``)
     shm_path: str | None = None
     max_bytes: int = 1 << 20
     timeout_s: float = 600.0
     force_collectives: bool = False  # run the real collective even with one rank (to check a backend on one device)
+    fault: float | None = None  # TEST ONLY: scale every all-reduce result by this factor (see CorruptedComm)
 
     @property
     def active(self) -> bool:
@@ -71,13 +96,66 @@ class CommSpec:
         return self.world_size > 1 or self.force_collectives
 
 
-def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1 (for the torch.distributed store)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free right now on ``host`` (for the torch.distributed store)."""
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def comm_host(server_host: str) -> str:
+    """Where the ranks' own sockets listen: the server's configured address; loopback when that is a
+    wildcard (``0.0.0.0`` in a container), since all ranks are processes of one host. IPv4."""
+    import socket
+
+    try:
+        address = socket.gethostbyname(server_host)
+    except OSError as exc:
+        raise CommError(f"cannot resolve the server host {server_host!r}: {exc}") from None
+    return "127.0.0.1" if address in ("0.0.0.0", "") else address
+
+
+def interface_of(address: str) -> str | None:
+    """The network interface holding IPv4 ``address`` (``lo`` for 127.0.0.1), or None."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                ifreq = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue  # no IPv4 address on this interface
+            if socket.inet_ntoa(ifreq[20:24]) == address:
+                return name
+    return None
+
+
+def _tcp_store(spec: CommSpec, rank: int) -> Any:
+    """The torch.distributed store, rank 0 listening on ``spec.host`` only.
+
+    ``init_method="tcp://..."`` makes rank 0's TCPStore listen on every
+    interface whatever the host in the URL; handing it a socket already bound
+    to the host (``master_listen_fd``) keeps it there.
+    """
+    import socket
+
+    import torch.distributed as dist
+
+    timeout = timedelta(seconds=spec.timeout_s)
+    if rank != 0:
+        return dist.TCPStore(spec.host, spec.master_port, spec.world_size, False, timeout)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((spec.host, spec.master_port))
+    sock.listen()
+    # detach: the descriptor is the store's from now on (Python must not close it when `sock` goes)
+    return dist.TCPStore(spec.host, spec.master_port, spec.world_size, True, timeout,
+                         master_listen_fd=sock.detach())
 
 
 def shm_segment_bytes(world_size: int, max_bytes: int) -> int:
@@ -103,17 +181,18 @@ def create_shm_segment(world_size: int, max_bytes: int) -> str:
 
 
 def prepare_spec(backend: str, world_size: int, device: str, max_bytes: int = 1 << 20,
-                 force_collectives: bool = False) -> CommSpec:
-    """Rank 0's half of the rendezvous: pick a port or create the shm segment."""
+                 force_collectives: bool = False, fault: float | None = None,
+                 host: str = "127.0.0.1") -> CommSpec:
+    """Rank 0's half of the rendezvous: pick a port on ``host`` or create the shm segment."""
     if backend not in ("gloo", "shm", "nccl", "symm_mem"):
         raise CommError(f"unknown all-reduce backend {backend!r}")
     spec = CommSpec(backend=backend, world_size=world_size, device=device, max_bytes=max_bytes,
-                    force_collectives=force_collectives)
+                    force_collectives=force_collectives, fault=fault, host=host)
     if spec.active:
         if backend == "shm":
             spec.shm_path = create_shm_segment(world_size, max_bytes)
         else:
-            spec.master_port = free_port()
+            spec.master_port = free_port(host)
     return spec
 
 
@@ -130,43 +209,101 @@ class Communicator:
         self.device = device
         self.timed = timed
         self.count = 0
+        self.unmeasured = 0  # calls since reset_stats whose time nobody could take (replayed in a CUDA graph)
         self._seconds = 0.0
         self._events: list[tuple[Any, Any]] = []
+        self._capture_pairs: list[tuple[Any, Any]] | None = None  # filled while a timed capture runs
 
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """Sum ``t`` over all ranks in place and return it."""
         self.count += 1
         if not self.active:
             return t
-        if not self.timed:
-            self._all_reduce(t)
-        elif self.device.type == "cuda":
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            self._all_reduce(t)
-            end.record()
-            self._events.append((start, end))
-        else:
-            t0 = time.perf_counter()
-            self._all_reduce(t)
-            self._seconds += time.perf_counter() - t0
+        with annotate(ALL_REDUCE_PREFIX + self.name):
+            if not self.timed:
+                self._all_reduce(t)
+            elif self._capturing():
+                self._all_reduce_captured(t)
+            elif self.device.type == "cuda":
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                self._all_reduce(t)
+                end.record()
+                self._events.append((start, end))
+            else:
+                t0 = time.perf_counter()
+                self._all_reduce(t)
+                self._seconds += time.perf_counter() - t0
         return t
 
-    def _all_reduce(self, t: torch.Tensor) -> None:
-        raise NotImplementedError
+    def _capturing(self) -> bool:
+        return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
-    def stats(self) -> tuple[int, float]:
-        """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event."""
+    def _all_reduce_captured(self, t: torch.Tensor) -> None:
+        pairs = self._capture_pairs
+        if pairs is None:
+            self._all_reduce(t)
+            return
+        start = torch.cuda.Event(enable_timing=True, external=True)
+        end = torch.cuda.Event(enable_timing=True, external=True)
+        start.record()
+        self._all_reduce(t)
+        end.record()
+        pairs.append((start, end))
+
+    def begin_capture_timing(self) -> str | None:
+        """Time each collective of the graph about to be captured; returns why not (None: it will)."""
+        self._capture_pairs = None
+        if not (self.active and self.timed and self.device.type == "cuda"):
+            return "this rank does not time its all-reduces"
+        try:
+            torch.cuda.Event(enable_timing=True, external=True)
+        except TypeError as exc:  # a torch without external events: replayed calls stay unmeasured
+            return f"torch.cuda.Event(external=True) unavailable ({exc})"
+        self._capture_pairs = []
+        return None
+
+    def end_capture_timing(self) -> list[tuple[Any, Any]] | None:
+        """The event pairs captured since ``begin_capture_timing`` (None if none were)."""
+        pairs, self._capture_pairs = self._capture_pairs, None
+        return pairs
+
+    def harvest(self) -> None:
+        """Read the pending events now (before a replay re-records a graph's events)."""
         if self._events:
             self._events[-1][1].synchronize()
             self._seconds += sum(s.elapsed_time(e) for s, e in self._events) / 1000.0
             self._events.clear()
-        return self.count, self._seconds
+
+    def note_replay(self, calls: int, pairs: list[tuple[Any, Any]] | None = None) -> None:
+        """Count ``calls`` all-reduces that a CUDA-graph replay ran, timed by the graph's event ``pairs``
+        (if it has them; otherwise, when they really communicated, their time is unknown)."""
+        self.count += calls
+        if not self.active:
+            return
+        if pairs is None or len(pairs) != calls:
+            self.unmeasured += calls
+        else:
+            self._events.extend(pairs)
+
+    def _all_reduce(self, t: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> tuple[int, float | None]:
+        """(calls, seconds) since the last ``reset_stats``; on CUDA this waits for the last event.
+
+        Seconds is ``None`` when some of those calls communicated inside a CUDA-graph
+        replay without timing events: their time was not measured, and a sum of the
+        others would look complete.
+        """
+        self.harvest()
+        return self.count, (None if self.unmeasured else self._seconds)
 
     def reset_stats(self) -> None:
         self.stats()
         self.count = 0
+        self.unmeasured = 0
         self._seconds = 0.0
 
     def describe(self) -> str:
@@ -305,9 +442,15 @@ class TorchDistComm(Communicator):
         kwargs: dict[str, Any] = {}
         if self.name == "nccl":
             kwargs["device_id"] = device
+        else:
+            # gloo's own sockets: on the interface of spec.host (else gloo picks the address the hostname
+            # resolves to, often a LAN address). A GLOO_SOCKET_IFNAME set by the user wins.
+            ifname = interface_of(spec.host)
+            if ifname:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
         dist.init_process_group(
             backend=self.name,
-            init_method=f"tcp://127.0.0.1:{spec.master_port}",
+            store=_tcp_store(spec, rank),
             rank=rank,
             world_size=spec.world_size,
             timeout=timedelta(seconds=spec.timeout_s),
@@ -380,6 +523,8 @@ def check_cuda_env(env: dict[str, str]) -> list[str]:
 
 def make_communicator(rank: int, spec: CommSpec, timed: bool = True) -> Communicator:
     """Join the communicator described by ``spec`` as ``rank``; raises ``CommError`` if impossible."""
+    if spec.fault is not None:
+        return CorruptedComm(make_communicator(rank, replace(spec, fault=None), timed), spec.fault)  # type: ignore[return-value]
     if spec.backend in ("gloo", "shm"):
         if spec.device != "cpu":
             raise CommError(f"{spec.backend} all-reduce works on cpu tensors only (device={spec.device})")
@@ -403,3 +548,39 @@ def make_communicator(rank: int, spec: CommSpec, timed: bool = True) -> Communic
             return TorchDistComm(rank, spec, device, timed)
         return SymmMemComm(rank, spec, device, timed)
     raise CommError(f"unknown all-reduce backend {spec.backend!r}")
+
+
+TEST_FAULT_ENV = "SPECSWEEP_TEST_CORRUPT_ALLREDUCE"
+
+
+def parse_test_fault(value: str | None) -> float | None:
+    """The factor of ``SPECSWEEP_TEST_CORRUPT_ALLREDUCE`` (unset or empty = no fault); TEST ONLY."""
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ValueError(f"{TEST_FAULT_ENV}={value!r} is not a number") from exc
+
+
+class CorruptedComm:
+    """TEST ONLY: a communicator whose every all-reduce result is scaled by ``factor``.
+
+    Everything else (counts, timing, graph bookkeeping) is the wrapped
+    communicator's, so the configuration looks healthy and fast: only its
+    outputs are wrong, which is what the output-agreement check must catch.
+    """
+
+    def __init__(self, inner: Communicator, factor: float) -> None:
+        self.inner = inner
+        self.factor = factor
+
+    def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        self.inner.all_reduce(t)
+        return t.mul_(self.factor)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} [TEST FAULT: results x {self.factor}]"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -6,6 +6,13 @@ through a thread-safe queue and results go back through each request's
 ``sink`` callback. All timing is taken here on rank 0 (perf_counter around
 each phase; on CUDA the argmax that reads the logits synchronises the
 stream, and all-reduce times come from CUDA events, see ``comm``).
+
+A forward replayed from a CUDA graph is timed the same way, its all-reduces
+by the event pairs captured with the graph. Where those could not be
+captured and the collectives really communicated (more than one rank), the
+request's ``*_comm_s`` keys become ``None`` for good and
+``meta_info.timing_absent`` says why, rather than a sum that silently leaves
+the replayed collectives out.
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ import torch
 
 from .model import Segment
 from .spec import SimulatedAcceptance, greedy_accept
+from .trace import DECODE, DRAFT, DRAFT_PREFILL, PREFILL, VERIFY
 from .worker import Driver
 
 log = logging.getLogger("specsweep.refengine")
 
 TIMING_KEYS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
-EXTRA_TIMING_KEYS = ("prefill_s", "prefill_comm_s", "draft_comm_s", "draft_allreduce_ct", "draft_forward_ct")
+EXTRA_TIMING_KEYS = ("prefill_s", "prefill_comm_s", "draft_comm_s", "draft_allreduce_ct", "draft_forward_ct",
+                     "verify_graph_ct")
+GRAPH_COMM_ABSENT = ("all-reduces replayed inside a CUDA graph were counted but not timed: no timing events "
+                     "could be captured with them (see cuda_graph.comm_untimed in /server_info; run with "
+                     "--disable-cuda-graph to time them in-engine, or split a profiler trace)")
 
 
 @dataclass
@@ -48,12 +60,17 @@ class Request:
     slot: int = -1
     draft_len: int = 0
     verify_ct: int = 0
-    timing: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS + EXTRA_TIMING_KEYS, 0.0))
+    timing: dict[str, float | None] = field(
+        default_factory=lambda: dict.fromkeys(TIMING_KEYS + EXTRA_TIMING_KEYS, 0.0))
+    timing_absent: dict[str, str] = field(default_factory=dict)  # key -> why its value is None
     first_token_at: float | None = None
     last_token_at: float | None = None
     finish_reason: dict[str, Any] | None = None
     aborted: bool = False
     sim: SimulatedAcceptance | None = None
+    # accepted_drafts[j] = verify steps that accepted exactly j draft tokens (bonus excluded), j = 0..k:
+    # SGLang's spec_correct_drafts_histogram (managers/schedule_batch.py).
+    accepted_drafts: list[int] = field(default_factory=list)
 
 
 class Engine:
@@ -237,13 +254,13 @@ class Engine:
             ids, segs = self._chunk_inputs(batch)
             self.comm.reset_stats()
             t0 = time.perf_counter()
-            logits = self.driver.call(("target", ids, segs, "last"))
+            logits = self.driver.call(("target", ids, segs, "last", PREFILL))
             toks = logits.argmax(dim=-1).tolist()
             dt = time.perf_counter() - t0
             _, comm_s = self.comm.stats()
             for i, (r, s, n) in enumerate(batch):
                 r.timing["prefill_s"] += dt
-                r.timing["prefill_comm_s"] += comm_s
+                _add_comm(r, "prefill_comm_s", comm_s)
                 if s + n == len(r.input_ids):
                     del pending[id(r)]
                     last_logits[id(r)] = toks[i]
@@ -268,7 +285,7 @@ class Engine:
             ids, segs = self._chunk_inputs(batch)
             self.comm.reset_stats()
             t0 = time.perf_counter()
-            self.driver.call(("draft", ids, segs, "target", "none"))
+            self.driver.call(("draft", ids, segs, "target", "none", DRAFT_PREFILL))
             if self.driver.model.device.type == "cuda":
                 torch.cuda.synchronize()
             dt = time.perf_counter() - t0
@@ -276,7 +293,7 @@ class Engine:
             for r, s, n in batch:
                 r.draft_len = s + n
                 r.timing["prefill_s"] += dt
-                r.timing["prefill_comm_s"] += comm_s
+                _add_comm(r, "prefill_comm_s", comm_s)
                 if r.draft_len >= pending[id(r)]:
                     del pending[id(r)]
 
@@ -309,12 +326,13 @@ class Engine:
         ids = [r.tokens[-1] for r in reqs]
         self.comm.reset_stats()
         t0 = time.perf_counter()
-        toks = self.driver.call(("target", ids, segs, "all")).argmax(dim=-1).tolist()
+        toks = self.driver.call(("target", ids, segs, "all", DECODE)).argmax(dim=-1).tolist()
         dt = time.perf_counter() - t0
+        graph = self.driver.last_graph
         ct, comm_s = self.comm.stats()
         for r, tok in zip(reqs, toks):
             r.verify_ct += 1
-            self._account(r, 0.0, 0.0, 0, 0, dt, comm_s, ct)
+            self._account(r, 0.0, 0.0, 0, 0, dt, comm_s, ct, graph)
             self._emit(r, [tok])
         if self.metrics:
             self.metrics.observe_step(0.0, dt, comm_s, ct, None)
@@ -328,43 +346,48 @@ class Engine:
         # Extend the draft over the tokens verified since its last update (features from the target).
         segs = [Segment(r.slot, r.draft_len, len(r.tokens) - r.draft_len) for r in reqs]
         ids = list(itertools.chain.from_iterable(r.tokens[r.draft_len:] for r in reqs))
-        drafts = [[t] for t in self.driver.call(("draft", ids, segs, "target", "last")).argmax(dim=-1).tolist()]
+        drafts = [[t] for t in self.driver.call(("draft", ids, segs, "target", "last", DRAFT)).argmax(dim=-1).tolist()]
         for j in range(1, k):
             segs = [Segment(r.slot, len(r.tokens) - 1 + j, 1) for r in reqs]
             ids = [d[-1] for d in drafts]
-            for d, t in zip(drafts, self.driver.call(("draft", ids, segs, "draft", "last")).argmax(dim=-1).tolist()):
+            out = self.driver.call(("draft", ids, segs, "draft", "last", DRAFT))
+            for d, t in zip(drafts, out.argmax(dim=-1).tolist()):
                 d.append(t)
         t1 = time.perf_counter()
         draft_ct, draft_comm = self.comm.stats()
         self.comm.reset_stats()
         segs = [Segment(r.slot, len(r.tokens) - 1, k + 1) for r in reqs]
         ids = list(itertools.chain.from_iterable([r.tokens[-1]] + d for r, d in zip(reqs, drafts)))
-        target = self.driver.call(("target", ids, segs, "all")).argmax(dim=-1).view(len(reqs), k + 1).tolist()
+        out = self.driver.call(("target", ids, segs, "all", VERIFY))
+        target = out.argmax(dim=-1).view(len(reqs), k + 1).tolist()
         t2 = time.perf_counter()
+        graph = self.driver.last_graph
         ct, comm_s = self.comm.stats()
         accepted_total = 0
         for r, d, y in zip(reqs, drafts, target):
             n = len(r.tokens) - 1
             length = r.sim.next() if r.sim is not None else greedy_accept(d, y) + 1
+            _count_accepted(r, k, length - 1)
             r.verify_ct += 1
             r.draft_len = n + 1
-            self._account(r, t1 - t0, draft_comm, draft_ct, k, t2 - t1, comm_s, ct)
+            self._account(r, t1 - t0, draft_comm, draft_ct, k, t2 - t1, comm_s, ct, graph)
             accepted_total += length
             self._emit(r, y[:length])
         if self.metrics:
             self.metrics.observe_step(t1 - t0, t2 - t1, comm_s, ct, accepted_total / len(reqs))
 
-    def _account(self, r: Request, draft_s: float, draft_comm: float, draft_ct: int, draft_fw: int,
-                 verify_s: float, comm_s: float, ct: int) -> None:
+    def _account(self, r: Request, draft_s: float, draft_comm: float | None, draft_ct: int, draft_fw: int,
+                 verify_s: float, comm_s: float | None, ct: int, graph: bool) -> None:
         t = r.timing
-        t["draft_s"] += draft_s
-        t["draft_comm_s"] += draft_comm
-        t["draft_allreduce_ct"] += draft_ct
-        t["draft_forward_ct"] += draft_fw
-        t["verify_s"] += verify_s
-        t["verify_comm_s"] += comm_s
-        t["allreduce_ct"] += ct
-        t["forward_ct"] += 1
+        t["draft_s"] += draft_s  # type: ignore[operator]
+        _add_comm(r, "draft_comm_s", draft_comm)
+        t["draft_allreduce_ct"] += draft_ct  # type: ignore[operator]
+        t["draft_forward_ct"] += draft_fw  # type: ignore[operator]
+        t["verify_s"] += verify_s  # type: ignore[operator]
+        _add_comm(r, "verify_comm_s", comm_s)
+        t["allreduce_ct"] += ct  # type: ignore[operator]
+        t["forward_ct"] += 1  # type: ignore[operator]
+        t["verify_graph_ct"] += int(graph)  # type: ignore[operator]
 
     # ------------------------------------------------------------- outputs
     def _emit(self, r: Request, toks: list[int]) -> None:
@@ -416,12 +439,31 @@ class Engine:
             "prompt_tokens": len(r.input_ids),
             "completion_tokens": len(r.output_ids),
             "finish_reason": r.finish_reason,
-            "timing": {k: (int(v) if k.endswith("_ct") else v) for k, v in r.timing.items()},
+            "timing": {k: (int(v) if k.endswith("_ct") and v is not None else v) for k, v in r.timing.items()},
         }
+        if r.timing_absent:
+            meta["timing_absent"] = dict(r.timing_absent)
         if self.k:
             meta["spec_verify_ct"] = r.verify_ct
             if r.verify_ct:
                 meta["spec_accept_length"] = len(r.output_ids) / r.verify_ct
+            meta["spec_correct_drafts_histogram"] = list(r.accepted_drafts) or [0] * (self.k + 1)
         if r.finish_reason is not None:
             meta["e2e_latency"] = time.perf_counter() - r.created
         return {"output_ids": list(r.output_ids), "meta_info": meta, "finished": r.finish_reason is not None}
+
+
+def _add_comm(r: Request, key: str, seconds: float | None) -> None:
+    """Add a communication time to a request's sum; an unmeasured one makes the sum unknown for good."""
+    if seconds is None:
+        r.timing[key] = None
+        r.timing_absent[key] = GRAPH_COMM_ABSENT
+    elif r.timing[key] is not None:
+        r.timing[key] += seconds  # type: ignore[operator]
+
+
+def _count_accepted(r: Request, k: int, accepted: int) -> None:
+    """One verify that accepted ``accepted`` of ``k`` draft tokens (the histogram has k + 1 bins)."""
+    if not r.accepted_drafts:
+        r.accepted_drafts = [0] * (k + 1)
+    r.accepted_drafts[accepted] += 1

@@ -1,7 +1,14 @@
 """aiohttp application speaking SGLang's HTTP API (enough for SGLang's own bench client).
 
-One streaming core (``_stream_request``) feeds both endpoints; the endpoint
+One streaming core (``_stream_request``) feeds every endpoint; the endpoint
 only decides how a cumulative engine snapshot becomes a JSON chunk.
+``/v1/chat/completions`` follows SGLang 0.5.23's stream shape
+(``sglang/srt/entrypoints/openai/serving_chat.py``): a role chunk, content
+chunks (only where the text grew), a finish chunk, then an ``sglext`` chunk
+(``spec_tokens_details`` when ``return_spec_tokens_details``, ``output_ids``
+when ``return_output_ids_in_sglext``) and a ``usage`` chunk
+(``stream_options.include_usage``; ``continuous_usage_stats`` adds ``usage`` to
+every content chunk).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from aiohttp import web
 
 from .engine import Engine, Request
 from .metrics import Metrics
-from .tokenizer import ByteTokenizer
+from .tokenizer import ByteTokenizer, apply_chat_template
 
 
 @dataclass
@@ -107,6 +114,30 @@ async def _sse(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None
     return resp
 
 
+def _usage(meta: dict[str, Any]) -> dict[str, int]:
+    return {"prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
+            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"]}
+
+
+def _finish(meta: dict[str, Any]) -> str | None:
+    fr = meta["finish_reason"]
+    return None if fr is None else ("length" if fr["type"] == "length" else fr["type"])
+
+
+def _spec_tokens_details(meta: dict[str, Any], k: int | None) -> dict[str, Any] | None:
+    """SGLang's ``SpecTokensDetails`` (``entrypoints/openai/protocol.py``) from a final meta_info."""
+    hist = meta.get("spec_correct_drafts_histogram")
+    if not k or hist is None:
+        return None
+    verify = int(meta.get("spec_verify_ct") or 0)
+    correct = sum(j * n for j, n in enumerate(hist))
+    proposed = verify * k
+    return {"spec_accept_rate": correct / proposed if proposed else 0.0,
+            "spec_accept_length": meta.get("spec_accept_length") or 0.0,
+            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed,
+            "spec_verify_ct": verify, "spec_correct_drafts_histogram": list(hist)}
+
+
 def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"message": message, "code": status}}, status=status)
 
@@ -174,25 +205,23 @@ def build_app(state: ServerState) -> web.Application:
         cid = f"cmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         model = body.get("model") or state.model_name
-
-        def usage(meta: dict[str, Any]) -> dict[str, int]:
-            return {"prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
-                    "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"]}
-
-        def finish(meta: dict[str, Any]) -> str | None:
-            fr = meta["finish_reason"]
-            return None if fr is None else ("length" if fr["type"] == "length" else fr["type"])
+        usage, finish = _usage, _finish
+        token_ids = bool(body.get("return_token_ids"))  # SGLang: choices[].token_ids, the new ids of each chunk
 
         if stream:
             async def chunks() -> AsyncGenerator[dict[str, Any], None]:
-                sent = ""
+                sent, n_ids = "", 0
                 async for snap in _stream_request(state, build):
                     text = state.tokenizer.decode(snap["output_ids"])
                     delta, sent = text[len(sent):], text
                     meta = snap["meta_info"]
+                    choice: dict[str, Any] = {"index": 0, "text": delta, "logprobs": None,
+                                              "finish_reason": finish(meta)}
+                    if token_ids:
+                        choice["token_ids"], n_ids = snap["output_ids"][n_ids:], len(snap["output_ids"])
                     chunk: dict[str, Any] = {
                         "id": cid, "object": "text_completion", "created": created, "model": model,
-                        "choices": [{"index": 0, "text": delta, "logprobs": None, "finish_reason": finish(meta)}],
+                        "choices": [choice],
                     }
                     if snap["finished"]:
                         chunk["usage"] = usage(meta)
@@ -210,6 +239,86 @@ def build_app(state: ServerState) -> web.Application:
                          "finish_reason": finish(meta)}],
             "usage": usage(meta), "meta_info": meta,
         })
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        """OpenAI chat completions with ``tokenizer.CHAT_TEMPLATE`` (SGLang 0.5.23's stream shape, module doc)."""
+        try:
+            body = await _read_json(request)
+            try:
+                ids = state.tokenizer.encode(apply_chat_template(body.get("messages")))
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from exc
+            key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+            max_new = _int_param(body, key, 128)
+            ignore_eos = bool(body.get("ignore_eos", False))
+            stream = bool(body.get("stream"))
+            build = lambda sink: _make_request(state, ids, max_new, ignore_eos, None, sink, stream)  # noqa: E731
+            build(lambda s: None)
+        except BadRequest as exc:
+            return _json_error(400, str(exc))
+        cid = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        model = body.get("model") or state.model_name
+        options = body.get("stream_options") or {}
+        want_spec = bool(body.get("return_spec_tokens_details"))
+        want_ids = bool(body.get("return_output_ids_in_sglext"))
+
+        def sglext(meta: dict[str, Any], output_ids: list[int]) -> dict[str, Any] | None:
+            ext: dict[str, Any] = {}
+            details = _spec_tokens_details(meta, state.engine.k) if want_spec else None
+            if details is not None:
+                ext["spec_tokens_details"] = details
+            if want_ids:
+                ext["output_ids"] = [list(output_ids)]
+            return ext or None
+
+        def frame(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+            return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": choices, **extra}
+
+        if stream:
+            async def chunks() -> AsyncGenerator[dict[str, Any], None]:
+                sent, first = "", True
+                last: dict[str, Any] = {}
+                async for snap in _stream_request(state, build):
+                    last = snap
+                    meta = snap["meta_info"]
+                    if first:
+                        first = False
+                        yield frame([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                      "logprobs": None, "finish_reason": None}])
+                    text = state.tokenizer.decode(snap["output_ids"])
+                    delta, sent = text[len(sent):], text
+                    if delta:  # as SGLang: no chunk for a step whose text did not grow
+                        extra = {"usage": _usage(meta)} if options.get("continuous_usage_stats") else {}
+                        yield frame([{"index": 0, "delta": {"content": delta}, "logprobs": None,
+                                      "finish_reason": None}], **extra)
+                meta = last["meta_info"]
+                # meta_info (timing, e2e_latency) is this engine's extension, as on /v1/completions.
+                yield frame([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": _finish(meta)}],
+                            meta_info=meta)
+                ext = sglext(meta, last["output_ids"])
+                if ext is not None:
+                    yield frame([], sglext=ext)
+                if options.get("include_usage"):
+                    yield frame([], usage=_usage(meta))
+
+            return await _sse(request, chunks())
+        last = {}
+        async for snap in _stream_request(state, build):
+            last = snap
+        meta = last["meta_info"]
+        out: dict[str, Any] = {
+            "id": cid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                                                 "content": state.tokenizer.decode(last["output_ids"])},
+                         "logprobs": None, "finish_reason": _finish(meta)}],
+            "usage": _usage(meta), "meta_info": meta,
+        }
+        ext = sglext(meta, last["output_ids"])
+        if ext is not None:
+            out["sglext"] = ext
+        return web.json_response(out)
 
     async def health(request: web.Request) -> web.Response:
         if not state.engine.alive():
@@ -269,6 +378,7 @@ def build_app(state: ServerState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/generate", generate)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health_generate)
     app.router.add_get("/ready", ready)

@@ -65,11 +65,13 @@ class Metrics:
                                   {"backend": backend, "tp_size": str(tp_size)})
         self.backend_info.set(1)
 
-    def observe_step(self, draft_s: float, verify_s: float, comm_s: float, allreduce_ct: int,
+    def observe_step(self, draft_s: float, verify_s: float, comm_s: float | None, allreduce_ct: int,
                      mean_accept: float | None) -> None:
+        """``comm_s`` is None for a forward replayed from a CUDA graph over several ranks (not timed)."""
         self.draft_seconds.observe(draft_s)
         self.verify_seconds.observe(verify_s)
-        self.verify_comm_seconds.inc(comm_s)
+        if comm_s is not None:
+            self.verify_comm_seconds.inc(comm_s)
         self.verify_allreduce.inc(allreduce_ct)
 
     def observe_first_token(self, seconds: float) -> None:

@@ -16,6 +16,17 @@ Requests are packed into one batch of ``Segment``s: all linear layers and all
 all-reduces run once over the concatenated tokens, attention runs per segment
 over that request's own KV cache (positions index the cache directly, so a
 rejected speculative tail is simply overwritten later).
+
+For CUDA graphs (``refengine.cudagraph``) the per-request buffers live in one
+static pool (``enable_pool``: every slot's KV cache, aux features and draft
+state at fixed addresses, plus one scratch slot that padding rows write to),
+and ``forward_target_static`` / ``forward_draft_static`` compute the same
+forwards over a fixed-shape batch (B segments of n tokens, all inputs in
+device tensors, no Python-dependent shapes, no host synchronisation): attention
+gathers each segment's cache up to a fixed length bucket and masks by
+position, KV entries and features are written with index_put. The eager
+forwards use the same pool through per-slot views, so the two paths can
+alternate on one request.
 """
 
 from __future__ import annotations
@@ -85,6 +96,8 @@ class TPModel:
         self.head_dim = cfg.head_dim
         self.slots: dict[int, SlotState] = {}
         self.aux_layers = cfg.aux_layers()
+        self.pool_capacity: int | None = None  # set by enable_pool
+        self.scratch_slot = -1
         self._build()
 
     # ---------------------------------------------------------------- weights
@@ -150,8 +163,33 @@ class TPModel:
             self.draft_mlp = self._mlp_weights("draft.mlp", d.intermediate_size, out_std)
 
     # ------------------------------------------------------------- KV caches
+    def enable_pool(self, max_slots: int, capacity: int) -> None:
+        """Keep every slot's buffers in one static pool of ``max_slots`` slots + 1 scratch slot.
+
+        Allocated once and zeroed (so a masked-out cache entry is a finite zero, never
+        left-over memory that could hold a NaN); ``alloc`` then hands out views.
+        """
+        if self.slots:
+            raise RuntimeError("enable_pool must come before the first alloc")
+        L, hl, d, h = self.cfg.num_hidden_layers, self.local_heads, self.head_dim, self.cfg.hidden_size
+        n = max_slots + 1
+        kw = {"device": self.device, "dtype": self.dtype}
+        self.pool_k = torch.zeros(L, n, hl, capacity, d, **kw)
+        self.pool_v = torch.zeros(L, n, hl, capacity, d, **kw)
+        if self.with_draft:
+            self.pool_dk = torch.zeros(n, hl, capacity, d, **kw)
+            self.pool_dv = torch.zeros(n, hl, capacity, d, **kw)
+            self.pool_feats = torch.zeros(n, capacity, 3 * h, **kw)
+            self.pool_draft_hidden = torch.zeros(n, h, **kw)
+        self.pool_capacity = capacity
+        self.scratch_slot = max_slots
+        self._key_pos = torch.arange(capacity, device=self.device)
+
     def alloc(self, slot: int, capacity: int) -> None:
         """Allocate one request's caches (every rank does the same on the same command)."""
+        if self.pool_capacity is not None:
+            self._alloc_from_pool(slot, capacity)
+            return
         L, hl, d = self.cfg.num_hidden_layers, self.local_heads, self.head_dim
         kw = {"device": self.device, "dtype": self.dtype}
         state = SlotState(
@@ -162,6 +200,21 @@ class TPModel:
             state.dv = torch.zeros(hl, capacity, d, **kw)
             state.feats = torch.zeros(capacity, 3 * self.cfg.hidden_size, **kw)
             state.draft_hidden = torch.zeros(self.cfg.hidden_size, **kw)
+        self.slots[slot] = state
+
+    def _alloc_from_pool(self, slot: int, capacity: int) -> None:
+        assert self.pool_capacity is not None
+        if not 0 <= slot < self.scratch_slot:
+            raise ValueError(f"slot {slot} outside the pool's {self.scratch_slot} slots")
+        if capacity > self.pool_capacity:
+            raise ValueError(f"a request needs {capacity} positions, the pool holds {self.pool_capacity}")
+        state = SlotState(k=self.pool_k[:, slot], v=self.pool_v[:, slot], dk=None, dv=None, feats=None,
+                          draft_hidden=None, capacity=self.pool_capacity)
+        if self.with_draft:
+            state.dk, state.dv = self.pool_dk[slot], self.pool_dv[slot]
+            state.feats = self.pool_feats[slot]
+            state.draft_hidden = self.pool_draft_hidden[slot]
+            state.draft_hidden.zero_()
         self.slots[slot] = state
 
     def free(self, slot: int) -> None:
@@ -327,5 +380,93 @@ class TPModel:
         r = hidden + self.comm.all_reduce(a)
         out = r + self.comm.all_reduce(self._mlp(self._rms(r), self.draft_mlp))
         for s, row in zip(segs, self._last_rows(segs)):
-            self.slots[s.slot].draft_hidden = out[row].clone()
+            self.slots[s.slot].draft_hidden.copy_(out[row])  # type: ignore[union-attr]
         return self._logits(out, segs, logits)
+
+    # ------------------------------------------------ fixed-shape (graph) forwards
+    def _static_inputs(self, pos: torch.Tensor, slots: torch.Tensor, kv_len: int):
+        """Flat positions and slots per row, rope rows and the [B, 1, n, kv_len] position mask."""
+        B, n = pos.shape
+        pflat = pos.reshape(B * n)
+        sflat = slots[:, None].expand(B, n).reshape(B * n)
+        mask = self._key_pos[:kv_len][None, None, None, :] <= pos[:, None, :, None]
+        return pflat, sflat, self._rope_tables(pflat), mask
+
+    def _attention_static(
+        self, x: torch.Tensor, w: dict[str, torch.Tensor], rope: tuple[torch.Tensor, torch.Tensor],
+        pos: torch.Tensor, slots: torch.Tensor, pflat: torch.Tensor, sflat: torch.Tensor, mask: torch.Tensor,
+        kpool: torch.Tensor, vpool: torch.Tensor, kv_len: int,
+    ) -> torch.Tensor:
+        """``_attention`` over B segments of n tokens: write K/V by (slot, position), attend over the
+        first ``kv_len`` cache positions of each segment's slot, masked to positions <= the query's."""
+        B, n = pos.shape
+        T = B * n
+        hl, d = self.local_heads, self.head_dim
+        qkv = (x @ w["wqkv"]).view(T, 3, hl, d)
+        q, k = self._rope(qkv[:, :2], rope).unbind(1)
+        kpool[sflat, :, pflat] = k
+        vpool[sflat, :, pflat] = qkv[:, 2]
+        keys = kpool[:, :, :kv_len].index_select(0, slots)  # [B, hl, kv_len, d]
+        values = vpool[:, :, :kv_len].index_select(0, slots)
+        qs = q.view(B, n, hl, d).transpose(1, 2)
+        o = F.scaled_dot_product_attention(qs, keys, values, attn_mask=mask)  # [B, hl, n, d]
+        return o.transpose(1, 2).reshape(T, hl * d) @ w["wo"]
+
+    @staticmethod
+    def _static_logits_rows(x: torch.Tensor, last: torch.Tensor, which: str) -> torch.Tensor | None:
+        if which == "none":
+            return None
+        return x if which == "all" else x[last]
+
+    @torch.inference_mode()
+    def forward_target_static(self, ids: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, last: torch.Tensor,
+                              kv_len: int, logits: str) -> torch.Tensor | None:
+        """``forward_target`` over a fixed-shape batch: ``ids`` [B*n], ``pos`` [B, n], ``slots`` [B]
+        (pool slots, the scratch slot for padding), ``last`` [B] (row of each segment's last real
+        token, for ``logits='last'``); attention reads cache positions ``< kv_len``."""
+        pflat, sflat, rope, mask = self._static_inputs(pos, slots, kv_len)
+        x = self.embed[ids]
+        aux: list[torch.Tensor] = []
+        for i, layer in enumerate(self.layers):
+            a = self._attention_static(self._rms(x), layer["attn"], rope, pos, slots, pflat, sflat, mask,  # type: ignore[arg-type]
+                                       self.pool_k[i], self.pool_v[i], kv_len)
+            x = x + self.comm.all_reduce(a)
+            h = self._rms(x)
+            m = self._moe(h, layer) if "router" in layer else self._mlp(h, layer["mlp"])  # type: ignore[arg-type]
+            x = x + self.comm.all_reduce(m)
+            if self.with_draft and i in self.aux_layers:
+                aux.append(x)
+        if self.with_draft:
+            self.pool_feats[sflat, pflat] = torch.cat(aux, dim=-1)
+        rows = self._static_logits_rows(x, last, logits)
+        return None if rows is None else (self._rms(rows) @ self.lm_head).float()
+
+    @torch.inference_mode()
+    def forward_draft_static(self, ids: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, last: torch.Tensor,
+                             kv_len: int, source: str, logits: str) -> torch.Tensor | None:
+        """``forward_draft`` over a fixed-shape batch (inputs as in ``forward_target_static``).
+
+        ``source='target'``: padding tokens after a segment's real ones are allowed (they write
+        cache entries past the segment's end, which a later forward overwrites before any query
+        can see them, as with a rejected speculative tail); ``last`` picks the real last rows.
+        """
+        B, n = pos.shape
+        pflat, sflat, rope, mask = self._static_inputs(pos, slots, kv_len)
+        if source == "target":
+            prev = self.pool_feats[sflat, (pflat - 1).clamp(min=0)]
+            hidden = (prev * (pflat > 0).unsqueeze(-1).to(prev.dtype)) @ self.draft_fc
+        elif source == "draft":
+            if n != 1:
+                raise ValueError("draft-source forward takes exactly one token per segment")
+            hidden = self.pool_draft_hidden[slots]
+        else:
+            raise ValueError(f"unknown draft source {source!r}")
+        x = torch.cat([self._rms(self.embed[ids]), self._rms(hidden)], dim=-1)
+        a = self._attention_static(x, self.draft_attn, rope, pos, slots, pflat, sflat, mask,
+                                   self.pool_dk, self.pool_dv, kv_len)
+        r = hidden + self.comm.all_reduce(a)
+        out = r + self.comm.all_reduce(self._mlp(self._rms(r), self.draft_mlp))
+        self.pool_draft_hidden[slots] = out[last]
+        if logits == "none":
+            return None
+        return (self._rms(out if logits == "all" else out[last]) @ self.lm_head).float()

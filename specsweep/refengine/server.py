@@ -22,8 +22,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from . import __version__
-from .cli import parse_args, resolved_args_dict
-from .comm import SAFE_CUDA_ENV, CommError, check_cuda_env, prepare_spec
+from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
+from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
 from .config import ModelConfig, load_config
 from .engine import Engine, Request
 from .faults import LAUNCH_ENV, STEP_DELAY_ENV, step_delay_s
@@ -31,7 +31,7 @@ from .http import ServerState, build_app
 from .metrics import Metrics
 from .spec import parse_simulate_acc_len
 from .tokenizer import ByteTokenizer
-from .worker import Driver, RankSetup, build_rank, follower_main
+from .worker import Driver, RankSetup, build_graphs, build_rank, follower_main
 
 log = logging.getLogger("specsweep.refengine")
 
@@ -149,8 +149,18 @@ def _num_threads(env: dict[str, str], world_size: int) -> int:
     return max(1, (os.cpu_count() or 1) // world_size)
 
 
+def rank_setup(ns: argparse.Namespace, cfg: ModelConfig, draft_cfg: ModelConfig | None, comm_spec: Any,
+               spec_steps: int | None, context: int, num_threads: int) -> RankSetup:
+    """What every rank builds from the resolved arguments (CUDA graphs: ``cli.cuda_graph_enabled``)."""
+    return RankSetup(cfg=cfg, draft_cfg=draft_cfg, comm=comm_spec, device=ns.device, dtype=ns.dtype,
+                     seed=ns.random_seed, with_draft=spec_steps is not None, num_threads=num_threads,
+                     cuda_graph=cuda_graph_enabled(ns), graph_comm_timing=not ns.disable_graph_comm_timing,
+                     max_running=ns.max_running_requests, context_length=context, spec_steps=spec_steps)
+
+
 def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backend: str, world_size: int,
-                 rank_infos: list[dict[str, Any]], simulate: float | None) -> dict[str, Any]:
+                 rank_infos: list[dict[str, Any]], simulate: float | None,
+                 graphs: dict[str, Any] | None = None) -> dict[str, Any]:
     info = resolved_args_dict(ns)
     state: dict[str, Any] = {"last_gen_throughput": engine.gen_throughput(), "step_count": engine.lifetime["steps"],
                              "num_requests": engine.lifetime["requests"]}
@@ -165,11 +175,32 @@ def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backe
         "all_reduce_backend": backend,
         "world_size": world_size,
         "simulate_acc_len": simulate,
+        "cuda_graph": _graph_info(graphs),
         "model_config": cfg.to_dict(),
         "versions": versions(),
         "environment": effective_environment(dict(os.environ)),
     })
     return info
+
+
+def _graph_info(report: dict[str, Any] | None) -> dict[str, Any]:
+    """The CUDA-graph part of /server_info: what was captured, what failed (and so runs eager)."""
+    if report is None:
+        return {"enabled": False}
+    return {"enabled": True, "graphs": len(report["captured"]), "capture_s": round(report["capture_s"], 3),
+            **report["plan"], "failed": report["failed"], "comm_untimed": report["comm_untimed"]}
+
+
+def _log_graphs(report: dict[str, Any]) -> None:
+    plan = report["plan"]
+    log.info("CUDA graphs: %d captured (%s x batch %s x kv length %s) in %.1f s; prefill and other shapes run eager",
+             len(report["captured"]), "/".join(plan["kinds"]), ",".join(map(str, plan["batch_sizes"])),
+             ",".join(map(str, plan["kv_buckets"])), report["capture_s"])
+    for key, err in report["failed"].items():
+        log.warning("CUDA graph capture failed for %s, which runs eager: %s", key, err)
+    if report["comm_untimed"]:
+        log.warning("all-reduces inside CUDA graphs are not timed (%s): verify_comm_s is reported as null",
+                    report["comm_untimed"])
 
 
 async def _serve(ns: argparse.Namespace, state: ServerState, engine: Engine, on_signal: Callable[[], None]) -> None:
@@ -261,12 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     max_tokens = max(CHUNK_TOKENS, ns.max_running_requests * ((k or 0) + 1))
     elem = 4 if ns.dtype == "float32" else 2
     try:
-        comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem)
-    except CommError as exc:
+        fault = parse_test_fault(env.get(TEST_FAULT_ENV))
+        comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem,
+                                 fault=fault, host=comm_host(ns.host))
+    except (CommError, ValueError) as exc:
         log.error("%s", exc)
         return 1
-    setup = RankSetup(cfg=cfg, draft_cfg=draft_cfg, comm=comm_spec, device=ns.device, dtype=ns.dtype,
-                      seed=ns.random_seed, with_draft=k is not None, num_threads=_num_threads(env, world))
+    setup = rank_setup(ns, cfg, draft_cfg, comm_spec, k, context, _num_threads(env, world))
     # Until the event loop takes over SIGTERM/SIGINT, turn them into SystemExit so that the
     # ``finally`` below still reaps the ranks and removes the shm segment.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -286,13 +318,22 @@ def main(argv: list[str] | None = None) -> int:
         backend_line = model.comm.describe()
         log.info("all-reduce backend: %s", backend_line)
         metrics = Metrics(ns.served_model_name, world, model.comm.name)
-        driver = Driver(model, ranks.conns)
+        driver = Driver(model, ranks.conns, build_graphs(model, setup))
+        try:
+            graph_report = driver.capture_graphs()  # every rank, in step, before HTTP and warmup (as SGLang)
+        except RuntimeError as exc:
+            log.error("startup failed: CUDA graph capture: %s (--disable-cuda-graph runs eager)", exc)
+            ranks.kill()
+            return 1
+        if graph_report is not None:
+            _log_graphs(graph_report)
         engine = Engine(driver, cfg.eos_token_id, k, simulate, ns.random_seed, ns.max_running_requests,
                         context, CHUNK_TOKENS, metrics, step_delay_s=step_delay)
         tokenizer = ByteTokenizer(cfg.vocab_size, cfg.eos_token_id)
         state = ServerState(
             engine=engine, tokenizer=tokenizer, metrics=metrics, model_name=ns.served_model_name,
-            server_info=lambda: _server_info(ns, cfg, engine, model.comm.name, world, rank_infos, simulate))
+            server_info=lambda: _server_info(ns, cfg, engine, model.comm.name, world, rank_infos, simulate,
+                                             graph_report))
         engine.start()
         try:
             asyncio.run(_serve(ns, state, engine, ranks.shutting_down.set))

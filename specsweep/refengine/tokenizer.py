@@ -20,3 +20,36 @@ class ByteTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
+
+
+# The reference engine's chat template (what /v1/chat/completions applies to
+# ``messages`` before tokenizing). Each message becomes ``<|ROLE|>\n`` +
+# content + ``\n``; the generation prompt ``<|assistant|>\n`` follows. ROLE is
+# the message's role as given (system, user, assistant, ...); a content given
+# as a list of parts joins the text of its ``{"type": "text"}`` parts. The
+# markers are plain bytes, not special ids: the byte tokenizer has none.
+CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
+CHAT_GENERATION_PROMPT = "<|assistant|>\n"
+
+
+def message_text(content: object) -> str:
+    """The text of one message's ``content`` (a string, or a list of text parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if len(parts) == len(content):
+            return "".join(str(p) for p in parts)
+    raise ValueError("message content must be a string or a list of {'type': 'text', 'text': ...} parts")
+
+
+def apply_chat_template(messages: list[dict]) -> str:
+    """``messages`` rendered with ``CHAT_TEMPLATE``, generation prompt included."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list")
+    out = []
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+            raise ValueError("every message needs a string 'role' and a 'content'")
+        out.append(CHAT_TEMPLATE.format(role=m["role"], content=message_text(m["content"])))
+    return "".join(out) + CHAT_GENERATION_PROMPT

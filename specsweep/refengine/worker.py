@@ -28,14 +28,20 @@ import torch
 
 from .comm import CommSpec, make_communicator
 from .config import ModelConfig
+from .cudagraph import GraphRunner, make_plan, pool_capacity
 from .model import TPModel
+from .trace import GRAPH_REPLAY, annotate
 
 log = logging.getLogger("specsweep.refengine")
 
 # Commands whose result rank 0 waits for from every follower (they are rare and must be complete
 # when the HTTP call returns: a trace file must exist once /stop_profile answered).
-ACKED = ("profile_start", "profile_stop")
+ACKED = ("profile_start", "profile_stop", "capture_graphs", "keep_graphs")
 ACK_TIMEOUT_S = 120.0
+CAPTURE_TIMEOUT_S = 900.0  # capturing every graph of a deep model takes seconds to minutes
+# Where the logits mode sits in a forward command; followers get "none" there (rank 0 alone reads logits).
+# Forward commands: ("target", ids, segs, logits, phase) and ("draft", ids, segs, source, logits, phase).
+LOGITS_INDEX = {"target": 3, "draft": 4}
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -52,6 +58,11 @@ class RankSetup:
     seed: int
     with_draft: bool
     num_threads: int
+    cuda_graph: bool = False  # capture the decode-phase forwards (CUDA only; see cudagraph)
+    graph_comm_timing: bool = True  # timing events around the all-reduces inside graphs (rank 0)
+    max_running: int = 16
+    context_length: int = 4096
+    spec_steps: int | None = None
 
 
 def set_parent_death_signal() -> None:
@@ -67,15 +78,33 @@ def build_rank(rank: int, setup: RankSetup, timed: bool) -> TPModel:
     torch.set_num_threads(setup.num_threads)
     comm = make_communicator(rank, setup.comm, timed=timed)
     device = torch.device("cuda", rank) if setup.device == "cuda" else torch.device("cpu")
-    return TPModel(setup.cfg, rank, setup.comm.world_size, comm, device, DTYPES[setup.dtype], setup.seed,
-                   setup.with_draft, setup.draft_cfg)
+    model = TPModel(setup.cfg, rank, setup.comm.world_size, comm, device, DTYPES[setup.dtype], setup.seed,
+                    setup.with_draft, setup.draft_cfg)
+    if setup.cuda_graph:
+        model.enable_pool(setup.max_running, pool_capacity(setup.context_length))
+    return model
+
+
+def build_graphs(model: TPModel, setup: RankSetup) -> GraphRunner | None:
+    """This rank's graph runner (nothing captured yet), or None when graphs are off."""
+    if not setup.cuda_graph:
+        return None
+    plan = make_plan(setup.max_running, setup.context_length, setup.spec_steps)
+    return GraphRunner(model, plan, logits=model.rank == 0, time_comm=setup.graph_comm_timing)
 
 
 class Executor:
-    """Executes commands on one rank's model; identical on every rank."""
+    """Executes commands on one rank's model; identical on every rank.
 
-    def __init__(self, model: TPModel) -> None:
+    Forwards run as a replayed CUDA graph when ``graphs`` holds one for the
+    call's shape (the same decision on every rank: it depends on the segments
+    only), eager otherwise. ``last_graph`` says which the latest forward took.
+    """
+
+    def __init__(self, model: TPModel, graphs: GraphRunner | None = None) -> None:
         self.model = model
+        self.graphs = graphs
+        self.last_graph = False
         self.profiler: Any = None
         self.profile_path: str | None = None
 
@@ -83,18 +112,35 @@ class Executor:
         op = cmd[0]
         m = self.model
         if op == "target":
-            return m.forward_target(cmd[1], cmd[2], cmd[3])
+            _, ids, segs, logits, phase = cmd
+            with annotate(phase):
+                return self._forward("target", ids, segs, logits, lambda: m.forward_target(ids, segs, logits))
         if op == "draft":
-            return m.forward_draft(cmd[1], cmd[2], cmd[3], cmd[4])
+            _, ids, segs, source, logits, phase = cmd
+            kind = "draft_extend" if source == "target" else "draft_step"
+            with annotate(phase):
+                return self._forward(kind, ids, segs, logits, lambda: m.forward_draft(ids, segs, source, logits))
         if op == "alloc":
             return m.alloc(cmd[1], cmd[2])
         if op == "free":
             return m.free(cmd[1])
+        if op == "capture_graphs":
+            return self.graphs.capture() if self.graphs is not None else None
+        if op == "keep_graphs":
+            return self.graphs.keep(cmd[1]) if self.graphs is not None else 0
         if op == "profile_start":
             return self.start_profile(cmd[1], cmd[2])
         if op == "profile_stop":
             return self.stop_profile()
         raise ValueError(f"unknown command {op!r}")
+
+    def _forward(self, kind: str, ids: list[int], segs: list, logits: str, eager: Any) -> Any:
+        key = self.graphs.lookup(kind, segs) if self.graphs is not None else None
+        self.last_graph = key is not None
+        if key is None:
+            return eager()
+        with annotate(GRAPH_REPLAY):
+            return self.graphs.run(key, ids, segs, logits)  # type: ignore[union-attr]
 
     def start_profile(self, output_dir: str, tag: str) -> None:
         """Start a torch profiler; the trace goes to ``<dir>/<tag>-TP-<rank>.trace.json.gz`` on stop."""
@@ -127,6 +173,7 @@ def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to rank 0, which shuts us down in order
     try:
         model = build_rank(rank, setup, timed=False)
+        graphs = build_graphs(model, setup)
         conn.send(("ready", os.getpid(), model.comm.describe()))
     except Exception:
         msg = traceback.format_exc()
@@ -135,7 +182,7 @@ def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int
             conn.send(("error", msg))
         finally:
             os._exit(1)
-    executor = Executor(model)
+    executor = Executor(model, graphs)
     try:
         while True:
             try:
@@ -158,28 +205,47 @@ def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int
 class Driver:
     """Rank 0's view of all ranks: broadcast a command, then execute it locally."""
 
-    def __init__(self, model: TPModel, conns: list[Connection]) -> None:
-        self.executor = Executor(model)
+    def __init__(self, model: TPModel, conns: list[Connection], graphs: GraphRunner | None = None) -> None:
+        self.executor = Executor(model, graphs)
         self.model = model
         self.conns = conns
 
+    @property
+    def last_graph(self) -> bool:
+        """Whether the latest forward replayed a CUDA graph (on every rank alike)."""
+        return self.executor.last_graph
+
     def call(self, cmd: tuple) -> Any:
         """Run ``cmd`` on every rank; rank 0's result (for ACKED commands: every rank's, in rank order)."""
-        if cmd[0] in ("target", "draft"):
-            follower_cmd = cmd[:-1] + ("none",)
-        else:
-            follower_cmd = cmd
+        follower_cmd = cmd
+        if cmd[0] in LOGITS_INDEX:
+            i = LOGITS_INDEX[cmd[0]]
+            follower_cmd = cmd[:i] + ("none",) + cmd[i + 1:]
         for c in self.conns:
             c.send(follower_cmd)
         result = self.executor.execute(cmd)
         if cmd[0] not in ACKED:
             return result
         results = [result]
+        timeout = CAPTURE_TIMEOUT_S if cmd[0] == "capture_graphs" else ACK_TIMEOUT_S
         for rank, c in enumerate(self.conns, start=1):
-            if not c.poll(ACK_TIMEOUT_S):
-                raise RuntimeError(f"rank {rank} did not answer {cmd[0]} within {ACK_TIMEOUT_S}s")
+            if not c.poll(timeout):
+                raise RuntimeError(f"rank {rank} did not answer {cmd[0]} within {timeout}s")
             results.append(c.recv()[1])
         return results
+
+    def capture_graphs(self) -> dict[str, Any] | None:
+        """Capture on every rank, keep the graphs all ranks captured; rank 0's report plus the failures of all."""
+        if self.executor.graphs is None:
+            return None
+        reports = self.call(("capture_graphs",))
+        common = set.intersection(*({tuple(k) for k in r["captured"]} for r in reports))
+        kept = self.call(("keep_graphs", sorted(common)))
+        report = dict(reports[0])
+        report["captured"] = sorted(common)
+        report["failed"] = {f"rank {rank}: {key}": err for rank, r in enumerate(reports) for key, err in r["failed"].items()}
+        report["kept_per_rank"] = kept
+        return report
 
     def shutdown(self) -> None:
         for c in self.conns:

@@ -8,6 +8,11 @@
 * ``plot_accept_length``: decode tok/s against accept length; each
   configuration's constant-cycle-time curve ``tok/s = accept / cycle_s``
   meets the baseline line at its break-even accept length (marked ``x``).
+* ``plot_acceptance``: per speculative configuration, the share of verify
+  steps by accepted draft tokens and the acceptance rate by draft position.
+
+A configuration whose outputs differ from the baseline's (``row["outputs_differ"]``)
+is labelled ``OUTPUTS_DIFFER`` in red in every figure it appears in.
 
 Every function writes its file even when there is nothing to draw (a figure
 saying why), because the workflow declares the file as an output.
@@ -35,6 +40,9 @@ VERDICT_COLORS = {
     "failed": "#ffffff",
 }
 BASELINE_LINE = "#000000"
+#: The flag of a configuration whose greedy outputs differ from the baseline's (report table and plots).
+OUTPUTS_DIFFER = "outputs differ from the baseline"
+FLAG_COLOR = "#d62728"
 PART_COLORS = {"draft": "#9467bd", "verify compute": "#ff7f0e", "verify communication": "#d62728"}
 
 
@@ -61,8 +69,19 @@ def _height(n: int) -> float:
 
 
 def _label(row: dict[str, Any]) -> str:
-    """A row's name in a figure: ``config``, or ``config @ point`` for a configuration with several points."""
-    return row.get("label") or row["config"]
+    """A row's name in a figure (``config``, or ``config @ point`` for a configuration with several
+    points), with its status when not ok and the agreement flag when raised."""
+    name = row.get("label") or row["config"]
+    if row.get("outputs_differ"):
+        return f"{name} ({OUTPUTS_DIFFER})"
+    return name + (f" ({row['status']})" if row["status"] != "ok" else "")
+
+
+def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
+    for tick, row in zip(ax.get_yticklabels(), rows):
+        if row.get("outputs_differ"):
+            tick.set_color(FLAG_COLOR)
+            tick.set_fontweight("bold")
 
 
 def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
@@ -99,7 +118,8 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
         xmax = max(xmax, baseline["tok_s_median"])
     ax.set_yticks(y)
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_yticklabels([_label(r) + (f" ({r['status']})" if r["status"] != "ok" else "") for r in rows])
+    ax.set_yticklabels([_label(r) for r in rows])
+    _color_flagged(ax, rows)
     ax.set_xlim(0, xmax * 1.12 if xmax > 0 else 1)
     ax.set_xlabel("output tok/s per request (completion tokens / end-to-end latency)")
     ax.set_title(title)
@@ -147,6 +167,7 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_yticks(y)
     ax.set_ylim(-0.6, len(shown) - 0.4)
     ax.set_yticklabels([_label(r) for r in shown])
+    _color_flagged(ax, shown)
     ax.set_xlim(0, xmax * 1.15 if xmax > 0 else 1)
     ax.set_xlabel("ms per cycle")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
@@ -176,7 +197,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
         c = cmap(i % 10)
         ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=_label(row))
         ax.annotate(_label(row), (row["accept_length"], row["decode_tok_s_run"]), textcoords="offset points",
-                    xytext=(6, 6), fontsize=8, color=c)
+                    xytext=(6, 6), fontsize=8, color=FLAG_COLOR if row.get("outputs_differ") else c)
         cyc = row.get("cycle_time_ms")
         if cyc:
             ax.plot(a, a / (cyc / 1e3), ls=":", color=c, lw=1)
@@ -292,4 +313,40 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
     ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.9)
+    _save(fig, path)
+
+
+def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> None:
+    """Left: share of verify steps by accepted draft tokens; right: acceptance rate by draft position."""
+    title = "Acceptance per draft position"
+    shown = [r for r in rows if r.get("accept_histogram")]
+    if not shown:
+        _empty(path, title, "no configuration reported an acceptance histogram\n"
+                            "(no speculation, or the engine does not report spec_correct_drafts_histogram)")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    cmap = plt.get_cmap("tab10")
+    width = 0.8 / len(shown)
+    bins = max(len(r["accept_histogram"]) for r in shown)
+    for i, row in enumerate(shown):
+        c = FLAG_COLOR if row.get("outputs_differ") else cmap(i % 10)
+        h = row["accept_histogram"]
+        total = sum(h) or 1.0
+        left.bar(np.arange(len(h)) + (i - (len(shown) - 1) / 2) * width, [n / total for n in h], width=width,
+                 color=c, edgecolor="black", linewidth=0.4, label=_label(row))
+        rates = row.get("accept_rates") or []
+        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", color=c, label=_label(row))
+    left.set_xticks(range(bins))
+    left.set_xlabel("draft tokens accepted by one verify (bonus token excluded)")
+    left.set_ylabel("share of verify steps")
+    left.set_title("Accepted draft tokens per verify", fontsize=10)
+    left.grid(axis="y", alpha=0.3)
+    right.set_xticks(range(1, max(2, bins)))
+    right.set_ylim(0, 1.05)
+    right.set_xlabel("draft position p")
+    right.set_ylabel("share of verify steps accepting position p")
+    right.set_title("Acceptance rate by draft position", fontsize=10)
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8, loc="upper right")
+    fig.suptitle(title)
     _save(fig, path)

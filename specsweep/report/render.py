@@ -15,7 +15,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specsweep.analysis.metrics import METRIC_COLUMNS, SPEC_ONLY_METRICS, break_even_accept_length, column_value
+from specsweep.analysis.metrics import (
+    METRIC_COLUMNS,
+    METRICS,
+    NOT_COMPARABLE,
+    SPEC_ONLY_METRICS,
+    break_even_accept_length,
+    column_value,
+)
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -28,7 +35,15 @@ from specsweep.analysis.launches import aa_control, point_summaries
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.export import write_exports
-from specsweep.report.plots import plot_accept_length, plot_break_even, plot_cycle_time, plot_pareto, plot_tok_s
+from specsweep.report.plots import (
+    OUTPUTS_DIFFER,
+    plot_accept_length,
+    plot_acceptance,
+    plot_break_even,
+    plot_cycle_time,
+    plot_pareto,
+    plot_tok_s,
+)
 from specsweep.report.sweep import (
     aa_floor,
     aa_lines,
@@ -46,10 +61,12 @@ from specsweep.report.sweep import (
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
 PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png",
-              "break_even": "break_even.png", "pareto": "pareto.png"}
+              "break_even": "break_even.png", "pareto": "pareto.png", "acceptance": "acceptance.png"}
 
 FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
 
+#: The output-agreement metrics (their absence is explained in their own section).
+PAIRED_METRICS = frozenset(name for name, m in METRICS.items() if m.kind == "paired")
 #: Columns that describe a configuration and its outcome (before the metric columns).
 ID_COLUMNS = ("config", "point", "concurrency", "launches", "description", "status", "expect", "stage", "reason",
               "n_ok", "n_error", "n_incomplete")
@@ -91,8 +108,9 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "summary": summary,
         "description": summary.get("description", ""),
         "status": summary["status"],
-        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree).
-        "expect": (summary.get("plan") or {}).get("expect", "ok"),
+        # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
+        # not in the plan: render_report_files sets it from the report params.
+        "expect": summary.get("expect", "ok"),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
         "n_ok": counts.get("ok"),
@@ -107,11 +125,36 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "warmup_converged": (summary.get("warmup") or {}).get("converged"),
         "absent": m.get("absent") or {},
         "seed": ((summary.get("plan") or {}).get("workload") or {}).get("seed", 0),
+        "expected_failure": summary.get("expected_failure"),
     }
     for column in METRIC_COLUMNS:
         row[column.name] = column_value(m, column)
     row["label"] = row_label(row)
+    agreement = summary.get("agreement") or {}
+    row["agreement"] = agreement
+    row["outputs_differ"] = bool(agreement.get("flagged"))
+    row["accept_histogram"] = (m.get("accept_histogram") or {}).get("value")
+    row["accept_rates"] = row["accept_rate_by_position"]
+    if isinstance(row["accept_rates"], list):  # one CSV cell: the rates of positions 1, 2, ... separated by spaces
+        row["accept_rate_by_position"] = " ".join(f"{v:.4f}" for v in row["accept_rates"])
     return row
+
+
+def agreement_cell(r: dict[str, Any]) -> str:
+    """The 'outputs vs baseline' cell: the match share, or why there is none."""
+    a = r.get("agreement") or {}
+    if r["verdict"] == "baseline":
+        return "baseline"
+    if a.get("match_share") is not None:
+        prefix = r.get("output_common_prefix")
+        text = f"{a['match_share']:.0%} ({a['matching']}/{a['paired']})"
+        if prefix is not None:
+            text += f", prefix {prefix:.1f}"
+        return f"**{OUTPUTS_DIFFER}**: {text}" if a.get("flagged") else text
+    reason = a.get("reason") or r["absent"].get("output_match_share") or "n/a"
+    if reason.startswith(NOT_COMPARABLE):
+        return "not comparable (" + ("simulated acceptance" if "simulated" in reason else "sampling") + ")"
+    return "n/a"
 
 
 def config_rows(
@@ -138,8 +181,8 @@ def config_rows(
         r["comparison"] = None
         if r["config"] == baseline:
             r["verdict"] = "baseline"
-        elif r["status"] == "failed":
-            r["verdict"] = "failed"
+        elif r["status"] in ("failed", "contaminated"):
+            r["verdict"] = r["status"]  # a contaminated number is never compared
         elif base is not None and point_base is None:
             r["verdict"] = "no baseline at this point"
         elif not base_ok:
@@ -187,6 +230,16 @@ def devices_of(plan: dict[str, Any]) -> tuple[int, str]:
 def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
     """tok/s per GPU (per device): aggregate output tok/s (median over repeats) / devices."""
     return None if aggregate_tok_s is None else aggregate_tok_s / devices
+def _expected_failure_note(r: dict[str, Any]) -> str:
+    """A known-failing case is expected only when its own failure signature matched (summary ``expected_failure``)."""
+    ef = r.get("expected_failure")
+    if r["expect"] != "failure" or r["status"] != "failed" or ef is None:
+        return ""
+    if ef.get("expected"):
+        return f" (expected: the known failure, {ef['matched'][0]['signature']} in the log)"
+    seen = ", ".join(f["signature"] for f in ef.get("seen") or []) or "none of the known failure lines"
+    return (f" (SURPRISE failure: known-failing case, but its own signature ({', '.join(ef.get('wanted') or [])}) "
+            f"is not in the log; seen: {seen})")
 
 
 def _f(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -226,7 +279,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("## Results\n\n")
     head = ["config", "status", "tok/s median [95% CI]", "verdict vs baseline (ratio [CI])", "accept length",
             "cycle ms", "verify ms", "comm share", "TTFT p50/p99 ms", "ITL p50/p99 ms", "break-even accept",
-            "pays?", "ok/err/inc"]
+            "pays?", "outputs vs baseline", "ok/err/inc"]
     w("| " + " | ".join(head) + " |\n")
     w("|" + "---|" * len(head) + "\n")
     for r in rows:
@@ -241,7 +294,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             _f(r["accept_length"], "{:.2f}"), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["verify_ms"], "{:.2f}"),
             _f(r["comm_share"] and r["comm_share"] * 100, "{:.0f}%") if r["comm_share"] is not None else "n/a",
             f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}", f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}",
-            be, pays, f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
+            be, pays, agreement_cell(r), f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
         ]
         w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
@@ -262,6 +315,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
       "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n")
     w(methods_lines() + "\n")
 
+    _agreement_section(w, rows)
+    _acceptance_section(w, rows)
     described = list({r["config"]: r for r in rows if r["description"]}.values())
     if described:
         w("## Configurations\n\n")
@@ -273,8 +328,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     if not problems:
         w("None.\n\n")
     for r in problems:
-        expected = " (expected: a known-failing case)" if r["expect"] == "failure" and r["status"] == "failed" else ""
-        w(f"### {row_label(r)}: {r['status']}{expected}\n\n")
+        w(f"### {row_label(r)}: {r['status']}{_expected_failure_note(r)}\n\n")
         w(f"- stage: `{r['stage']}`\n- reason: `{r['reason']}`\n- detail: {r['detail']}\n\n")
         if r["log_tail"]:
             tail = r["log_tail"] if isinstance(r["log_tail"], str) else "\n".join(map(str, r["log_tail"]))
@@ -292,7 +346,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("## Absent metrics\n\n")
     any_absent = False
     for r in rows:
-        absent = {k: v for k, v in r["absent"].items() if r["spec"] or k not in SPEC_ONLY_METRICS}
+        absent = {k: v for k, v in r["absent"].items()
+                  if (r["spec"] or k not in SPEC_ONLY_METRICS) and k not in PAIRED_METRICS}
         if r["status"] == "failed" or not absent:
             continue
         any_absent = True
@@ -300,11 +355,62 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         w(f"- {row_label(r)}: {items}\n")
     if not any_absent:
         w("None.\n")
-    w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm.)\n")
+    w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm; "
+      "output agreement has its own section.)\n")
     w("\n## Plots\n\n")
     for name in PLOT_FILES.values():
         w(f"![{name}]({plots_rel}/{name})\n")
     return out.getvalue()
+
+
+def _agreement_section(w: Any, rows: list[dict[str, Any]]) -> None:
+    threshold = next((r["agreement"].get("threshold") for r in rows if r["agreement"].get("threshold") is not None),
+                     None)
+    w("## Output agreement with the baseline\n\n")
+    w(f"Under greedy decoding neither speculation nor the communication setup may change the output. Each measured "
+      f"request is paired with the baseline's request of the same prompt (same endpoint, prompt and output length, "
+      f"so the same dataset, seed and lengths); *match* = {METRICS['output_match_share'].definition}; *prefix* = "
+      f"{METRICS['output_common_prefix_tokens'].definition}. Below "
+      f"{'the threshold' if threshold is None else f'{threshold:.0%}'} a configuration is marked "
+      f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
+      "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
+    for r in rows:
+        if r.get("verdict") == "baseline":
+            continue
+        a = r["agreement"]
+        if a.get("match_share") is not None:
+            flag = f" **{OUTPUTS_DIFFER}**" if a.get("flagged") else ""
+            prefix = r.get("output_common_prefix")
+            prefix_text = "" if prefix is None else f", mean common prefix {prefix:.1f} tokens"
+            extra = f"; {a['unpaired']} requests had no partner" if a.get("unpaired") else ""
+            w(f"- {row_label(r)}:{flag} {a['matching']} of {a['paired']} paired requests match "
+              f"({a['match_share']:.0%}){prefix_text}{extra}\n")
+        else:
+            w(f"- {row_label(r)}: {a.get('reason') or r['absent'].get('output_match_share') or 'n/a'}\n")
+    w("\n")
+
+
+def _acceptance_section(w: Any, rows: list[dict[str, Any]]) -> None:
+    spec = [r for r in rows if r["spec"] and r["status"] != "failed" or r.get("accept_histogram")]
+    if not spec:
+        return
+    w("## Acceptance per draft position\n\n")
+    w(f"Histogram: {METRICS['accept_histogram'].definition}. Rate: {METRICS['accept_rate_by_position'].definition}. "
+      "From the engine's per-request `spec_correct_drafts_histogram` (SGLang 0.5.23: `meta_info` on /generate, "
+      "`sglext.spec_tokens_details` on the OpenAI endpoints).\n\n")
+    w("| config | verify steps | accepted drafts 0, 1, 2, ... (share of verify steps) | rate by position 1, 2, ... |\n")
+    w("|---|---|---|---|\n")
+    for r in spec:
+        h, rates = r.get("accept_histogram"), r.get("accept_rates")
+        if h is None:
+            why = r["absent"].get("accept_histogram", "n/a")
+            w(f"| {row_label(r)} | n/a | n/a ({why}) | n/a |\n")
+            continue
+        total = sum(h)
+        shares = ", ".join(f"{n / total:.0%}" for n in h) if total else "n/a"
+        rate_text = ", ".join(f"{v:.2f}" for v in rates) if isinstance(rates, list) else "n/a"
+        w(f"| {row_label(r)} | {int(total)} | {shares} | {rate_text} |\n")
+    w("\n")
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -361,3 +467,4 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
     plot_break_even(groups, plots_dir / PLOT_FILES["break_even"])
     plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"])
+    plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])

@@ -20,7 +20,6 @@ import asyncio
 import json
 import random
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TextIO
@@ -30,8 +29,8 @@ import aiohttp
 from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
-from specsweep.records import DEFAULT_POINT, new_record
-from specsweep.serve.payloads import CompletionsAdapter, EndpointAdapter, StreamState, get_adapter, make_prompt
+from specsweep.records import DEFAULT_POINT, new_record, new_run_id
+from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _CONNECT_PREFIX = "connection failed: "
@@ -137,6 +136,8 @@ async def stream_one(
         completion_tokens=state.completion_tokens,
         spec_verify_ct=state.spec_verify_ct,
         spec_accept_length=state.spec_accept_length,
+        spec_correct_drafts_histogram=state.spec_correct_drafts_histogram,
+        output_ids=state.output_ids,
         e2e_latency_s=state.e2e_latency_s,
         timing=state.timing,
         finish_reason=state.finish_reason,
@@ -258,14 +259,16 @@ def check_workload(workload: dict[str, Any]) -> None:
 class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
-    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO, point: str = DEFAULT_POINT) -> None:
+    def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
+                 prompts: list[Prompt] | None = None, run_id: str | None = None, point: str = DEFAULT_POINT) -> None:
         check_workload(workload)
         self.workload = workload
+        self.prompts = prompts
         self.point = point
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
         self.log = log
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = run_id or new_run_id()
         self.timeout_s = float(workload["request_timeout_s"])
         self.rate = workload.get("request_rate")
         self.concurrency = int(workload["concurrency"])
@@ -273,23 +276,41 @@ class _Runner:
     def request(self, phase: str, repeat: int | None, index: int) -> _Request:
         """Record skeleton and body of one request (prompt built before timing starts)."""
         w = self.workload
-        prompt = make_prompt(int(w["seed"]), phase, repeat, index, int(w["input_len"]))
+        prompt = self.prompt(phase, repeat, index)
         body = json.dumps(self.adapter.build_payload(prompt, w)).encode()
         tag = "w" if phase == "warmup" else f"m{repeat}"
         base = {
             "run_id": self.run_id,
             "point": self.point,
-            "request_id": f"{self.run_id}-{tag}-{index:05d}",
+            # unique within the run: the points of one launch share its run id
+            "request_id": f"{self.run_id}-{tag}-{index:05d}" if self.point == DEFAULT_POINT
+            else f"{self.run_id}-{self.point}-{tag}-{index:05d}",
             "phase": phase,
             "repeat": repeat,
             "window": None,
             "index": index,
             "endpoint": self.adapter.name,
-            "input_len": int(w["input_len"]),
+            "prompt_key": prompt_key(self.adapter.name, self.adapter.prompt_fields(prompt), int(w["output_len"])),
+            "input_len": self.adapter.intended_len(prompt),
             "output_len": int(w["output_len"]),
             "scheduled_ns": None,
         }
         return _Request(base=base, body=body)
+
+    def prompt(self, phase: str, repeat: int | None, index: int) -> Prompt:
+        """The prompt of one request: synthetic (``make_prompt``), or the plan's selected prompts.
+
+        Selected prompts are laid out measured first, ``repeat * num_prompts +
+        index``, then warmup: so the measured requests of two configurations
+        with the same dataset, seed and lengths get the same prompts whatever
+        their warmup settings (``plan.datasets.prompts_needed``).
+        """
+        w = self.workload
+        if self.prompts is None:
+            return make_prompt(int(w["seed"]), phase, repeat, index, int(w["input_len"]))
+        n, repeats = int(w["num_prompts"]), int(w["repeats"])
+        slot = repeat * n + index if phase == "measured" else repeats * n + index
+        return self.prompts[slot % len(self.prompts)]
 
     async def send(
         self, session: aiohttp.ClientSession, req: _Request, scheduled_ns: int | None
@@ -400,10 +421,11 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 
 async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
-    point: str = DEFAULT_POINT,
+    prompts: list[Prompt] | None = None, run_id: str | None = None,
+    on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log, point)
+    runner = _Runner(base_url, workload, log, prompts, run_id, point)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -413,19 +435,29 @@ async def run_workload_async(
     log.flush()
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
-        if isinstance(runner.adapter, CompletionsAdapter) and "model" not in workload:
+        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints
             model = await served_model_name(session, base_url, log)
             if model is not None:
                 runner.adapter.model = model
+        if on_stage is not None:
+            on_stage("warmup")
         report = await runner.warmup(session, Path(warmup_path))
+        if on_stage is not None:
+            on_stage("benchmark")
         await runner.measure(session, Path(measured_path))
     return report
 
 
 def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
-                 point: str = DEFAULT_POINT) -> dict:
+                 prompts: list[Prompt] | None = None, run_id: str | None = None,
+                 on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
+    ``prompts``: the plan's selected prompts (``serve.job.load_prompts``);
+    ``None`` = synthetic prompts (``payloads.make_prompt``, the ``random`` dataset).
+    ``run_id`` is the server job's run id (every record carries it; a fresh one
+    when None). ``on_stage`` is called with ``"warmup"`` and then ``"benchmark"``
+    as each phase starts, so that an interruption is recorded with its stage.
     Every record carries ``point`` (the workload point of the launch it belongs to).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
@@ -433,4 +465,5 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     ``benchmark``) when the server is unreachable or every request of a phase
     (or of one measured round) failed; the phase's records are written first.
     """
-    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, point))
+    return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
+                                          on_stage, point))

@@ -6,15 +6,41 @@ business.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from specsweep.images.cli import DockerError, run_docker
+from specsweep.images.registry import ensure_image
+from specsweep.serve.guard import (
+    CHECKOUT_LABEL_KEY,
+    CONFIG_LABEL_KEY,
+    PROJECT_LABEL_KEY,
+    RUN_LABEL_KEY,
+    WORKDIR_LABEL_KEY,
+)
 
-PROJECT_LABEL = "io.specsweep.project=specsweep"
-CONFIG_LABEL_KEY = "io.specsweep.config"
+# Label keys live in serve.guard (stdlib only, it also runs by path) and are used from here.
+PROJECT_LABEL = f"{PROJECT_LABEL_KEY}=specsweep"
+
+
+def checkout_id(workdir: Path | str) -> str:
+    """Who owns a container: a hash of the workflow's directory (where ``results/`` is), 16 hex digits.
+
+    Two checkouts (or two copies of one) have different directories, so a run
+    in one never removes the other's containers, even for a configuration of
+    the same name.
+    """
+    return hashlib.sha256(os.path.realpath(workdir).encode()).hexdigest()[:16]
+
+
+def run_labels(config: str, checkout: str, workdir: Path | str, run_id: str) -> dict[str, str]:
+    """The labels of one run's container, beyond the project and config labels ``run_argv`` always sets."""
+    return {CHECKOUT_LABEL_KEY: checkout, WORKDIR_LABEL_KEY: os.path.realpath(workdir), RUN_LABEL_KEY: run_id}
 
 
 def run_argv(
@@ -27,6 +53,7 @@ def run_argv(
     *,
     docker: str = "docker",
     extra_args: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The ``docker run`` argv for a plan (pure; golden-tested).
 
@@ -34,12 +61,17 @@ def run_argv(
     the docker client's environment (see ``run_env``), so that no value shows
     up in ``ps``. ``extra_args`` are appended after the plan's argv (the
     engine's address flags, e.g. ``--host 0.0.0.0 --port <container_port>``).
+    ``labels`` (``run_labels``) add the checkout and run identity.
     """
     argv = [
         docker, "run", "--rm",
         "--name", container_name,
         "--label", f"{CONFIG_LABEL_KEY}={plan['name']}",
         "--label", PROJECT_LABEL,
+    ]
+    for key in sorted(labels or {}):
+        argv += ["--label", f"{key}={labels[key]}"]
+    argv += [
         "-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}",
         "--init",
     ]
@@ -68,9 +100,16 @@ def run_argv(
 
 def containers_with_label(label: str = PROJECT_LABEL, *, docker: str = "docker", all_states: bool = True) -> list[str]:
     """Names of containers carrying ``label`` (``key=value`` or ``key``)."""
-    argv = [docker, "ps", "--filter", f"label={label}", "--format", "{{.Names}}"]
+    return containers_with_labels([label], docker=docker, all_states=all_states)
+
+
+def containers_with_labels(labels: Sequence[str], *, docker: str = "docker", all_states: bool = True) -> list[str]:
+    """Names of containers carrying every one of ``labels`` (docker ANDs repeated label filters)."""
+    argv = [docker, "ps", "--format", "{{.Names}}"]
     if all_states:
         argv.insert(2, "--all")
+    for label in labels:
+        argv += ["--filter", f"label={label}"]
     out = run_docker(argv).stdout
     return sorted(line.strip() for line in out.splitlines() if line.strip())
 
@@ -91,13 +130,65 @@ def remove_container(name: str, *, docker: str = "docker") -> bool:
     raise DockerError(f"docker rm -f {name} exited {proc.returncode}: {(proc.stderr or '').strip()}")
 
 
-def remove_leftovers(config_name: str, *, docker: str = "docker") -> list[str]:
-    """Remove every container labelled ``io.specsweep.config=<config_name>``
-    (a previous run's server killed before its teardown); returns their names."""
-    names = containers_with_label(f"{CONFIG_LABEL_KEY}={config_name}", docker=docker)
+def remove_leftovers(config_name: str, checkout: str, *, docker: str = "docker") -> list[str]:
+    """Remove this checkout's containers of ``config_name`` (a previous run's server killed before its
+    teardown); returns their names. Another checkout's container of the same name is never touched."""
+    names = containers_with_labels([f"{CONFIG_LABEL_KEY}={config_name}", f"{CHECKOUT_LABEL_KEY}={checkout}"],
+                                   docker=docker)
     return [n for n in names if remove_container(n, docker=docker)]
 
 
 def container_name(config: str) -> str:
     """Unique per launch; the config label (not the name) finds leftovers."""
     return f"specsweep-{config}-{uuid.uuid4().hex[:8]}"
+
+
+def prepare_launch(
+    config_name: str, manifest: Mapping[str, Any], registry: Mapping[str, Any] | None, *, checkout: str,
+    docker: str = "docker",
+) -> dict[str, Any]:
+    """What the docker runtime does on the node before a launch: remove a
+    previous run's leftover containers of this configuration in this checkout
+    (``checkout_id``), and make the image present (``ensure_image``). Returns
+    the launch.json keys."""
+    return {
+        "removed_leftover_containers": remove_leftovers(config_name, checkout, docker=docker),
+        "image_source": ensure_image(manifest, registry, docker=docker),
+    }
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """How one container runtime launches a server (the seam for more runtimes).
+
+    ``prepare(config_name, manifest, registry, checkout=...)`` runs on the node
+    before the launch and returns launch.json keys; ``run_argv(plan,
+    image_ref, host, port, container_port, container_name, labels=...)`` is
+    the launching argv (``labels``: ``run_labels``), whose
+    process the server job supervises. ``daemon``: whether the server lives in
+    a daemon's container (docker: named, removed by name, provenance read
+    with ``docker exec``) rather than as a child process (Apptainer, enroot:
+    the process group is the server, as for the local runtime).
+    """
+
+    prepare: Callable[..., dict[str, Any]]
+    run_argv: Callable[..., list[str]]
+    daemon: bool
+
+
+# A plan's `runtime` (other than `local`) -> its launcher. An Apptainer or
+# Pyxis/enroot runtime is one more entry here (and in the schema's enum):
+# see docs/slurm.md.
+CONTAINER_RUNTIMES: dict[str, ContainerRuntime] = {
+    "docker": ContainerRuntime(prepare=prepare_launch, run_argv=run_argv, daemon=True),
+}
+
+
+def container_runtime(name: str) -> ContainerRuntime | None:
+    """The launcher of a plan's ``runtime`` (None for ``local``: a process here)."""
+    if name == "local":
+        return None
+    try:
+        return CONTAINER_RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; known: local, {', '.join(sorted(CONTAINER_RUNTIMES))}") from None

@@ -5,7 +5,13 @@ Why: the configuration intended is not always the one that ran. NCCL reads
 can set variables at interpreter start; SGLang sets some itself
 (``CUDA_DEVICE_MAX_CONNECTIONS``, ``NCCL_CUMEM_ENABLE``, ``NCCL_NVLS_ENABLE``).
 So this is read from *inside* the server's environment: from
-``/proc/<pid>/environ`` of the server process when a pid is given.
+``/proc/<pid>/environ`` of the server process when a pid is given, and of every
+process below it (``workers``). The launcher's own ``/proc/<pid>/environ`` is
+what it was exec'd with and cannot show what SGLang sets in ``os.environ``
+afterwards (``entrypoints/engine.py``: ``NCCL_CUMEM_ENABLE``, ``NCCL_NVLS_ENABLE``,
+``CUDA_DEVICE_MAX_CONNECTIONS``, ...); the TP scheduler processes, where NCCL
+runs, are started after that and inherit it, so ``worker_env_set_after_launch``
+lists what the workers have that the launcher was not started with.
 
 STDLIB ONLY and self-contained: the orchestrator pipes this file's source into
 ``python -`` inside the container (``docker exec -i <c> python3 - --pid 1``)
@@ -33,9 +39,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+# Format history of the provenance record (launch.json "provenance"):
+#   1  env, nccl_conf, customize_hooks, versions, GPUs.
+#   2  + workers (pid, name, env of every process below the server) and
+#      worker_env_set_after_launch.
+#   3  env (of the server and of each worker) also keeps SPECSWEEP_ variables:
+#      the launch id (SPECSWEEP_LAUNCH), the run's identity, and a test-only
+#      fault must show in what was in effect.
+FORMAT_VERSION = 3
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_",
-                "SPECSWEEP_")  # SPECSWEEP_: the launch id, and a test-only fault must show
+                "SPECSWEEP_")
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY$)", re.IGNORECASE)
 # distribution names to report (first found wins for aliases)
 PACKAGES: dict[str, tuple[str, ...]] = {
@@ -210,10 +223,64 @@ def busy_message(busy: list[dict[str, Any]]) -> str | None:
             f"stop them or wait, then rerun.")
 
 
+def _proc_stat(pid_dir: Path) -> tuple[int, int] | None:
+    """(parent pid, start time) of one /proc entry, or None if it went away."""
+    try:
+        fields = (pid_dir / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, grandchildren, ...), oldest first."""
+    parents: dict[int, list[tuple[int, int]]] = {}
+    for pid_dir in Path("/proc").glob("[0-9]*"):
+        stat = _proc_stat(pid_dir)
+        if stat is not None:
+            parents.setdefault(stat[0], []).append((stat[1], int(pid_dir.name)))
+    out: list[tuple[int, int]] = []
+    todo = [pid]
+    while todo:
+        for start, child in parents.get(todo.pop(), []):
+            out.append((start, child))
+            todo.append(child)
+    return [child for _, child in sorted(out)]
+
+
+def workers(pid: int) -> list[dict[str, Any]]:
+    """Name and filtered environment of every process below ``pid`` (a process that exits meanwhile is skipped)."""
+    out = []
+    for child in descendants(pid):
+        try:
+            name = Path(f"/proc/{child}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            env, _ = process_env(child)
+        except OSError:
+            continue
+        out.append({"pid": child, "name": name,
+                    "cmdline": [c.decode(errors="replace") for c in cmdline[:3] if c],
+                    "env": _filter_env(env)})
+    return out
+
+
+def env_set_after_launch(launcher_env: dict[str, str], worker_list: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """``{key: [values seen]}`` for (filtered) variables a worker has with another value than the launcher."""
+    out: dict[str, list[str]] = {}
+    for worker in worker_list:
+        for key, value in worker["env"].items():
+            if launcher_env.get(key) != value and value not in out.setdefault(key, []):
+                out[key].append(value)
+    return {k: v for k, v in sorted(out.items()) if v}
+
+
 def collect(pid: int | None = None) -> dict[str, Any]:
-    """Everything above as one JSON-ready dict (``format_version`` 1)."""
+    """Everything above as one JSON-ready dict (``format_version``: :data:`FORMAT_VERSION`)."""
     env, env_source = process_env(pid)
+    worker_list = workers(pid) if pid is not None else []
     return {
+        "workers": worker_list,
+        "worker_env_set_after_launch": env_set_after_launch(_filter_env(env), worker_list),
         "format_version": FORMAT_VERSION,
         "pid": pid,
         "env_source": env_source,

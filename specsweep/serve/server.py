@@ -4,8 +4,10 @@
 group (``start_new_session``) or as a labelled ``docker run --rm`` container,
 waits for readiness with a deadline while watching for the process to die,
 and on exit ends the whole group (SIGTERM, then SIGKILL) and removes the
-container. A port already answering before launch is a leftover server of
-some earlier run and is reported as such, never mistaken for the new one.
+container. The process gets SIGTERM from the kernel when the process that
+started it dies (``serve.watchdog``), whatever killed that one. A port
+already answering before launch is a leftover server of some earlier run and
+is reported as such, never mistaken for the new one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from specsweep.serve.container import remove_container
+from specsweep.serve.watchdog import exec_argv
 
 TERM_GRACE_S = 15.0
 
@@ -68,7 +71,8 @@ class Server:
 
     ``argv`` is the full command (for docker, the ``docker run`` argv); ``env``
     the complete environment of that process; ``container`` the container
-    name when the runtime is docker.
+    name when the runtime is docker. ``keep_fds`` are inherited by the server
+    (the host lock's descriptors, so that the lock lasts as long as the server).
     """
 
     argv: list[str]
@@ -78,6 +82,7 @@ class Server:
     ready_path: str
     log_file: IO[bytes]
     container: str | None = None
+    keep_fds: tuple[int, ...] = ()
     proc: subprocess.Popen | None = field(default=None, init=False)
     ready_s: float | None = field(default=None, init=False)
 
@@ -95,12 +100,13 @@ class Server:
                 "from an earlier run (or another program) holds it; stop it or pick another port",
             )
         self.proc = subprocess.Popen(  # noqa: S603 - argv list built from a checked plan
-            self.argv,
+            exec_argv(os.getpid(), self.argv),  # the same pid after exec, with PR_SET_PDEATHSIG set
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=self.keep_fds,
         )
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
@@ -128,8 +134,8 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> int | None:
-        """End the process group (and container); always safe to call twice."""
+    def stop(self, grace_s: float = TERM_GRACE_S) -> int | None:
+        """End the process group (and container): SIGTERM, SIGKILL after ``grace_s``; safe to call twice."""
         if self.container:
             remove_container(self.container)
         if self.proc is None:
@@ -137,7 +143,7 @@ class Server:
         if self.proc.poll() is None:
             _signal_group(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=TERM_GRACE_S)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=TERM_GRACE_S)

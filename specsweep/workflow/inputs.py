@@ -16,22 +16,13 @@ from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import launches as launch_plan
-from specsweep.plan.config import ConfigError
+from specsweep.plan.config import load_schema
 from specsweep.plan.grid import Grid, grid_params
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
 #: The files of one launch, by the name of benchmark_server's output (the path grammar in the Snakefile).
 LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
-                "requests": "requests.jsonl", "outcome": "outcome.json"}
-
-
-def resolve_or_config_error(resolve: Any, config: Mapping[str, Any], source: str) -> Any:
-    """``resolve(config)``, with its ``ValueError(problems)`` turned into a ``ConfigError`` naming ``source``."""
-    try:
-        return resolve(config)
-    except ValueError as exc:
-        problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else [str(exc)]
-        raise ConfigError(source, problems) from None
+                "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl"}
 
 
 def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
@@ -86,6 +77,17 @@ def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], confi
     return []
 
 
+def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
+    """What preflight parses with: the parser venv (its ready file), or, with
+    ``preflight_parser: image``, the plan's own built image (its manifest):
+    exactly what will run, at the cost of building the image first."""
+    plan = plans[config_name]
+    if config.get("preflight_parser", "venv") == "image" and get_engine(plan["engine"]).needs_parser_env \
+            and plan.get("image"):
+        return [f"results/images/{plan['image']}.json"]
+    return parser_env_input(plans, config, config_name)
+
+
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     """A docker configuration depends on its image's manifest (content-addressed tag)."""
     plan = plans[config_name]
@@ -98,21 +100,56 @@ def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any],
     return content_spec_json(config["images"][image]) if image else "null"
 
 
+def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
+    """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution):
+    the workload's, or each point's (a point may select its own)."""
+    plan = plans[config_name]
+    selections = [p.get("prompts") for p in plan.get("points") or []] or [plan.get("prompts")]
+    return sorted({s["file"] for s in selections if s})
+
+
+def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, str]:
+    """The baseline's plan and the requests of its first launch, which the output-agreement check
+    compares with (none for itself)."""
+    baseline = config.get("baseline")
+    if baseline is None or baseline == config_name:
+        return {}
+    return {"baseline_plan": f"results/{baseline}/plan.json",
+            "baseline_requests": f"{launch_dir(baseline, '1')}/requests.jsonl"}
+
+
+def agreement_params(config: Mapping[str, Any]) -> str:
+    """Baseline name and agreement threshold (changing the threshold reruns summaries, never a benchmark)."""
+    threshold = config.get("agreement_threshold")
+    if threshold is None:
+        threshold = load_schema()["properties"]["agreement_threshold"]["default"]
+    return canonical_json({"baseline": config.get("baseline"), "threshold": threshold})
+
+
 def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:
     return int(plans[config_name].get("gpus", 0))
 
 
+def summary_labels(labels: Mapping[str, dict], config_name: str) -> str:
+    """The labels a summary depends on: ``variant`` (the log must prove it, else ``fallback``), ``expect``
+    and ``expect_signature`` (a failure is the expected one only if its own signature is in the log);
+    editing them reruns the summary and the report, never the server."""
+    own = labels[config_name]
+    return canonical_json({k: own[k] for k in ("variant", "expect", "expect_signature")})
+
+
 def report_params(
     config: Mapping[str, Any],
+    labels: Mapping[str, dict],
     names: Sequence[str],
     grids: Mapping[str, Grid] | None = None,
     order: Sequence[tuple[str, str]] | None = None,
 ) -> str:
-    """What the report shows beyond the summaries (no benchmark reruns): baseline,
-    descriptions, the grids (members and their axis values), the planned launch order."""
-    configurations = config["configurations"]
-    descriptions = {name: (configurations[name] or {}).get("description", "") for name in names}
-    params: dict[str, Any] = {"baseline": config.get("baseline"), "descriptions": descriptions,
+    """What the report shows beyond the summaries (no benchmark reruns): baseline, descriptions,
+    expectations, the grids (members and their axis values), the planned launch order."""
+    params: dict[str, Any] = {"baseline": config.get("baseline"),
+                              "descriptions": {name: labels[name]["description"] for name in names},
+                              "expects": {name: labels[name]["expect"] for name in names},
                               "aa_control": bool(config.get("aa_control", True))}
     if grids:
         params["grids"] = grid_params(grids)

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
+from specsweep.analysis.summary import BaselineRun
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import ensure_parser_env
+from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
+from specsweep.records import MixedRunsError, check_one_run, run_id_of_log
 from specsweep.report.render import render_report
-from specsweep.serve.job import JobPaths, run_config
+from specsweep.serve.job import JobHost, JobPaths, nccl_logs, run_config
 
 
 
@@ -56,8 +59,9 @@ def preflight_config(
     engine = get_engine(plan["engine"])
     spec = json.loads(image_spec)
     images = {plan["image"]: spec} if plan.get("image") and spec else None
-    parser_python = read_json(parser_ready[0])["python"] if parser_ready else None
-    result = engine.preflight(plan, parser_python, images)
+    # The parser venv's ready.json, or the image manifest (preflight_parser: image).
+    parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
+    result = engine.preflight(plan, parser, images)
     for warning in result.warnings:
         print(f"preflight warning: {warning}", file=log)
     if result.errors:
@@ -67,7 +71,7 @@ def preflight_config(
     write_json_atomic(
         out_path,
         {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": result.checked_with,
-         "warnings": list(result.warnings)},
+         "warnings": list(result.warnings), "loaded": list(result.loaded)},
     )
     print(f"preflight ok: {plan['name']} ({result.checked_with})", file=log)
     return 0
@@ -96,44 +100,90 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
 
 
 def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
-                     launch: str = "1") -> dict:
-    """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``)."""
-    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")))
+                     registry: Mapping[str, Any] | None = None, launch: str = "1") -> dict:
+    """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``).
+
+    ``registry`` is where a container runtime pulls an image this host lacks.
+    ``launch``: the launch id (``1``, ``2``, ... or ``aa``; ``plan.launches``).
+    The host settings (lock directory and wait, guard interval) come from this
+    process's environment (``JobHost.from_environ``); the checkout is the
+    working directory, which Snakemake sets to the workflow's.
+    """
+    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
+                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None)
     manifest = read_json(image_manifest[0]) if image_manifest else None
-    return run_config(read_json(plan_path), paths, manifest, log, launch)
+    # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
+    host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
+    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host, launch_id=launch)
+
+
+def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict]) -> str:
+    """The run id all files of a server job share; ``MixedRunsError`` names each file's run otherwise."""
+    return check_one_run({
+        "launch.json": launch.get("run_id"),
+        "outcome.json": outcome.get("run_id"),
+        "server.log": run_id_of_log(server_log),
+        "warmup.jsonl": {r.get("run_id") for r in warmup},
+        "requests.jsonl": {r.get("run_id") for r in measured},
+    })
 
 
 def read_launch(paths: Mapping[str, str]) -> LaunchFiles:
-    """The files one launch left (keys as benchmark_server's outputs), read back."""
+    """The files one launch (one server job) left, read back (keys as benchmark_server's outputs).
+
+    Files of two different runs in one launch directory are an error, never a
+    summary (``SystemExit`` saying which file came from which run, and how to
+    rerun that launch).
+    """
     outcome = read_json(paths["outcome"])
-    launch = outcome.get("launch") or Path(paths["outcome"]).parent.name.removeprefix("launch-")
-    return LaunchFiles(
-        launch=str(launch),
-        record=read_json(paths["launch"]),
-        outcome=outcome,
-        warmup=read_jsonl(paths["warmup"]),
-        measured=read_jsonl(paths["requests"]),
-        server_log=Path(paths["server_log"]).read_text(errors="replace"),
-    )
+    launch_id = outcome.get("launch") or Path(paths["outcome"]).parent.name.removeprefix("launch-")
+    record = read_json(paths["launch"])
+    server_log = Path(paths["server_log"]).read_text(errors="replace")
+    warmup, measured = read_jsonl(paths["warmup"]), read_jsonl(paths["requests"])
+    try:
+        run_id = one_run_id(record, outcome, server_log, warmup, measured)
+    except MixedRunsError as exc:
+        where = Path(paths["outcome"]).parent
+        raise SystemExit(f"{where}: {exc}; not summarising them. Rerun this launch's server job: "
+                         f"snakemake --cores 1 all -R {paths['outcome']}") from None
+    # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
+    nccl = nccl_logs(Path(paths["server_log"]).parent, paths.get("nccl_logs") or None)
+    return LaunchFiles(launch=str(launch_id), record=record, outcome=outcome, warmup=warmup, measured=measured,
+                       server_log=server_log, run_id=run_id, nccl_logs=tuple(nccl))
 
 
-def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO) -> dict:
+def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO, agreement: str = "{}",
+                    labels_json: str = "{}") -> dict:
     """summarize_config: summary.json of one configuration from the files of all its launches.
 
     ``inputs``: ``plan`` and, per file kind of a launch (``launch``,
-    ``server_log``, ``warmup``, ``requests``, ``outcome``), one path per
-    launch in run order (``workflow.inputs.summary_inputs``).
+    ``server_log``, ``warmup``, ``requests``, ``outcome``, ``nccl_logs``), one
+    path per launch in run order (``workflow.inputs.summary_inputs``); the
+    baseline's plan and requests are the named inputs ``baseline_plan`` /
+    ``baseline_requests``. ``agreement``: the params (baseline name,
+    threshold). ``labels_json`` carries the requested ``variant``, ``expect``
+    and ``expect_signature`` (``workflow.inputs.summary_labels``).
     """
     plan = read_json(paths_of(inputs["plan"])[0])
-    kinds = ("launch", "server_log", "warmup", "requests", "outcome")
-    columns = [paths_of(inputs[k]) for k in kinds]
+    kinds = ("launch", "server_log", "warmup", "requests", "outcome", "nccl_logs")
+    columns = [paths_of(inputs[k]) if k in inputs.keys() else [] for k in kinds]
+    if not columns[-1]:  # no NCCL directories named: each launch's default, beside its server.log
+        columns[-1] = [""] * len(columns[0])
     launches = [read_launch(dict(zip(kinds, row))) for row in zip(*columns)]
+    labels = json.loads(labels_json)
     engine = get_engine(plan["engine"])
 
     def evidence_of(launch: LaunchFiles) -> dict | None:
-        return engine.variant_evidence(launch.server_log, plan) if launch.outcome.get("status") == "ok" else None
+        # Read on failure too: a known-failing case is expected only if its own failure line is there.
+        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), dict(plan, **labels))
 
-    summary = build_config_summary(plan, launches, evidence_of)
+    params = json.loads(agreement)
+    baseline = BaselineRun(params.get("baseline"))
+    if "baseline_requests" in inputs.keys():
+        baseline = BaselineRun(params.get("baseline"), read_json(paths_of(inputs["baseline_plan"])[0]),
+                               read_jsonl(paths_of(inputs["baseline_requests"])[0]))
+    summary = build_config_summary(plan, launches, evidence_of, baseline, params.get("threshold"), labels)
+    print("runs " + ", ".join(f"launch {launch.launch}: {launch.run_id}" for launch in launches), file=log)
     write_json_atomic(out_path, summary)
     states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
     print(f"summary {plan['name']}: {summary['status']} ({len(launches)} launches; {states})", file=log)
@@ -148,6 +198,7 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
+        summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control") if k in report}
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from specsweep.images import cli
+from specsweep.testing.proxy_ca import scan_images_for_proxy_ca
 from specsweep.testing.workflow import REPO
 
 BASE_IMAGE = "specsweep/debian:bookworm"
@@ -69,3 +70,13 @@ def registry_url(docker_engine) -> str:
     except OSError as exc:
         pytest.fail(f"no registry on {REGISTRY} ({exc}); run .ci/setup-docker.sh")
     return REGISTRY
+
+
+# --------------------------------------------------------------------------
+# the proxy-CA scan (test_images.py, test_sglang_images.py)
+
+
+@pytest.fixture(scope="session")
+def proxy_ca_scan(docker_engine):
+    """``specsweep.testing.proxy_ca.scan_images_for_proxy_ca``, after checking the engine answers."""
+    return scan_images_for_proxy_ca

@@ -30,6 +30,12 @@ def snakemake(work: Path, *args: str, timeout: float = 1500) -> subprocess.Compl
     return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
+def _ours(work: Path, config: str) -> list[str]:
+    """This checkout's containers of ``config`` (other checkouts on the same engine may run theirs)."""
+    return container.containers_with_labels([f"io.specsweep.config={config}",
+                                             f"io.specsweep.checkout={container.checkout_id(work)}"])
+
+
 def _edit_config(work: Path, mutate) -> None:
     path = work / "config/docker-cpu.yaml"
     config = yaml.safe_load(path.read_text())
@@ -61,7 +67,7 @@ def test_both_configurations_run_in_containers(workflow_run):
         provenance = launch["provenance"]
         assert provenance["env_source"] != "/proc/1/environ"
         assert provenance["env"]["OMP_NUM_THREADS"] == "1"
-        assert container.containers_with_label(f"io.specsweep.config={name}") == []
+        assert _ours(work, name) == [], "no container of this checkout outlives the run"
 
 
 def test_nothing_to_do_after_a_complete_run(workflow_run):
@@ -103,13 +109,12 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
             "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json"]
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
                             start_new_session=True)
-    label = "io.specsweep.config=nospec"
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not container.containers_with_label(label):
+        while time.monotonic() < deadline and not _ours(work, "nospec"):
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
             time.sleep(0.5)
-        assert container.containers_with_label(label), "the benchmark container never started"
+        assert _ours(work, "nospec"), "the benchmark container never started"
         time.sleep(5)  # mid-benchmark: readiness wait or requests in flight
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=180)
@@ -117,25 +122,27 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and container.containers_with_label(label):
+    while time.monotonic() < deadline and _ours(work, "nospec"):
         time.sleep(1)
-    assert container.containers_with_label(label) == []
+    assert _ours(work, "nospec") == []
     outcome = json.loads((work / "results/nospec/launch-1/outcome.json").read_text()) \
         if (work / "results/nospec/launch-1/outcome.json").exists() else None
     if outcome is not None:
         assert outcome["status"] in ("failed", "ok")
 
 
-def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base_image):
+def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base_image, unique):
     work, _ = workflow_run
-    name = "specsweep-nospec-leftover-test"
+    name = f"specsweep-nospec-leftover-{unique}"
     subprocess.run(["docker", "run", "-d", "--name", name, "--label", "io.specsweep.config=nospec",
-                    "--label", container.PROJECT_LABEL, base_image, "sleep", "600"], check=True, capture_output=True)
+                    "--label", container.PROJECT_LABEL,
+                    "--label", f"io.specsweep.checkout={container.checkout_id(work)}",
+                    base_image, "sleep", "600"], check=True, capture_output=True)
     try:
         result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         launch = json.loads((work / "results/nospec/launch-1/launch.json").read_text())
         assert name in launch.get("removed_leftover_containers", [])
-        assert container.containers_with_label("io.specsweep.config=nospec") == []
+        assert _ours(work, "nospec") == []
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)

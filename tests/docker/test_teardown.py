@@ -12,30 +12,36 @@ from specsweep.serve import container
 pytestmark = pytest.mark.docker
 
 
-def _start(name: str, config: str, image: str) -> None:
+CHECKOUT = "0123456789abcdef"
+
+
+def _start(name: str, config: str, image: str, checkout: str = CHECKOUT) -> None:
     subprocess.run(
         ["docker", "run", "-d", "--init", "--name", name,
          "--label", f"io.specsweep.config={config}", "--label", container.PROJECT_LABEL,
+         "--label", f"io.specsweep.checkout={checkout}",
          image, "sleep", "600"],
         check=True, capture_output=True,
     )
 
 
-def test_remove_leftovers_removes_only_that_configuration(base_image, unique):
+def test_remove_leftovers_removes_only_that_configuration_of_this_checkout(base_image, unique):
     config, other = f"leftover-{unique}", f"other-{unique}"
     names = [f"specsweep-{config}-a", f"specsweep-{config}-b"]
     keep = f"specsweep-{other}"
+    elsewhere = f"specsweep-{config}-other-checkout"
     try:
         for n in names:
             _start(n, config, base_image)
         _start(keep, other, base_image)
-        assert container.containers_with_label(f"io.specsweep.config={config}") == sorted(names)
+        _start(elsewhere, config, base_image, checkout="fedcba9876543210")
+        assert container.containers_with_label(f"io.specsweep.config={config}") == sorted(names + [elsewhere])
         assert set(names + [keep]) <= set(container.containers_with_label())
-        assert container.remove_leftovers(config) == sorted(names)
-        assert container.containers_with_label(f"io.specsweep.config={config}") == []
+        assert container.remove_leftovers(config, CHECKOUT) == sorted(names)
+        assert container.containers_with_label(f"io.specsweep.config={config}") == [elsewhere]
         assert container.containers_with_label(f"io.specsweep.config={other}") == [keep]
     finally:
-        for n in names + [keep]:
+        for n in names + [keep, elsewhere]:
             subprocess.run(["docker", "rm", "-f", n], capture_output=True)
 
 
@@ -48,7 +54,8 @@ def test_stopped_containers_count_as_leftovers(base_image, unique):
     name = f"specsweep-{config}"
     try:
         subprocess.run(["docker", "create", "--name", name, "--label", f"io.specsweep.config={config}",
-                        base_image, "true"], check=True, capture_output=True)
-        assert container.remove_leftovers(config) == [name]
+                        "--label", f"io.specsweep.checkout={CHECKOUT}", base_image, "true"],
+                       check=True, capture_output=True)
+        assert container.remove_leftovers(config, CHECKOUT) == [name]
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)

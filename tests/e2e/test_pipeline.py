@@ -142,6 +142,31 @@ def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
         (pipeline / "config.yaml").write_text(original)
 
 
+def test_relabelling_a_result_reruns_no_server(pipeline):
+    """variant: the summary (the log must prove it) and the report; expect: the report only."""
+    original = (pipeline / "config.yaml").read_text()
+    try:
+        config = yaml.safe_load(original)
+        config["configurations"]["eagle3-shm"]["variant"] = "all-reduce:gloo"
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert planned_jobs(pipeline) == [("render_report", ""), ("summarize_config", "eagle3-shm")]
+        config = yaml.safe_load(original)
+        config["configurations"]["crashes"]["expect"] = "failure"
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert planned_jobs(pipeline) == [("render_report", "")]
+    finally:
+        (pipeline / "config.yaml").write_text(original)
+
+
+def test_every_file_of_a_configuration_is_from_one_run(pipeline):
+    for name in ("nospec", "eagle3-gloo", "eagle3-shm", "crashes"):
+        summary_run = summary(pipeline, name)["run_id"]
+        assert summary_run and json.loads((pipeline / "results" / name / "launch.json").read_text())["run_id"] \
+            == summary_run
+        assert (pipeline / "results" / name / "server.log").read_text().startswith(
+            f"# specsweep run_id={summary_run} ")
+
+
 def test_reformatting_harness_code_reruns_nothing(pipeline):
     script = pipeline / "scripts" / "benchmark_server.py"
     original = script.read_text()
@@ -193,7 +218,9 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"
         time.sleep(0.2)
     pid = json.loads(launch.read_text())["pid"]
-    time.sleep(2)  # inside the benchmark now
+    while "[measured" not in job_log.read_text():  # inside the measurement now
+        assert proc.poll() is None and time.monotonic() < deadline, "the measurement never started"
+        time.sleep(0.2)
     assert _group_alive(pid), "the server should be running before the interrupt"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
     proc.wait(timeout=120)
@@ -202,3 +229,7 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         time.sleep(0.2)
     assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
     assert not (work / "results" / "long" / "summary.json").exists()
+    outcome = json.loads((work / "results" / "long" / "outcome.json").read_text())
+    assert (outcome["stage"], outcome["reason"]) == ("benchmark", "interrupted"), outcome
+    # A plain rerun just works: the profile's rerun-incomplete, no IncompleteFilesException.
+    assert ("benchmark_server", "long") in planned_jobs(work)

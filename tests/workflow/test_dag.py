@@ -118,11 +118,22 @@ def test_gpu_matrix_dry_run_shows_the_full_matrix(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
-    """Every configuration's argv through SGLang 0.5.23's own parser, via the DAG."""
+    """Every configuration's argv through SGLang 0.5.23's own parser and its model and draft
+    directories through SGLang's own ModelConfig/processor path, via the DAG.
+
+    The preflight venv is the tests' shared one (``specsweep.testing.parser_env``, built
+    first, failing rather than skipping), given as ``parser_env``: a private copy would
+    cost 5.5 GB and minutes per run.
+    """
+    from specsweep.testing.parser_env import parser_env_dir, parser_python
+
+    parser_python()
     work = copy_workflow(tmp_path)
-    result = run(SNAKEMAKE + ["preflight", *GPU_MATRIX_DUMMY], work, timeout=1500)
+    result = run(SNAKEMAKE + ["preflight", *GPU_MATRIX_DUMMY, "--config", f"parser_env={parser_env_dir()}"], work,
+                 timeout=3000)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     for name in _gpu_matrix_names(work):
         pre = json.loads((work / "results" / name / "preflight.json").read_text())
         assert pre["ok"] and pre["checked_with"].startswith("sglang 0.5.23"), pre
+        assert pre["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], pre["loaded"]
     assert not list((work / "results").glob("images/*.json")), "preflight builds no image"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.sglang import launch
 from specsweep.engines.sglang.logcheck import variant_evidence
 from specsweep.engines.sglang.preflight import preflight_plans
+from specsweep.engines.sglang.rules import check_plan
 
 
 class SGLangEngine:
@@ -19,6 +20,8 @@ class SGLangEngine:
     container_port = launch.CONTAINER_PORT
     # Preflight runs SGLang's own parser, which lives in the workflow's pinned venv.
     needs_parser_env = True
+    # SGLang tokenizes with the model's own tokenizer; there is none built in.
+    builtin_tokenizer = None
 
     def launch_argv(self, python: str, server_args: dict[str, Any]) -> list[str]:
         """The launch command without host/port (flags sorted, see ``args_to_argv``)."""
@@ -28,16 +31,30 @@ class SGLangEngine:
         return launch.address_args(host, port)
 
     def preflight(
-        self, plan: dict, parser_python: str | None = None, images: Mapping[str, Any] | None = None
+        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Static rules, then SGLang's own parser (``parser_python`` is the pinned venv's python)."""
+        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
         result = preflight_plans([plan], parser_python, images)[plan["name"]]
         return PreflightResult(
             errors=list(result["errors"]),
             warnings=list(result["warnings"]),
-            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser",
+            checked_with=f"sglang {result.get('sglang_version') or '?'} ServerArgs parser, ModelConfig and "
+                         f"TokenizerManager's tokenizer/processor calls",
+            loaded=list(result.get("loaded") or []),
+        )
+
+    def check_labels(
+        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+    ) -> PreflightResult:
+        """The rules' findings that the labels (``variant``, ``expect``) add to the plan's own."""
+        own = check_plan(plan, images)
+        added = [f for f in check_plan({**plan, **labels}, images) if f not in own]
+        return PreflightResult(
+            errors=[f.message for f in added if f.severity == "error"],
+            warnings=[f.message for f in added if f.severity == "warning"],
+            checked_with="specsweep.engines.sglang.rules",
         )
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:

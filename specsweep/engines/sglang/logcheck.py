@@ -8,8 +8,21 @@ variant's. The only witness is the server's own log, so:
 
 - :data:`SIGNATURES` holds SGLang's log lines for each variant being active or
   falling back, each regex written from the format string in the 0.5.23 wheel
-  (``source``: file:line; ``literal``: a verbatim fragment of the format string,
-  checked against the wheel by a slow test);
+  (``source``: file:line; ``literal``: a verbatim fragment of the format string;
+  ``level``: the logging call that prints it), all checked against the wheel
+  by a slow test, which also requires each to print at the server's log level
+  (``--log-level info``, SGLang's default): a line that prints only at DEBUG
+  never reaches the log, so it is no evidence either way;
+- :data:`FAILURES` the lines that name why a server failed (NCCL finding no
+  algorithm, CUDA-graph capture failing); a known-failing configuration
+  (``expect: failure``) is an expected failure only when its own
+  ``expect_signature`` matched;
+- :data:`NCCL_SIGNATURES` the NCCL format strings :func:`parse_nccl` relies on,
+  cited at NCCL v2.30.7-1 (the NCCL that torch 2.14.1 pins) and checked
+  against the cited source fixture and the pinned ``libnccl.so.2``;
+- :data:`ALLREDUCE_PRECEDENCE` SGLang's dispatch order for one all-reduce:
+  when two requested variants would both serve it, the one SGLang gives the
+  call is credited and the other is ``shadowed`` (it may still log "enabled");
 - :func:`parse_nccl` reads NCCL's ``NCCL INFO`` / ``NCCL WARN`` lines (version,
   env it honoured, channels, transports, per-collective algorithm/protocol when
   NCCL_DEBUG_SUBSYS includes TUNING, "no algorithm/protocol available");
@@ -30,15 +43,29 @@ from specsweep.engines.sglang.rules import requested_variants
 
 @dataclass(frozen=True)
 class Signature:
-    variant: str
-    kind: str  # "active" | "fallback"
+    variant: str  # a variant name, or for FAILURES the failure's name
+    kind: str  # "active" | "fallback" | "note" | "failure"
     pattern: re.Pattern[str]
-    source: str  # file:line in the sglang 0.5.23 wheel
+    source: str  # file:line in the sglang 0.5.23 wheel (NCCL: in NCCL v2.30.7-1)
     literal: str  # verbatim fragment of the format string at ``source``
+    level: str = "warning"  # the call that prints it: logger.<level>, or "raise" (logged by the process's handler)
 
 
-def _sig(variant: str, kind: str, pattern: str, source: str, literal: str) -> Signature:
-    return Signature(variant, kind, re.compile(pattern), source, literal)
+def _sig(variant: str, kind: str, pattern: str, source: str, literal: str, level: str = "warning") -> Signature:
+    return Signature(variant, kind, re.compile(pattern), source, literal, level)
+
+
+#: Python logging levels by name; "raise" = an exception whose traceback the
+#: scheduler process logs at ERROR (``managers/scheduler.py`` run_scheduler_process).
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "exception": 40, "raise": 40, "critical": 50,
+          "stderr": 50}
+#: SGLang's default ``--log-level``.
+DEFAULT_LOG_LEVEL = "info"
+
+
+def prints_at(level: str, server_log_level: str = DEFAULT_LOG_LEVEL) -> bool:
+    """Whether a line logged at ``level`` reaches a server log at ``server_log_level``."""
+    return LEVELS[level] >= LEVELS[server_log_level.lower()]
 
 
 _DCOMM = "sglang/srt/distributed/device_communicators"
@@ -60,7 +87,7 @@ SIGNATURES: tuple[Signature, ...] = (
          "sglang/srt/distributed/parallel_state.py:515", "Setup Custom allreduce failed with"),
     # --- MSCCL++
     _sig("mscclpp", "active", r"Created MSCCL\+\+ communicator: group=\S+ world_size=\d+",
-         f"{_DCOMM}/pymscclpp.py:1123", "Created MSCCL++ communicator: group=%s world_size=%d device=%s "),
+         f"{_DCOMM}/pymscclpp.py:1123", "Created MSCCL++ communicator: group=%s world_size=%d device=%s ", "info"),
     _sig("mscclpp", "fallback", r"PyMscclpp is unavailable because its dependencies failed to import",
          f"{_DCOMM}/pymscclpp.py:1053", "PyMscclpp is unavailable because its dependencies failed to import: %s"),
     _sig("mscclpp", "fallback", r"PyMscclpp is disabled due to an unsupported world size",
@@ -80,7 +107,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- FlashInfer all-reduce + RMSNorm fusion
     _sig("flashinfer_fusion", "active", r"FlashInfer AllReduce Fusion enabled and workspace initialized: backend=\S+",
          "sglang/srt/layers/flashinfer_comm_fusion.py:580",
-         "FlashInfer AllReduce Fusion enabled and workspace initialized: "),
+         "FlashInfer AllReduce Fusion enabled and workspace initialized: ", "info"),
     _sig("flashinfer_fusion", "fallback", r"FlashInfer workspace preflight probe failed .*Skipping allreduce fusion",
          "sglang/srt/layers/flashinfer_comm_fusion.py:368", "FlashInfer workspace preflight probe failed (%s). "),
     _sig("flashinfer_fusion", "fallback",
@@ -101,12 +128,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("flashinfer_fusion", "fallback", r"FlashInfer comm not available, skipping workspace initialization",
          "sglang/srt/layers/flashinfer_comm_fusion.py:475",
          "FlashInfer comm not available, skipping workspace initialization"),
-    _sig("flashinfer_fusion", "fallback", r"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:50",
-         "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."),
+    # (Not a fallback: "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs." is raised, and the
+    # server does not start; it is the failure flashinfer_fusion_arch below.)
     # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1)
     _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC all-reduce enabled \(world=\d+",
-         f"{_DCOMM}/pcie_ipc_ar.py:242", "FlashInfer PCIe-IPC all-reduce enabled (world=%d, workspace sized on "),
+         f"{_DCOMM}/pcie_ipc_ar.py:242", "FlashInfer PCIe-IPC all-reduce enabled (world=%d, workspace sized on ",
+         "info"),
     _sig("pcie_ipc_allreduce", "fallback",
          r"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has no pcie_ipc_comm",
          f"{_DCOMM}/pcie_ipc_ar.py:228", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has "),
@@ -117,14 +144,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("pcie_ipc_allreduce", "fallback",
          r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: .*reductions stay on NCCL",
          f"{_DCOMM}/pcie_ipc_ar.py:288", "FlashInfer PCIe-IPC workspace (max_numel=%d) failed: %s; "),
-    _sig("pcie_ipc_allreduce", "fallback", r"FlashInfer PCIe-IPC all-reduce skipped: unsupported world size \d+",
-         f"{_DCOMM}/pcie_ipc_ar.py:214", "FlashInfer PCIe-IPC all-reduce skipped: unsupported world size %d"),
+    # (Not here: "FlashInfer PCIe-IPC all-reduce skipped: unsupported world size %d", pcie_ipc_ar.py:214, is
+    # logger.debug and never reaches an INFO log; preflight's pcie-ipc-tp rule says so before launch.)
     # --- DeepEP (when on, nothing at INFO without --deepep-config; a missing package raises)
     _sig("deepep", "active", r"Use DeepEP Config: ",
-         "sglang/srt/layers/moe/token_dispatcher/deepep.py:347", "Use DeepEP Config: {config_parsed}"),
+         "sglang/srt/layers/moe/token_dispatcher/deepep.py:347", "Use DeepEP Config: {config_parsed}", "info"),
     _sig("deepep", "fallback", r"DeepEP is not available\. Please install DeepEP package",
          "sglang/srt/layers/moe/token_dispatcher/deepep.py:383",
-         "DeepEP is not available. Please install DeepEP package from "),
+         "DeepEP is not available. Please install DeepEP package from ", "raise"),
 )
 
 # Further lines: partial use (kind "note": reported, not a fallback) and the PCIe-IPC
@@ -134,7 +161,43 @@ NOTES: tuple[Signature, ...] = (
          f"{_DCOMM}/pcie_ipc_ar.py:121",
          "FlashInfer PCIe-IPC all-reduce serves bf16 only; %s reductions stay on NCCL."),
     _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC workspace built \(world=\d+, max_numel=\d+",
-         f"{_DCOMM}/pcie_ipc_ar.py:299", "FlashInfer PCIe-IPC workspace built (world=%d, max_numel=%d, hidden=%d)"),
+         f"{_DCOMM}/pcie_ipc_ar.py:299", "FlashInfer PCIe-IPC workspace built (world=%d, max_numel=%d, hidden=%d)",
+         "info"),
+)
+
+# Why a server failed, by name (``expect_signature`` in config.yaml names them).
+# An exception raised in a TP scheduler is logged with its traceback at ERROR
+# ("Scheduler hit an exception: ...", managers/scheduler.py:6372), hence "raise".
+FAILURES: tuple[Signature, ...] = (
+    _sig("flashinfer_fusion_arch", "failure", r"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs",
+         "sglang/srt/layers/flashinfer_comm_fusion.py:50",
+         "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.", "raise"),
+    _sig("cuda_graph_capture_failed", "failure", r"Capture cuda graph failed: ",
+         "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py:603",
+         'f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}"', "raise"),
+    _sig("cuda_graph_capture_failed", "failure", r"Capture cuda graph failed: ",
+         "sglang/srt/speculative/eagle_draft_cuda_graph_runner.py:297",
+         'f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}"', "raise"),
+)
+
+# --- NVSHMEM (DeepEP's low-latency transport) ---------------------------------
+# DeepEP logs nothing in SGLang 0.5.23 when it runs (its only line, "Use DeepEP
+# Config", is rank 0's, only with --deepep-config, and not on the low_latency
+# path). What can prove it ran is NVSHMEM, which DeepEP's low-latency buffer
+# initialises: with NVSHMEM_DEBUG=INFO (subsystem INIT) it reports bringing up
+# IBGDA, the RDMA transport those kernels use even within one node; without
+# RDMA NICs it prints the failure to stderr whatever the debug level. Cited at
+# NVIDIA/nvshmem v3.4.5-0 (commit 131da55f643ac87c810ba0bc51d359258bf433a1), the
+# NVSHMEM torch 2.14.1 pins (nvidia-nvshmem-cu13==3.4.5), copied into
+# tests/fixtures/nvshmem/source-v3.4.5.txt and checked against the pinned
+# libnvshmem_host.so.3 by a slow test. Level "info" = NVSHMEM INFO (needs
+# NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT, always printed.
+NVSHMEM_SIGNATURES: tuple[Signature, ...] = (
+    Signature("deepep", "active", re.compile(r"NVSHMEM INFO Successfully initialized the transport: IBGDA"),
+              "src/host/transport/transport.cpp:312",
+              '"Successfully initialized the transport: IBGDA. It will be used for device-side "', "info"),
+    Signature("deepep", "fallback", re.compile(r"init failed for transport: IBGDA"),
+              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr"),
 )
 
 # --- NCCL ------------------------------------------------------------------
@@ -153,10 +216,37 @@ _NCCL_CHANNEL = re.compile(r"^Channel (?P<idx>\d+)/(?P<n>\d+) :")
 # transport lines: "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"
 _NCCL_VIA = re.compile(r" via (?P<transport>[A-Za-z0-9_/]+)")
 _NCCL_COLL_CHANNELS = re.compile(r"(?P<n>\d+) coll channels")
+# 2.30.7: "No algorithm/protocol available for ..."; 2.27 and older: "Error : no algorithm/protocol available ...".
 _NCCL_NO_ALGO = re.compile(
-    r"no algorithm/protocol available(?: for function (?P<func>\w+)(?: with datatype (?P<dtype>\w+))?)?"
+    r"(?:No|Error : no) algorithm/protocol available(?: for function (?P<func>\w+)(?: with datatype (?P<dtype>\w+))?)?"
 )
 _NCCL_TREES = re.compile(r"^Trees \[")
+_NCCL_SRC = "NVIDIA/nccl@v2.30.7-1"
+#: The NCCL lines parse_nccl relies on: (pattern, source, literal format string, level). Cited at
+#: NCCL v2.30.7-1 (commit 73cf112295c33aee2b895f329f592f2a9b4b0f97), copied into
+#: tests/fixtures/nccl/source-v2.30.7.txt and checked against the pinned libnccl.so.2 by a slow test.
+#: NCCL_DEBUG=INFO prints INFO and WARN; TUNING lines only with NCCL_DEBUG_SUBSYS including TUNING.
+NCCL_SIGNATURES: tuple[Signature, ...] = (
+    Signature("nccl_line", "nccl", re.compile(r"NCCL INFO "), "src/debug.cc:354", '"[%d] NCCL INFO %s\\n"', "info"),
+    Signature("nccl_line", "nccl", re.compile(r"NCCL WARN "), "src/debug.cc:345", '"[%d] %s:%d (%s) NCCL WARN %s\\n"',
+              "warning"),
+    Signature("version", "nccl", _NCCL_VERSION, "src/init.cc:695", '"NCCL version " STR(NCCL_MAJOR)', "info"),
+    Signature("env", "nccl", _NCCL_ENV, "src/misc/param.cc:100", '"%s set by environment to %lld."', "info"),
+    Signature("env", "nccl", _NCCL_ENV, "src/graph/tuning.cc:460", '"NCCL_ALGO set by environment to %s"', "info"),
+    Signature("env", "nccl", _NCCL_ENV, "src/graph/tuning.cc:455", '"NCCL_PROTO set by environment to %s"', "info"),
+    Signature("env", "nccl", _NCCL_ENV, "src/graph/paths.cc:274", '"%s set by environment to %s"', "info"),
+    Signature("tuning", "nccl", _NCCL_TUNING, "src/enqueue.cc:822",
+              '"%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"', "info"),
+    Signature("channel", "nccl", _NCCL_CHANNEL, "src/graph/rings.cc:48", '"Channel %02d/%02d :"', "info"),
+    Signature("transport", "nccl", _NCCL_VIA, "src/transport/p2p.cc:423",
+              '"Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s"', "info"),
+    Signature("coll_channels", "nccl", _NCCL_COLL_CHANNELS, "src/init.cc:1646", '"%d coll channels, %d collnet channels',
+              "info"),
+    Signature("trees", "nccl", _NCCL_TREES, "src/init.cc:1497", '"Trees%s"', "info"),
+    Signature("nccl_no_algorithm", "failure", _NCCL_NO_ALGO, "src/enqueue.cc:2063",
+              '"No algorithm/protocol available for function %s with datatype %s.%s%s"', "warning"),
+)
+
 # Not what NCCL chose, only how it was asked to log; left out of the env check.
 _NCCL_ENV_IGNORED = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
 
@@ -237,24 +327,62 @@ def _nccl_env_evidence(nccl: Mapping[str, Any], env: Mapping[str, str]) -> tuple
     return proven, mismatched
 
 
+#: SGLang 0.5.23's order for one TP all-reduce (``distributed/parallel_state.py``,
+#: ``GroupCoordinator.all_reduce``): a group tagged for FlashInfer's all-reduce
+#: (``--flashinfer-allreduce-fusion-backend``, ``_tag_groups_for_flashinfer_allreduce_only``)
+#: sends every 2-D tensor its fusion workspace fits (decode/verify sizes) to
+#: ``flashinfer_allreduce`` before anything else; then
+#: ``_resolve_outplace_all_reduce_method`` tries custom all-reduce ("ca") and
+#: PCIe IPC only when MSCCL++ does not take the tensor, then MSCCL++, then torch
+#: symmetric memory. So of two variants that are both active, the earlier one
+#: here gets the call and the later one is shadowed.
+ALLREDUCE_PRECEDENCE: tuple[str, ...] = (
+    "flashinfer_fusion",
+    "mscclpp",
+    "custom_allreduce",
+    "pcie_ipc_allreduce",
+    "torch_symm_mem",
+)
+PRECEDENCE_SOURCE = "sglang/srt/distributed/parallel_state.py (GroupCoordinator.all_reduce, _resolve_outplace_all_reduce_method)"
+
+
+def _shadowed(active: list[str]) -> list[dict[str, str]]:
+    """Active all-reduce variants that a higher-precedence active variant takes the call from."""
+    competing = [v for v in ALLREDUCE_PRECEDENCE if v in active]
+    if len(competing) < 2:
+        return []
+    winner = competing[0]
+    return [
+        {"variant": v, "by": winner,
+         "why": f"SGLang dispatches the all-reduce to {winner} before {v} ({PRECEDENCE_SOURCE}); "
+                f"{v} may still log that it is enabled, but the measured all-reduces are {winner}'s"}
+        for v in competing[1:]
+    ]
+
+
 def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
     """Compare what ``plan`` requested (its ``variant`` list) with what ``log`` shows.
 
+    ``log`` is the server's log with the NCCL debug files appended (NCCL_DEBUG_FILE).
     Returns ``{"requested", "active", "fell_back": [{"variant", "line"}],
-    "unproven", "notes": [{"variant", "line"}], "nccl"}``. ``active`` lists
-    every variant with a positive line (requested or not) and no fallback
-    line; ``fell_back`` only requested variants (a variant nobody asked for
-    falling back is normal: custom all-reduce on PCIe); ``unproven`` the
-    requested ones with neither. NCCL errors such as "no algorithm/protocol
-    available" make ``nccl_env`` fall back.
+    "shadowed": [{"variant", "by", "why"}], "unproven", "notes": [{"variant",
+    "line"}], "failures": [{"signature", "line"}], "nccl"}``. ``active`` lists
+    every variant with a positive line (requested or not), no fallback line,
+    and not shadowed; ``fell_back`` only requested variants (a variant nobody
+    asked for falling back is normal: custom all-reduce on PCIe); ``shadowed``
+    requested variants whose positive line appears but whose all-reduces a
+    higher-precedence active variant takes (:data:`ALLREDUCE_PRECEDENCE`);
+    ``unproven`` the requested ones with neither line. NCCL errors such as
+    "No algorithm/protocol available" make ``nccl_env`` fall back.
     """
     requested = requested_variants(plan)
     lines = log.splitlines()
     active_hits: dict[str, str] = {}
     fallback_hits: dict[str, str] = {}
     notes: list[dict[str, str]] = []
+    failures: list[dict[str, str]] = []
     for line in lines:
-        for sig in SIGNATURES + NOTES:
+        for sig in SIGNATURES + NOTES + NVSHMEM_SIGNATURES:
             if sig.pattern.search(line):
                 if sig.kind == "active":
                     active_hits.setdefault(sig.variant, line.strip())
@@ -264,7 +392,12 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
                     note = {"variant": sig.variant, "line": line.strip()}
                     if note not in notes:
                         notes.append(note)
+        for sig in FAILURES:
+            if sig.pattern.search(line) and all(f["signature"] != sig.variant for f in failures):
+                failures.append({"signature": sig.variant, "line": line.strip()})
     nccl = parse_nccl(log)
+    if nccl["no_algorithm"]:
+        failures.append({"signature": "nccl_no_algorithm", "line": nccl["no_algorithm"][0]})
     env_proven, env_mismatch = _nccl_env_evidence(nccl, plan.get("env") or {})
     if env_proven:
         active_hits["nccl_env"] = "NCCL reports every NCCL_* value of the plan as set by environment"
@@ -273,14 +406,55 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
     if nccl["no_algorithm"]:
         fallback_hits["nccl_env"] = nccl["no_algorithm"][0]
 
-    active = sorted(v for v in active_hits if v not in fallback_hits)
+    proven = sorted(v for v in active_hits if v not in fallback_hits)
+    shadowed = [s for s in _shadowed(proven) if s["variant"] in requested]
+    shadowed_names = {s["variant"] for s in _shadowed(proven)}
+    active = [v for v in proven if v not in shadowed_names]
     fell_back = [{"variant": v, "line": fallback_hits[v]} for v in requested if v in fallback_hits]
     unproven = [v for v in requested if v not in active_hits and v not in fallback_hits]
     return {
         "requested": requested,
         "active": active,
         "fell_back": fell_back,
+        "shadowed": shadowed,
         "unproven": unproven,
         "notes": notes,
+        "failures": failures,
         "nccl": nccl,
     }
+
+
+def failure_names() -> list[str]:
+    """Names ``expect_signature`` may take."""
+    return sorted({s.variant for s in FAILURES} | {s.variant for s in NCCL_SIGNATURES if s.kind == "failure"})
+
+
+def evidence_warnings(plan: Mapping[str, Any]) -> list[str]:
+    """Requested variants whose "on" line cannot reach this plan's logs (the result would be unproven).
+
+    SGLang's lines must print at the server's ``--log-level`` (default info);
+    NCCL's "set by environment" lines need ``NCCL_DEBUG=INFO`` with the ENV
+    subsystem; NVSHMEM's (DeepEP) need ``NVSHMEM_DEBUG=INFO``.
+    """
+    name = plan.get("name", "?")
+    sa = plan.get("server_args") or {}
+    env = plan.get("env") or {}
+    level = str(sa.get("log-level") or DEFAULT_LOG_LEVEL).lower()
+    out: list[str] = []
+    for variant in requested_variants(plan):
+        if variant == "nccl_env":
+            subsys = str(env.get("NCCL_DEBUG_SUBSYS") or "INIT,BOOTSTRAP,ENV").upper().split(",")
+            if str(env.get("NCCL_DEBUG") or "").upper() not in ("INFO", "TRACE") or (
+                    "ENV" not in subsys and "ALL" not in subsys):
+                out.append(f"configurations.{name}.env.NCCL_DEBUG: variant nccl_env is proven only by NCCL's "
+                           f"'set by environment' lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS with ENV)")
+            continue
+        sglang = [s for s in SIGNATURES + NOTES if s.variant == variant and s.kind == "active"]
+        nvshmem = [s for s in NVSHMEM_SIGNATURES if s.variant == variant and s.kind == "active"]
+        if sglang and not any(prints_at(s.level, level) for s in sglang):
+            out.append(f"configurations.{name}.server_args.log-level: variant {variant}'s evidence prints at "
+                       f"{sglang[0].level}, below --log-level {level}: the result will be unproven")
+        if nvshmem and str(env.get("NVSHMEM_DEBUG") or "").upper() not in ("INFO", "TRACE"):
+            out.append(f"configurations.{name}.env.NVSHMEM_DEBUG: variant {variant} is proven only by NVSHMEM's "
+                       f"INFO line ({nvshmem[0].source}); set NVSHMEM_DEBUG=INFO (NVSHMEM_DEBUG_SUBSYS=INIT)")
+    return out

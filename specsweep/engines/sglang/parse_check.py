@@ -2,7 +2,7 @@
 
 Standalone on purpose: stdlib + sglang only, no specsweep import, because it
 runs in the pinned SGLang venv (``specsweep.engines.sglang.preflight.ensure_parser_env``)
-with ``python -I`` and its source path as the script.
+or inside a built SGLang image, as ``python -I -c <this file's source>``.
 
 Protocol: stdin is JSON ``{"items": [{"name": str, "argv": [str], "env": {str: str}}]}``
 where ``argv`` holds the server flags only (no ``python -m sglang.launch_server``,

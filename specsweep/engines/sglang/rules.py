@@ -8,8 +8,8 @@ seeds' runs (the measured case in the README and docs/sglang.md), and its messag
 configuration and the flag so that the fix is obvious.
 
 Rules read only the resolved plan (``server_args``, ``env``, ``image``,
-``gpu_arch``, ``nvlink``, ``variant``) and, optionally, the config's
-``images:`` mapping.
+``gpu_arch``, ``nvlink``, ``rdma``, ``variant``, ``expect``,
+``expect_signature``) and, optionally, the config's ``images:`` mapping.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ FUSION_PATCH_MARKER = "flashinfer-fusion"
 # Architectures where SGLang itself gates the fusion on (SM90 / SM10x).
 FUSION_NATIVE_ARCHS = frozenset({"sm90", "sm100", "sm103"})
 EAGLE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
+# Names of the failure signatures of specsweep.engines.sglang.logcheck (FAILURES and
+# NCCL_SIGNATURES of kind "failure"); a test keeps the two in step (logcheck imports this module).
+FAILURE_NAMES = frozenset({"cuda_graph_capture_failed", "flashinfer_fusion_arch", "nccl_no_algorithm"})
 EAGLE_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
@@ -200,6 +203,33 @@ def rule_deepep_nvlink(name: str, plan: Mapping[str, Any], images: Mapping[str, 
     ]
 
 
+# DeepEP's low-latency kernels move tokens over RDMA through NVSHMEM's IBGDA
+# transport even between GPUs of one node: "Yes, the local node transfer will
+# also use RDMA" (DeepEP maintainers, deepseek-ai/DeepEP issue 164, on 8 x H200
+# in low_latency mode); "IBGDA is necessary and crucial to run DeepEP"
+# (deepseek-ai/DeepEP issue 9). Normal mode's intranode kernels need NVLink.
+# So on PCIe GPUs without RDMA NICs neither mode can run.
+DEEPEP_RDMA_SOURCE = "deepseek-ai/DeepEP issue 164 (and issue 9)"
+
+
+def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.get("server_args") or {}
+    if sa.get("moe-a2a-backend") != "deepep" or (sa.get("deepep-mode") or "auto") != "low_latency":
+        return []
+    rdma = plan.get("rdma")
+    if rdma is True:
+        return []
+    what = (
+        f"configurations.{name}.server_args.deepep-mode: DeepEP low_latency mode sends tokens over RDMA "
+        f"(NVSHMEM IBGDA) even between GPUs of one node ({DEEPEP_RDMA_SOURCE})"
+    )
+    if rdma is False:
+        return [Finding("error", "deepep-rdma", f"{what}; this target has rdma: false"
+                        + (" and nvlink: false, so no DeepEP mode can run here" if plan.get("nvlink") is False else ""))]
+    return [Finding("warning", "deepep-rdma", f"{what}; this target's rdma is not known (set rdma: true/false): "
+                    f"without RDMA NICs with GPUDirect RDMA the server fails at startup")]
+
+
 def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
     env = plan.get("env") or {}
     findings: list[Finding] = []
@@ -224,7 +254,8 @@ def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                         "nccl-bare-tree",
                         f"configurations.{name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
                         f"all-gather, for which NCCL may find no algorithm (it failed in CUDA graph capture "
-                        f"in the seeds' runs); use 'allreduce:tree', or mark the configuration expect: failure",
+                        f"in the seeds' runs); use 'allreduce:tree', or mark the configuration expect: failure "
+                        f"with expect_signature: [nccl_no_algorithm, cuda_graph_capture_failed]",
                     )
                 )
     return findings
@@ -339,14 +370,37 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
     return findings
 
 
+def rule_expect_signature(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+    """A known-failing case names the failure it is known for, by a name the log check knows."""
+    wanted = plan.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    known = sorted(FAILURE_NAMES)
+    findings = [
+        Finding("error", "expect-signature-unknown",
+                f"configurations.{name}.expect_signature: unknown failure signature {w!r}; known: {known}")
+        for w in wanted if w not in FAILURE_NAMES
+    ]
+    if plan.get("expect") == "failure" and not wanted:
+        findings.append(Finding(
+            "error", "expect-signature-missing",
+            f"configurations.{name}.expect_signature: expect: failure needs the failure it is known for "
+            f"(one or more of {known}); otherwise any failure would count as the expected one"))
+    if wanted and plan.get("expect") != "failure":
+        findings.append(Finding("error", "expect-signature-without-failure",
+                                f"configurations.{name}.expect_signature: given, but expect is not failure"))
+    return findings
+
+
 RULES: tuple[Rule, ...] = (
     rule_removed_flags,
     rule_fusion_sm120,
     rule_mscclpp_tp,
     rule_deepep_nvlink,
+    rule_deepep_rdma,
     rule_nccl_env,
     rule_eagle_numbers,
     rule_variants,
+    rule_expect_signature,
 )
 
 

@@ -27,7 +27,7 @@ def records(run: str, point: str, gap_ms: float, seed: int) -> list[dict]:
             chunks = [t + 20 * MS]
             while len(chunks) < 17:
                 chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.99, 1.01) * MS))
-            out.append(new_record(run_id=run, point=point, request_id=f"{run}{rep}{i}", phase="measured", repeat=rep,
+            out.append(new_record(run_id=run, point=point, request_id=f"{run}-{point}-{rep}{i}", phase="measured", repeat=rep,
                                   index=i, endpoint="generate", input_len=8, output_len=17, send_ns=t, chunk_ns=chunks,
                                   chunk_tokens=[1] * 17, end_ns=chunks[-1], http_status=200, completion_tokens=17,
                                   status="ok"))
@@ -45,16 +45,16 @@ def launch(lid: str, gap_ms: float, seed: int, failed_point: str | None = None) 
     if failed_point:
         points[failed_point] = {"status": "failed", "stage": "benchmark", "reason": "all_requests_failed",
                                 "detail": "0 succeeded"}
-    measured = [r for p in ("c1", "c2") if p != failed_point for r in records(f"{lid}{p}", p, gap_ms, seed)]
+    measured = [r for p in ("c1", "c2") if p != failed_point for r in records(lid, p, gap_ms, seed)]
     status = "failed" if failed_point else "ok"
     return LaunchFiles(launch=lid, record={"ready_s": 2.0}, warmup=[], measured=measured, server_log="",
-                       outcome={"status": status, "stage": None, "points": points, "launch": lid,
+                       outcome={"status": status, "stage": None, "points": points, "launch": lid, "run_id": lid,
                                 "started_at": 100.0 * seed, "ended_at": 100.0 * seed + 30})
 
 
 def test_points_pool_their_launches():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("2", 12.5, 2)], lambda _: None)
-    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 2 and s["status"] == "ok"
+    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 5 and s["status"] == "ok"
     assert [p["point"] for p in s["points"]] == ["c1", "c2"]
     assert [e["launch"] for e in s["launches"]] == ["1", "2"] and s["launches"][0]["wall_s"] == 30
     c1 = s["points"][0]
@@ -65,6 +65,8 @@ def test_points_pool_their_launches():
     assert medians[0] / medians[1] == pytest.approx(e2e_ms(12.5) / e2e_ms(10.0), rel=0.01)  # the faster launch
     assert c1["plan"]["workload"]["concurrency"] == 1 and s["points"][1]["workload"]["concurrency"] == 2
     assert "format_version" not in c1
+    assert c1["run_id"] is None and [e["run_id"] for e in c1["launches"]] == ["1", "2"], "one run per launch"
+    assert [e["run_id"] for e in s["launches"]] == ["1", "2"]
 
 
 def test_one_failed_launch_fails_the_point_and_names_the_launch():

@@ -148,3 +148,20 @@ def test_jsonl_roundtrip(tmp_path: Path):
     recs = [record(i) for i in range(3)]
     write_jsonl_atomic(tmp_path / "r.jsonl", recs)
     assert read_jsonl(tmp_path / "r.jsonl") == recs
+
+
+def test_a_result_measured_beside_another_server_is_contaminated_never_ok():
+    host = {"samples": 5, "cpus": 2, "running_max": 7, "load1_max": 5.5, "others_seen": [{"kind": "process"}]}
+    outcome = {"status": "contaminated", "stage": "benchmark", "reason": "other_server",
+               "detail": "measured beside other specsweep servers: processes [1] (...)", "run_id": "this", "host": host}
+    s = build_summary(plan(), None, outcome, [], [record(i) for i in range(4)], None)
+    assert (s["status"], s["stage"], s["reason"]) == ("contaminated", "benchmark", "other_server")
+    assert s["run_id"] == "this" and s["host"] == host
+    assert "accept_length" in s["metrics"], "the numbers stay for inspection"
+    assert any("7 runnable tasks on 2 CPUs" in w for w in s["warnings"])
+
+
+def test_load_alone_is_a_warning_not_contamination():
+    host = {"samples": 5, "cpus": 2, "running_max": 9, "load1_max": 8.0, "others_seen": []}
+    s = build_summary(plan(), None, dict(OK, host=host), [], [record(i) for i in range(4)], None)
+    assert s["status"] == "ok" and any("runnable tasks" in w for w in s["warnings"])

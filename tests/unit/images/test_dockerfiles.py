@@ -7,6 +7,7 @@ import re
 import shutil
 
 import pytest
+import yaml
 
 from specsweep.images.tag import _logical_lines
 from specsweep.testing.workflow import REPO
@@ -59,8 +60,15 @@ def test_no_sed_in_place_and_nothing_floating(path):
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_from_is_configurable(path):
-    froms = re.findall(r"^FROM\s+(\S+)", path.read_text(), re.M)
-    externals = [f for f in froms if not re.fullmatch(r"[a-z0-9-]+", f)]  # stage names are fine
+    text = path.read_text()
+    froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    stages = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.M))
+    # a stage chosen by an ARG (`mscclpp-src-${MSCCLPP_SOURCE}`) must name stages that exist
+    chosen = [f for f in froms if re.fullmatch(r"[a-z0-9-]+\$\{[A-Z_]+\}", f)]
+    for f in chosen:
+        prefix = f.split("${")[0]
+        assert any(s.startswith(prefix) for s in stages), (f, stages)
+    externals = [f for f in froms if not re.fullmatch(r"[a-z0-9-]+", f) and f not in chosen]  # stage names are fine
     assert externals and all(f.startswith("${") for f in externals), froms
 
 
@@ -137,3 +145,41 @@ def test_make_base_image_script_is_strict():
     assert shutil.which("bash")
 
 
+def test_sglang_two_bases_one_file():
+    args = _arg_defaults(SGLANG.read_text())
+    # the default is what a connected host pulls; the local base comes from the overlay
+    assert args["BASE_IMAGE"] == "nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04"
+    assert args["PYTHON"] == "python3.12"
+    overlay = yaml.safe_load((REPO / "config/kimi-k25-8gpu-local-base.yaml").read_text())
+    for name in ("sglang", "sglang-deepep", "sglang-fi-fusion"):
+        assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm", "PYTHON": "python3.11"}
+    text = SGLANG.read_text()
+    assert "python3.1" not in "\n".join(line for line in _logical_lines(text) if not line.startswith("ARG ")), \
+        "a python-version path outside the PYTHON arg"
+    assert "${SITE_PACKAGES}/nvidia/cu13/lib" in text  # deepep's libcudart on either base
+    assert "nvcc" in text and "the local Debian base has none" in text
+
+
+def test_mscclpp_source_from_git_or_a_staged_context():
+    text = SGLANG.read_text()
+    stages = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.M))
+    assert {"mscclpp-src-git", "mscclpp-src-context"} <= stages
+    assert "FROM mscclpp-src-${MSCCLPP_SOURCE} AS mscclpp-build" in text
+    args = _arg_defaults(text)
+    assert args["MSCCLPP_SOURCE"] == "git"
+    assert re.fullmatch(r"[0-9a-f]{40}", args["MSCCLPP_TREE"])
+    assert "COPY _contexts/mscclpp_src /src" in text
+    for define in ("FETCHCONTENT_FULLY_DISCONNECTED=ON", "FETCHCONTENT_SOURCE_DIR_JSON=", "FETCHCONTENT_SOURCE_DIR_NANOBIND=",
+                   "FETCHCONTENT_SOURCE_DIR_DLPACK="):
+        assert define in text, define
+    script = (REPO / "scripts/stage_mscclpp_source.sh").read_text()
+    assert f"PIN_MSCCLPP_COMMIT={args['MSCCLPP_COMMIT']}" in script
+
+
+def test_sglang_closure_is_pinned():
+    lines = [ln for ln in (REPO / "containers/sglang/constraints.txt").read_text().splitlines()
+             if ln and not ln.startswith("#")]
+    assert len(lines) > 100 and all(re.fullmatch(r"[A-Za-z0-9_.-]+==\S+", ln) for ln in lines), lines[:5]
+    pins = dict(ln.split("==") for ln in lines)
+    assert pins["sglang"] == SGLANG_PINS["SGLANG_VERSION"] and pins["torch"] == SGLANG_PINS["TORCH_VERSION"]
+    assert "--constraint /tmp/constraints.txt" in SGLANG.read_text()

@@ -4,7 +4,7 @@
 import pytest
 import yaml
 
-from specsweep.plan.config import ConfigError, check_config, load_config
+from specsweep.plan.config import ConfigError, check_config, load_config, load_configs
 from specsweep.testing.workflow import REPO
 
 
@@ -18,9 +18,17 @@ def _problems(cfg) -> str:
     return str(info.value)
 
 
+# Overlays that are only meaningful merged on their base (no `configurations` of their own).
+OVERLAYS = {"kimi-k25-8gpu-local-base.yaml": ["kimi-k25-8gpu.yaml"],
+            "refengine-gpu-launches.yaml": ["refengine-gpu.yaml"]}
+
+
 def test_shipped_configs_are_valid():
     for path in [REPO / "config.yaml", *sorted((REPO / "config").glob("*.yaml"))]:
-        load_config(path)
+        if path.name in OVERLAYS:
+            load_configs([REPO / "config" / base for base in OVERLAYS[path.name]] + [path])
+        else:
+            load_config(path)
 
 
 def test_unknown_key_names_path_and_allowed_keys():

@@ -7,9 +7,10 @@ import yaml
 
 from specsweep import HARNESS_VERSION
 from specsweep.files import canonical_json
-from specsweep.plan.config import check_config, load_config
-from specsweep.plan.resolve import builtin_defaults, merged_entry, resolve_plans
+from specsweep.plan.config import check_config, load_config, load_configs
+from specsweep.plan.resolve import builtin_defaults, label_findings, merged_entry, resolve_labels, resolve_plans
 from specsweep.testing.workflow import REPO
+from specsweep.workflow import inputs
 
 
 def _config():
@@ -87,3 +88,42 @@ def test_default_config_plans_are_byte_identical_to_the_pinned_ones():
     assert sorted(plans) == sorted(pinned)
     for name, plan in plans.items():
         assert canonical_json(plan) == canonical_json(pinned[name]), name
+
+
+def test_labels_are_not_part_of_the_plan():
+    """Relabelling a result (variant, expect, description) must never rerun its server."""
+    cfg = _config()
+    before = {k: canonical_json(v) for k, v in resolve_plans(cfg).items()}
+    cfg["configurations"]["eagle3-shm"].update(variant=["all-reduce:gloo"], expect="failure", description="x")
+    assert {k: canonical_json(v) for k, v in resolve_plans(cfg).items()} == before
+    labels = resolve_labels(cfg)
+    assert labels["eagle3-shm"] == {"description": "x", "expect": "failure", "expect_signature": [],
+                                    "variant": ["all-reduce:gloo"]}
+    assert labels["nospec"]["expect"] == "ok" and labels["nospec"]["variant"] == []
+
+
+def test_labels_travel_to_the_summary_and_the_report_only():
+    cfg = _config()
+    labels = resolve_labels(cfg)
+    names = sorted(cfg["configurations"])
+    summary_before = inputs.summary_labels(labels, "eagle3-shm")
+    report_before = inputs.report_params(cfg, labels, names)
+    cfg["configurations"]["eagle3-shm"]["expect"] = "failure"
+    relabelled = resolve_labels(cfg)
+    # expect judges the summary's verdict (expected_failure), so it reruns the summary and the report
+    assert inputs.summary_labels(relabelled, "eagle3-shm") != summary_before
+    assert inputs.report_params(cfg, relabelled, names) != report_before
+    assert json.loads(inputs.report_params(cfg, relabelled, names))["expects"]["eagle3-shm"] == "failure"
+    cfg["configurations"]["eagle3-shm"]["variant"] = ["all-reduce:gloo"]
+    assert json.loads(inputs.summary_labels(resolve_labels(cfg), "eagle3-shm")) == {
+        "expect": "failure", "expect_signature": [], "variant": ["all-reduce:gloo"]}
+
+
+def test_label_checks_run_without_a_parser_and_name_the_configuration():
+    cfg = load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"])
+    plans, labels = resolve_plans(cfg), resolve_labels(cfg)
+    errors, _ = label_findings(plans, labels, cfg.get("images"))
+    assert errors == []
+    labels["mscclpp"] = dict(labels["mscclpp"], variant=["msccl-pp"])
+    errors, _ = label_findings(plans, labels, cfg.get("images"))
+    assert len(errors) == 1 and "configurations.mscclpp.variant: unknown variant 'msccl-pp'" in errors[0]

@@ -105,3 +105,44 @@ def test_cuda_backends(backend: str) -> None:
     world = max(1, min(torch.cuda.device_count(), 4))
     results = run_on_ranks(_cuda_sums, backend, world, device="cuda", force_collectives=world == 1)
     assert all(err == 0.0 for rank_errs in results for err in rank_errs)
+
+
+def _listening_addresses(rank: int, comm) -> list[str]:
+    """This rank's listening TCP sockets as /proc/net/tcp{,6} local addresses (hex ip:port)."""
+    import os
+
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                out.append(fields[1])
+    return out
+
+
+def test_gloo_listens_on_the_configured_host_only():
+    """The store of rank 0 and gloo's own sockets: on 127.0.0.1, never on every interface."""
+    listening = run_on_ranks(_listening_addresses, "gloo", 2)
+    assert listening[0], "rank 0 serves the store"
+    loopback = "0100007F:"  # 127.0.0.1 in /proc/net/tcp's little-endian hex
+    for rank, addresses in enumerate(listening):
+        assert all(a.startswith(loopback) for a in addresses), (rank, addresses)
+
+
+def test_comm_host_is_the_configured_address_or_loopback_for_a_wildcard():
+    from specsweep.refengine.comm import comm_host, interface_of
+
+    assert comm_host("0.0.0.0") == "127.0.0.1"
+    assert comm_host("127.0.0.1") == "127.0.0.1"
+    assert comm_host("localhost") == "127.0.0.1"
+    assert interface_of("127.0.0.1") == "lo"
+    with pytest.raises(CommError, match="cannot resolve"):
+        comm_host("no-such-host.invalid")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.summary import build_summary
+from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.records import new_record
+from specsweep.report.plots import _label
 from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
 
 MS = 1_000_000
@@ -105,17 +106,78 @@ def test_render_report_with_nothing_to_plot(tmp_path: Path):
         assert (tmp_path / "p" / name).exists()
 
 
-def test_known_failing_case_is_marked_expected_and_a_surprise_success_warned(summaries, tmp_path: Path):
-    tree = build_summary(dict(plan("nccl-tree-bare", True), expect="failure"), None,
-                         {"status": "failed", "stage": "launch", "reason": "server_exited",
-                          "detail": "exit 1", "log_tail": "NCCL WARN no algorithm"}, [], [], None)
-    lucky = build_summary(dict(plan("lucky", True), expect="failure"), None, OK, [],
-                          records("l", 12.0, 2, True, 5), None)
+def test_known_failing_case_is_expected_only_with_its_own_signature(summaries, tmp_path: Path):
+    """expect: failure counts as expected only when its own failure line is in the log; else a surprise."""
+    failed = {"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "exit 1",
+              "log_tail": "NCCL WARN No algorithm/protocol available"}
+    # `expect` and `expect_signature` are labels, not in the plan (plan.resolve.build_labels).
+    known = {"expect": "failure", "expect_signature": ["nccl_no_algorithm"]}
+    nccl_line = "h:1:1 [0] enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN No algorithm/protocol available for ..."
+    tree = build_summary(plan("nccl-tree-bare", True), None, failed, [], [],
+                         {"failures": [{"signature": "nccl_no_algorithm", "line": nccl_line}]}, labels=known)
+    oom = build_summary(plan("tree-oom", True), None, dict(failed, log_tail="CUDA out of memory"), [], [],
+                        {"failures": []}, labels=known)
+    lucky = build_summary(plan("lucky", True), None, OK, [], records("l", 12.0, 2, True, 5), None,
+                          labels={"expect": "failure", "expect_signature": ["nccl_no_algorithm"]})
+    assert tree["expected_failure"]["expected"] is True and oom["expected_failure"]["expected"] is False
+    # render_report_files puts `expect` on the summaries from the report params.
+    tree["expect"] = oom["expect"] = lucky["expect"] = "failure"
     md_path, csv_path = tmp_path / "report.md", tmp_path / "summary.csv"
-    render_report([*summaries, tree, lucky], "base", csv_path, md_path, tmp_path / "plots")
+    render_report([*summaries, tree, oom, lucky], "base", csv_path, md_path, tmp_path / "plots")
     md = md_path.read_text()
-    assert "### nccl-tree-bare: failed (expected: a known-failing case)" in md
+    assert "### nccl-tree-bare: failed (expected: the known failure, nccl_no_algorithm in the log)" in md
+    assert "### tree-oom: failed (SURPRISE failure: known-failing case, but its own signature (nccl_no_algorithm)" in md
     assert "### broken: failed\n" in md  # an unexpected failure is not marked expected
     assert "lucky: expected to fail (a known-failing case) but did not" in md
     rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
     assert rows["nccl-tree-bare"]["expect"] == "failure" and rows["base"]["expect"] == "ok"
+
+
+def _with_outputs(recs: list[dict], outputs: list[list[int]], hist: list[int] | None = None) -> list[dict]:
+    for i, r in enumerate(recs):
+        r.update(prompt_key=f"p{r['repeat']}-{r['index']}", output_ids=outputs[i % len(outputs)],
+                 spec_correct_drafts_histogram=hist)
+    return recs
+
+
+def test_agreement_and_acceptance_in_the_table_csv_and_plots(tmp_path: Path):
+    """A configuration whose outputs differ is flagged and failed; a lossless one shows 100 %."""
+    good = [[1] * 33, [2] * 33]
+    base_recs = _with_outputs(records("b", 12.0, 1, False, 1), good)
+    base_plan = plan("base", False)
+    baseline = BaselineRun("base", base_plan, base_recs)
+    lossless = build_summary(plan("lossless", True), None, OK, [],
+                             _with_outputs(records("f", 12.0, 2, True, 2), good, [4, 4, 8]), None, baseline, 0.9)
+    broken = build_summary(plan("corrupt", True), None, OK, [],
+                           _with_outputs(records("c", 10.0, 2, True, 3), [[1] * 3 + [0] * 30, [9] * 33], [0, 16]),
+                           None, baseline, 0.9)
+    base = build_summary(base_plan, None, OK, [], base_recs, None, baseline, 0.9)
+    csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
+    render_report([base, lossless, broken], "base", csv_path, md_path, plots)
+    md = md_path.read_text()
+    assert "| lossless | ok |" in md and "| 100% (24/24), prefix 33.0 |" in md
+    assert "| corrupt | failed |" in md and "**outputs differ from the baseline**: 0% (0/24), prefix 1.5" in md
+    assert "- corrupt: **outputs differ from the baseline** 0 of 24 paired requests match (0%)" in md
+    assert "### corrupt: failed" in md and "`outputs_differ`" in md
+    assert "| lossless | 384 | 25%, 25%, 50% | 0.75, 0.50 |" in md  # 24 requests x (4 + 4 + 8) verify steps
+    rows = {r["config"]: r for r in csv.DictReader(csv_path.open())}
+    assert float(rows["lossless"]["output_match_share"]) == 1.0 and rows["base"]["output_match_share"] == ""
+    assert rows["lossless"]["accept_rate_by_position"] == "0.7500 0.5000"
+    assert float(rows["corrupt"]["output_common_prefix"]) == pytest.approx(1.5)
+    flagged = {r["config"]: r["outputs_differ"] for r in config_rows([base, lossless, broken], "base")[0]}
+    assert flagged == {"base": False, "lossless": False, "corrupt": True}
+    assert _label({"config": "corrupt", "status": "failed", "outputs_differ": True}) == (
+        "corrupt (outputs differ from the baseline)")
+    assert (plots / "acceptance.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_shadowed_variant_is_said_in_summary_and_report(summaries, tmp_path: Path):
+    evidence = {"requested": ["flashinfer_fusion", "pcie_ipc_allreduce"], "active": ["flashinfer_fusion"],
+                "fell_back": [], "unproven": [],
+                "shadowed": [{"variant": "pcie_ipc_allreduce", "by": "flashinfer_fusion", "why": "dispatch order"}]}
+    both = build_summary(plan("fi-fusion-pcie-ipc", True), None, OK, [], records("c", 12.0, 2, True, 6), evidence)
+    assert both["status"] == "ok"
+    assert any("pcie_ipc_allreduce is shadowed by flashinfer_fusion" in w for w in both["warnings"])
+    md_path = tmp_path / "report.md"
+    render_report([*summaries, both], "base", tmp_path / "summary.csv", md_path, tmp_path / "plots")
+    assert "- fi-fusion-pcie-ipc: variant pcie_ipc_allreduce is shadowed by flashinfer_fusion" in md_path.read_text()

@@ -87,7 +87,29 @@ def test_run_argv_defaults_to_loopback():
     assert "127.0.0.1:5:6" in argv
 
 
-def test_remove_leftovers_uses_config_label(monkeypatch):
+def test_run_argv_labels_the_checkout_and_the_run(tmp_path):
+    labels = container.run_labels("eagle3-shm", container.checkout_id(tmp_path), tmp_path, "0123456789ab")
+    argv = container.run_argv(_plan(), "img:1", "127.0.0.1", 1, 2, "c", labels=labels)
+    got = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
+    assert got == [
+        "io.specsweep.config=eagle3-shm",
+        "io.specsweep.project=specsweep",
+        f"io.specsweep.checkout={container.checkout_id(tmp_path)}",
+        "io.specsweep.run=0123456789ab",
+        f"io.specsweep.workdir={tmp_path.resolve()}",
+    ]
+
+
+def test_checkout_id_differs_per_directory_and_not_per_spelling(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = container.checkout_id(tmp_path / "a"), container.checkout_id(tmp_path / "b")
+    assert a != b and len(a) == 16
+    assert container.checkout_id(tmp_path / "a" / ".." / "a") == a
+
+
+def test_remove_leftovers_uses_config_and_checkout_labels(monkeypatch):
+    """Another checkout's container of the same configuration name is not a leftover of this one."""
     rec = _Recorder()
 
     def fake(argv, **kw):
@@ -97,9 +119,10 @@ def test_remove_leftovers_uses_config_label(monkeypatch):
         return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
 
     monkeypatch.setattr(cli.subprocess, "run", fake)
-    assert container.remove_leftovers("nospec") == ["specsweep-a", "specsweep-b"]
-    assert rec.calls[0][0] == ["docker", "ps", "--all", "--filter", "label=io.specsweep.config=nospec",
-                               "--format", "{{.Names}}"]
+    assert container.remove_leftovers("nospec", "c0ffee") == ["specsweep-a", "specsweep-b"]
+    assert rec.calls[0][0] == ["docker", "ps", "--all", "--format", "{{.Names}}",
+                               "--filter", "label=io.specsweep.config=nospec",
+                               "--filter", "label=io.specsweep.checkout=c0ffee"]
     assert [c[0] for c in rec.calls[1:] if c[0][1] == "rm"] == [
         ["docker", "rm", "-f", "specsweep-a"], ["docker", "rm", "-f", "specsweep-b"]]
 

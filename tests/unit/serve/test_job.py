@@ -40,3 +40,41 @@ def test_provenance_that_cannot_be_read_fails_the_configuration(sleeper):
     with pytest.raises(LaunchError) as info:
         collect_provenance(plan, server, python="/bin/false")
     assert info.value.reason == "provenance_failed"
+
+
+def test_nccl_debug_file_per_process_in_the_results_dir(tmp_path):
+    """NCCL_DEBUG on: each server process logs to its own line-buffered NCCL_DEBUG_FILE (%h.%p) there."""
+    from specsweep.serve.job import NCCL_CONTAINER_DIR, nccl_logs, with_nccl_debug_file
+
+    local = with_nccl_debug_file({"runtime": "local", "env": {"NCCL_DEBUG": "INFO"}}, tmp_path / "nccl")
+    assert local["env"]["NCCL_DEBUG_FILE"] == f"{tmp_path}/nccl/nccl.%h.%p.log"
+    docker = with_nccl_debug_file({"runtime": "docker", "env": {"NCCL_DEBUG": "INFO"}, "volumes": ["a:/b:ro"]},
+                                  tmp_path / "nccl")
+    assert docker["env"]["NCCL_DEBUG_FILE"] == f"{NCCL_CONTAINER_DIR}/nccl.%h.%p.log"
+    assert docker["volumes"] == ["a:/b:ro", f"{tmp_path}/nccl:{NCCL_CONTAINER_DIR}:rw"]
+    # NCCL's log off, or a file chosen by the configuration: left alone.
+    assert "NCCL_DEBUG_FILE" not in with_nccl_debug_file({"runtime": "local", "env": {}}, tmp_path)["env"]
+    mine = {"runtime": "local", "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/x/%p"}}
+    assert with_nccl_debug_file(mine, tmp_path) is mine
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "nccl.h.2.log").write_text("b\n")
+    (tmp_path / "nccl" / "nccl.h.1.log").write_text("a\n")
+    assert nccl_logs(tmp_path) == ["a\n", "b\n"]
+
+
+def test_missing_volume_fails_the_launch_naming_the_key(tmp_path):
+    """Checked before docker is asked for anything: no leftover scan, no container, a clear outcome."""
+    import io
+
+    from specsweep.files import read_json
+    from specsweep.serve.job import JobPaths, run_config
+
+    plan = {"name": "cfg", "engine": "sglang", "runtime": "docker", "image": "sglang", "argv": ["python3"],
+            "env": {}, "host": "127.0.0.1", "port": None, "gpus": 0, "ready_timeout_s": 1,
+            "volumes": [f"{tmp_path}/no-weights:/models:ro"], "workload": {}}
+    paths = JobPaths(*(tmp_path / n for n in ("launch.json", "server.log", "w.jsonl", "r.jsonl", "outcome.json")))
+    outcome = run_config(plan, paths, {"tag": "x", "name": "sglang", "image_id": "sha256:x"}, io.StringIO())
+    assert (outcome["status"], outcome["stage"], outcome["reason"]) == ("failed", "launch", "volume_missing")
+    assert outcome["detail"].startswith(f"configurations.cfg.volumes[0]: host path {tmp_path}/no-weights")
+    assert read_json(paths.outcome)["reason"] == "volume_missing"
+    assert (tmp_path / "nccl").is_dir()  # the NCCL log directory is made fresh for every run

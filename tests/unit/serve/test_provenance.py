@@ -57,7 +57,7 @@ def test_piped_into_python_stdin(tmp_path):
     proc = subprocess.run([sys.executable, "-", "--pid", str(os.getpid())], input=SOURCE.read_text(),
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, check=True)
     out = json.loads(proc.stdout)
-    assert out["format_version"] == 1 and out["pid"] == os.getpid()
+    assert out["format_version"] == provenance.FORMAT_VERSION and out["pid"] == os.getpid()
     assert set(out["packages"]) >= {"sglang", "torch", "flashinfer", "mscclpp", "deep_ep", "sglang-kernel"}
     if out["gpus"] is None:
         assert out["gpus_reason"] and out["topology_reason"]
@@ -105,3 +105,31 @@ def test_module_cli(argv):
     proc = subprocess.run([sys.executable, "-m", "specsweep.serve.provenance", *argv], capture_output=True, text=True,
                           timeout=120, check=True, cwd=REPO)
     json.loads(proc.stdout)
+
+
+def test_workers_show_what_the_launcher_set_after_exec(tmp_path):
+    """SGLang sets NCCL_* in os.environ after exec and starts its TP workers; only the workers show it."""
+    launcher = (
+        "import os, subprocess, sys, time\n"
+        "os.environ['NCCL_CUMEM_ENABLE'] = '0'\n"
+        "os.environ['CUDA_DEVICE_MAX_CONNECTIONS'] = '8'\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True,
+                            env={"PATH": os.environ["PATH"], "NCCL_DEBUG": "INFO"})
+    try:
+        child = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while b"time.sleep" not in Path(f"/proc/{child}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        out = provenance.collect(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "NCCL_CUMEM_ENABLE" not in out["env"]  # the launcher's /proc environ: as exec'd
+    assert [w["pid"] for w in out["workers"]] == [child]
+    assert out["workers"][0]["env"]["NCCL_CUMEM_ENABLE"] == "0"
+    assert out["worker_env_set_after_launch"] == {"CUDA_DEVICE_MAX_CONNECTIONS": ["8"], "NCCL_CUMEM_ENABLE": ["0"]}

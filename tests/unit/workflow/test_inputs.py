@@ -40,3 +40,49 @@ def test_rule_inputs_are_explicit_and_content_based():
     assert '"url":"127.0.0.1:5000"' in inputs.registry_json(config)
     edited = {"images": {"reference": dict(config["images"]["reference"], description="other words")}}
     assert inputs.image_spec_json(edited, "reference") == inputs.image_spec_json(config, "reference")
+
+
+def test_summarize_reads_the_nccl_debug_files_and_judges_a_known_failure(tmp_path):
+    """summarize_config: NCCL's per-process files join the server log; a failed known-failing case is
+    expected only because its own signature is in them (server.log alone has no NCCL line here)."""
+    import io
+    import json
+
+    from specsweep.plan.config import load_configs
+    from specsweep.plan.resolve import resolve_plans
+    from specsweep.testing.workflow import REPO
+    from specsweep.workflow.jobs import summarize_files
+
+    plan = resolve_plans(load_configs([REPO / "config/kimi-k25-8gpu.yaml"]))["nccl-tree-bare"]
+    from specsweep.records import new_run_id, run_header
+
+    run_id = new_run_id()
+    files = {"plan": plan, "launch": {"run_id": run_id},
+             "outcome": {"run_id": run_id, "status": "failed", "stage": "launch", "reason": "server_exited",
+                         "detail": "exit 1", "log_tail": ""}}
+    for key, value in files.items():
+        (tmp_path / f"{key}.json").write_text(json.dumps(value))
+    (tmp_path / "server.log").write_text(run_header(run_id, "nccl-tree-bare")
+                                         + "[2026-12-01 10:00:00 TP0] Capture cuda graph begin.\n")
+    for name in ("warmup.jsonl", "requests.jsonl"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "nccl.h.42.log").write_text(
+        "\nh:42:42 [0] enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN No algorithm/protocol available for function "
+        "AllGather with datatype ncclInt8. NCCL_ALGO was set to Tree.\n")
+    inputs = {k: str(tmp_path / f"{k}.json") for k in files}
+    inputs.update(server_log=str(tmp_path / "server.log"), warmup=str(tmp_path / "warmup.jsonl"),
+                  requests=str(tmp_path / "requests.jsonl"), nccl_logs=str(tmp_path / "nccl"))
+    log = io.StringIO()
+    from specsweep.plan.resolve import resolve_labels
+    from specsweep.workflow.inputs import summary_labels
+
+    labels = summary_labels(resolve_labels(load_configs([REPO / "config/kimi-k25-8gpu.yaml"])), "nccl-tree-bare")
+    summary = summarize_files(inputs, str(tmp_path / "summary.json"), log, labels_json=labels)
+    assert summary["status"] == "failed" and "summary nccl-tree-bare: failed" in log.getvalue()
+    [point] = summary["points"]
+    assert point["expected_failure"]["expected"] is True
+    assert point["expected_failure"]["matched"][0]["signature"] == "nccl_no_algorithm"
+    (tmp_path / "nccl" / "nccl.h.42.log").write_text("h:42:42 [0] NCCL INFO NCCL version 2.30.7+cuda13.0\n")
+    summary = summarize_files(inputs, str(tmp_path / "summary.json"), io.StringIO(), labels_json=labels)
+    assert summary["points"][0]["expected_failure"]["expected"] is False  # a surprise failure

@@ -9,7 +9,7 @@ import pytest
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_plans
+from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.testing.workflow import REPO
 
 
@@ -50,7 +50,8 @@ def test_address_args():
 
 def test_matrix_argv_golden():
     """The resolved argv of the EAGLE-3 baseline and of a combination, as plan.json will hold them."""
-    plans = resolve_plans(load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"]))
+    config = load_configs([REPO / "config" / "kimi-k25-8gpu.yaml"])
+    plans = resolve_plans(config)
     assert plans["eagle3"]["argv"] == [
         "python3", "-m", "sglang.launch_server",
         "--cuda-graph-max-bs-decode", "8",
@@ -68,7 +69,8 @@ def test_matrix_argv_golden():
     assert combo["image"] == "sglang-fi-fusion"
     assert "--flashinfer-allreduce-fusion-backend" in combo["argv"]
     assert combo["env"]["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"] == "1"
-    assert combo["variant"] == ["flashinfer_fusion", "pcie_ipc_allreduce"]
+    assert "variant" not in combo  # a label: it changes the summary, never what the server runs
+    assert resolve_labels(config)["fi-fusion-pcie-ipc"]["variant"] == ["flashinfer_fusion", "pcie_ipc_allreduce"]
     deepep = plans["deepep"]["argv"]
     assert deepep[deepep.index("--moe-a2a-backend") + 1] == "deepep"
     assert deepep[deepep.index("--deepep-mode") + 1] == "low_latency"
@@ -81,43 +83,45 @@ def test_dummy_argv_golden():
     assert argv[argv.index("--load-format") + 1] == "dummy"
     assert argv[argv.index("--speculative-draft-load-format") + 1] == "dummy"
     assert "--skip-tokenizer-init" in argv
-    assert argv[argv.index("--model-path") + 1] == "/specsweep-models/kimi-k25"
+    assert argv[argv.index("--model-path") + 1] == "/specsweep-models/kimi-k25-text"
+    # the overlay's list replaces the matrix's weights mount
+    assert plans["eagle3"]["volumes"] == ["config/models:/specsweep-models:ro"]
 
 
 def test_dummy_model_configs_have_the_real_shape():
-    """config.json of the weight-free target: Kimi-K2.5 text model = DeepSeek-V3 at Kimi-K2 size."""
+    """config.json of the weight-free target: Kimi-K2.5's text model (DeepSeek-V3 at Kimi-K2 size), text-only."""
     import json
 
-    target = json.loads((REPO / "config" / "models" / "kimi-k25" / "config.json").read_text())
-    assert target["architectures"] == ["KimiK25ForConditionalGeneration"] and target["model_type"] == "kimi_k25"
-    text = target["text_config"]
-    assert (text["num_hidden_layers"], text["hidden_size"], text["n_routed_experts"], text["num_experts_per_tok"]) == (
-        61, 7168, 384, 8)
-    assert text["quantization_config"]["quant_method"] == "compressed-tensors"
+    target = json.loads((REPO / "config" / "models" / "kimi-k25-text" / "config.json").read_text())
+    assert target["architectures"] == ["DeepseekV3ForCausalLM"] and target["model_type"] == "deepseek_v3"
+    assert (target["num_hidden_layers"], target["hidden_size"], target["n_routed_experts"],
+            target["num_experts_per_tok"]) == (61, 7168, 384, 8)
+    assert target["quantization_config"]["quant_method"] == "compressed-tensors"
+    # the same numbers as Kimi-K2.5's own text_config (the multimodal fixture)
+    mm = json.loads((REPO / "tests" / "fixtures" / "models" / "kimi-k25-multimodal" / "config.json").read_text())
+    assert {k: v for k, v in target.items() if k not in ("architectures", "model_type")} == {
+        k: v for k, v in mm["text_config"].items() if k not in ("architectures", "model_type")}
     draft = json.loads((REPO / "config" / "models" / "kimi-k25-eagle3" / "config.json").read_text())
     assert draft["architectures"] == ["LlamaForCausalLMEagle3"]
-    assert draft["hidden_size"] == draft["target_hidden_size"] == text["hidden_size"]
-    assert draft["vocab_size"] == text["vocab_size"]
+    assert draft["hidden_size"] == draft["target_hidden_size"] == target["hidden_size"]
+    assert draft["vocab_size"] == target["vocab_size"]
 
 
 @pytest.mark.slow
 def test_dummy_architectures_exist_in_pinned_wheel():
     """Both architectures are model entry classes of the sglang that the parser venv pins."""
-    import os
     import subprocess
 
-    from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
+    from specsweep.testing.parser_env import parser_python
 
-    venv = os.environ.get("SPECSWEEP_PARSER_ENV") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specsweep" / "sglang-parser"
-    )
-    python = ensure_parser_env(Path(venv), DEFAULT_REQUIREMENTS)
+    python = parser_python()
     site = subprocess.run(
         [python, "-I", "-c", "import importlib.util, pathlib; "
          "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     models = Path(site) / "srt" / "models"
+    assert "EntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM" in (models / "deepseek_v2.py").read_text()
     assert "EntryClass = [KimiK25ForConditionalGeneration]" in (models / "kimi_k25.py").read_text()
     assert "EntryClass = [LlamaForCausalLMEagle3]" in (models / "llama_eagle3.py").read_text()
     assert "KimiK25Config" in (Path(site) / "srt" / "utils" / "hf_transformers" / "common.py").read_text()

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import ast
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.logcheck import NOTES, SIGNATURES, parse_nccl, variant_evidence
+from specsweep.engines.sglang import rules
+from specsweep.engines.sglang.logcheck import (
+    ALLREDUCE_PRECEDENCE,
+    FAILURES,
+    NCCL_SIGNATURES,
+    NOTES,
+    NVSHMEM_SIGNATURES,
+    SIGNATURES,
+    failure_names,
+    parse_nccl,
+    prints_at,
+    variant_evidence,
+)
+from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.workflow import REPO
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -120,22 +133,181 @@ def test_engine_variant_evidence_delegates():
     assert ev["unproven"] == ["mscclpp"] and ev["nccl"]["version"] is None
 
 
-@pytest.mark.slow
-def test_format_strings_are_in_the_pinned_wheel():
-    """Each signature's literal is at its file:line in the sglang the parser venv pins."""
-    from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
+def test_bare_tree_failure_in_nccl_2_30_7_wording():
+    """NCCL 2.30.7 says "No algorithm/protocol available" (capital N); SGLang then fails graph capture."""
+    log = (FIXTURES / "nccl" / "tree-bare-failure-2.30.7.log").read_text()
+    nccl = parse_nccl(log)
+    assert nccl["version"] == "2.30.7"
+    assert len(nccl["no_algorithm"]) == 1 and "No algorithm/protocol available" in nccl["no_algorithm"][0]
+    ev = variant_evidence(log, _plan("nccl_env", {"NCCL_ALGO": "Tree"}))
+    assert ev["fell_back"][0]["variant"] == "nccl_env"
+    assert [f["signature"] for f in ev["failures"]] == ["cuda_graph_capture_failed", "nccl_no_algorithm"]
 
-    # The same venv as test_sglang_preflight (fails, never skips, if it cannot be built).
-    venv = os.environ.get("SPECSWEEP_PARSER_ENV") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specsweep" / "sglang-parser"
-    )
-    python = ensure_parser_env(Path(venv), DEFAULT_REQUIREMENTS)
+
+def test_failure_names_agree_with_the_preflight_rule():
+    assert set(failure_names()) == rules.FAILURE_NAMES
+
+
+def _fixture_line(source: str) -> str:
+    return next(line for v, k, s, line in _fixture_cases() if s == source)
+
+
+def test_fusion_shadows_pcie_ipc_on_a_log_of_source_strings():
+    """fi-fusion-pcie-ipc: both variants log their "on" line, but SGLang gives the all-reduce to FlashInfer."""
+    fusion = _fixture_line("sglang/srt/layers/flashinfer_comm_fusion.py:580")
+    pcie = _fixture_line("sglang/srt/distributed/device_communicators/pcie_ipc_ar.py:242")
+    plan = _plan(["flashinfer_fusion", "pcie_ipc_allreduce"])
+    ev = variant_evidence("\n".join([pcie, fusion]), plan)
+    assert ev["active"] == ["flashinfer_fusion"]
+    assert [(s["variant"], s["by"]) for s in ev["shadowed"]] == [("pcie_ipc_allreduce", "flashinfer_fusion")]
+    assert "parallel_state.py" in ev["shadowed"][0]["why"]
+    assert ev["fell_back"] == [] and ev["unproven"] == []
+    # Fusion fell back (no multicast): PCIe IPC gets the call and is credited, nothing is shadowed.
+    fusion_off = _fixture_line("sglang/srt/layers/flashinfer_comm_fusion.py:368")
+    ev = variant_evidence("\n".join([pcie, fusion_off]), plan)
+    assert ev["active"] == ["pcie_ipc_allreduce"] and ev["shadowed"] == []
+    assert ev["fell_back"][0]["variant"] == "flashinfer_fusion"
+    # PCIe IPC alone is credited.
+    ev = variant_evidence(pcie, _plan(["pcie_ipc_allreduce"]))
+    assert ev["active"] == ["pcie_ipc_allreduce"] and ev["shadowed"] == []
+
+
+def test_mscclpp_shadows_pcie_ipc():
+    mscclpp = _fixture_line("sglang/srt/distributed/device_communicators/pymscclpp.py:1123")
+    pcie = _fixture_line("sglang/srt/distributed/device_communicators/pcie_ipc_ar.py:242")
+    ev = variant_evidence("\n".join([mscclpp, pcie]), _plan(["mscclpp", "pcie_ipc_allreduce"]))
+    assert ev["active"] == ["mscclpp"] and ev["shadowed"][0]["by"] == "mscclpp"
+
+
+def test_deepep_proven_by_nvshmem_bringing_up_ibgda():
+    ok = "gpu-host:77:77 [0] NVSHMEM INFO Successfully initialized the transport: IBGDA. It will be used for " \
+         "device-side APIs over IB."
+    ev = variant_evidence(ok, _plan(["deepep"]))
+    assert ev["active"] == ["deepep"] and ev["unproven"] == []
+    failed = "/nvshmem/src/host/transport/transport.cpp:nvshmemi_transport_init:282: init failed for transport: IBGDA"
+    ev = variant_evidence(failed, _plan(["deepep"]))
+    assert ev["fell_back"][0]["variant"] == "deepep" and ev["active"] == []
+    assert variant_evidence("", _plan(["deepep"]))["unproven"] == ["deepep"]
+
+
+def test_evidence_that_cannot_reach_the_log_is_said_before_launch():
+    from specsweep.engines.sglang.logcheck import evidence_warnings
+
+    quiet = {"name": "q", "variant": ["mscclpp"], "server_args": {"log-level": "warning"}, "env": {}}
+    assert any("variant mscclpp's evidence prints at info, below --log-level warning" in w
+               for w in evidence_warnings(quiet))
+    assert evidence_warnings(dict(quiet, server_args={})) == []
+    assert any("NVSHMEM_DEBUG" in w for w in evidence_warnings({"name": "d", "variant": "deepep", "env": {}}))
+    assert evidence_warnings({"name": "d", "variant": "deepep", "env": {"NVSHMEM_DEBUG": "INFO"}}) == []
+    assert any("NCCL_DEBUG" in w for w in evidence_warnings({"name": "n", "variant": "nccl_env", "env": {}}))
+    assert evidence_warnings({"name": "n", "variant": "nccl_env",
+                              "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}}) == []
+
+
+def test_precedence_names_known_variants():
+    assert set(ALLREDUCE_PRECEDENCE) <= rules.KNOWN_VARIANTS
+
+
+def test_prints_at():
+    assert prints_at("warning") and prints_at("info") and prints_at("raise")
+    assert not prints_at("debug")
+    assert prints_at("debug", "debug")
+
+
+# --- against the pinned wheel and NCCL (slow, run in CI; fail, never skip) ------------------------
+
+# logger method -> level (SGLang's logger also has *_once variants)
+_LOG_CALLS = {"debug": "debug", "info": "info", "info_once": "info", "warning": "warning", "warn": "warning",
+              "warning_once": "warning", "error": "error", "exception": "exception", "critical": "critical"}
+
+
+def _printing_call_level(tree: ast.AST, source: str, literal: str, line: int) -> str | None:
+    """The level of the innermost logger call or ``raise`` whose source holds ``literal`` on ``line``."""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise):
+            level = "raise"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _LOG_CALLS):
+            level = _LOG_CALLS[node.func.attr]
+        else:
+            continue
+        if not (node.lineno <= line <= node.end_lineno):
+            continue
+        if literal not in (ast.get_source_segment(source, node) or ""):
+            continue
+        if best is None or node.lineno >= best[0]:
+            best = (node.lineno, level)
+    return best[1] if best else None
+
+
+@pytest.fixture(scope="module")
+def wheel_site() -> Path:
+    python = build_parser_python()  # fails (never skips) when the venv cannot be built
     site = subprocess.run(
         [python, "-I", "-c", "import importlib.util, pathlib; "
          "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent.parent)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
-    for sig in SIGNATURES + NOTES:
-        path, line = sig.source.rsplit(":", 1)
-        text = (Path(site) / path).read_text().splitlines()
-        assert sig.literal in text[int(line) - 1], f"{sig.source}: {sig.literal!r} not at that line"
+    return Path(site)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", SIGNATURES + NOTES + FAILURES, ids=lambda s: f"{s.variant}-{s.source}")
+def test_signature_is_in_the_pinned_wheel_at_a_printing_level(wheel_site, sig):
+    """Each signature's literal is at its file:line in sglang 0.5.23, inside a call that prints at INFO."""
+    path, line = sig.source.rsplit(":", 1)
+    source = (wheel_site / path).read_text()
+    assert sig.literal in source.splitlines()[int(line) - 1], f"{sig.source}: {sig.literal!r} not at that line"
+    level = _printing_call_level(ast.parse(source), source, sig.literal, int(line))
+    assert level == sig.level, f"{sig.source}: printed by a {level!r} call, the signature says {sig.level!r}"
+    assert prints_at(level, "info"), f"{sig.source}: a {level} line never reaches the server's INFO log"
+
+
+@pytest.mark.slow
+def test_debug_only_line_is_not_a_signature(wheel_site):
+    """PCIe IPC's 'unsupported world size' line is logger.debug: never evidence at --log-level info."""
+    path = "sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"
+    source = (wheel_site / path).read_text()
+    literal = "FlashInfer PCIe-IPC all-reduce skipped: unsupported world size"
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if literal in text)
+    assert _printing_call_level(ast.parse(source), source, literal, line) == "debug"
+    assert not any(literal in s.literal for s in SIGNATURES + NOTES)
+
+
+def _c_literal(literal: str) -> bytes:
+    """The first C string literal of ``literal``, as the bytes the compiler puts in the library."""
+    text = literal.split('"')[1]
+    return text.encode().decode("unicode_escape").encode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", NCCL_SIGNATURES, ids=lambda s: f"{s.variant}-{s.source}")
+def test_nccl_signature_is_in_nccl_2_30_7(wheel_site, sig):
+    """At its cited line of NCCL v2.30.7-1 (the cited fixture), and in the pinned libnccl.so.2 itself."""
+    cited = {}
+    for row in (FIXTURES / "nccl" / "source-v2.30.7.txt").read_text().splitlines():
+        if not row.startswith("#"):
+            where, _, text = row.partition("\t")
+            cited[where] = text
+    assert sig.literal in cited[sig.source], sig.source
+    assert prints_at(sig.level, "info")
+    lib = next((wheel_site / "nvidia" / "nccl" / "lib").glob("libnccl.so*"))
+    assert _c_literal(sig.literal) in lib.read_bytes(), f"{sig.literal!r} not in {lib}"
+    meta = next(wheel_site.glob("nvidia_nccl_cu13-*.dist-info"))
+    assert meta.name.startswith("nvidia_nccl_cu13-2.30.7"), meta.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", NVSHMEM_SIGNATURES, ids=lambda s: f"{s.variant}-{s.kind}")
+def test_nvshmem_signature_is_in_nvshmem_3_4_5(wheel_site, sig):
+    """DeepEP's evidence: at its cited line of NVSHMEM v3.4.5-0, and in the pinned libnvshmem_host.so.3."""
+    cited = {}
+    for row in (FIXTURES / "nvshmem" / "source-v3.4.5.txt").read_text().splitlines():
+        if not row.startswith("#"):
+            where, _, text = row.partition("\t")
+            cited[where] = text
+    assert sig.literal in cited[sig.source], sig.source
+    lib = next((wheel_site / "nvidia" / "nvshmem" / "lib").glob("libnvshmem_host.so*"))
+    assert _c_literal(sig.literal) in lib.read_bytes()
+    assert next(wheel_site.glob("nvidia_nvshmem_cu13-*.dist-info")).name.startswith("nvidia_nvshmem_cu13-3.4.5")

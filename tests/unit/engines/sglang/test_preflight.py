@@ -1,24 +1,24 @@
 """Preflight of SGLang plans: static rules (fast) and SGLang 0.5.23's own parser (slow).
 
-The parser tests build the pinned parser venv (envs/sglang-parser.txt) under
-``$SPECSWEEP_PARSER_ENV`` (default ``$XDG_CACHE_HOME/specsweep/sglang-parser``)
-once; later runs reuse it. They fail, never skip, when it cannot be built:
+The parser tests build the pinned parser venv (envs/sglang-parser.txt) where
+``specsweep.testing.parser_env`` says (one per requirements file) once; later
+runs reuse it. They fail, never skip, when it cannot be built:
 a preflight that silently does not run is worse than none.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
+from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.engines.sglang.rules import check_plan
 from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_plans
+from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.workflow import REPO
 
 GPU_CONFIG = REPO / "config" / "kimi-k25-8gpu.yaml"
@@ -30,8 +30,10 @@ CONFIG_SETS = {
 
 
 def _plans(paths: list[Path]) -> tuple[dict, dict]:
+    """The config and its plans, each plan with its labels (variant, expect) as the static rules read them."""
     config = load_configs(paths)
-    return config, resolve_plans(config)
+    labels = resolve_labels(config)
+    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +150,34 @@ def test_eagle_numbers(gpu_plans):
                                                            "speculative-num-draft-tokens": 8})) == []
 
 
+def _findings(plan: dict, rule: str) -> list:
+    return [f for f in check_plan(plan) if f.rule == rule]
+
+
+def test_deepep_low_latency_needs_rdma_nics(gpu_plans):
+    """DeepEP low-latency goes over RDMA even within one node (deepseek-ai/DeepEP issue 164)."""
+    unknown = _findings(_plan(gpu_plans, "deepep"), "deepep-rdma")
+    assert [f.severity for f in unknown] == ["warning"] and "issue 164" in unknown[0].message
+    no_rdma = _findings(_plan(gpu_plans, "deepep", rdma=False), "deepep-rdma")
+    assert [f.severity for f in no_rdma] == ["error"]
+    assert "configurations.deepep.server_args.deepep-mode" in no_rdma[0].message
+    assert "no DeepEP mode can run here" in no_rdma[0].message  # nvlink: false too
+    assert _findings(_plan(gpu_plans, "deepep", rdma=True), "deepep-rdma") == []
+    assert _findings(_plan(gpu_plans, "eagle3", rdma=False), "deepep-rdma") == []
+
+
+def test_known_failure_names_its_signature(gpu_plans):
+    tree = gpu_plans[1]["nccl-tree-bare"]
+    assert tree["expect"] == "failure" and tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
+    assert _errors(tree) == []
+    assert any("needs the failure it is known for" in e
+               for e in _errors(_plan(gpu_plans, "nccl-tree-bare", expect_signature=[])))
+    assert any("unknown failure signature 'oom'" in e
+               for e in _errors(_plan(gpu_plans, "nccl-tree-bare", expect_signature=["oom"])))
+    assert any("expect is not failure" in e
+               for e in _errors(_plan(gpu_plans, "eagle3", expect_signature="nccl_no_algorithm")))
+
+
 def test_unknown_variant(gpu_plans):
     errors = _errors(_plan(gpu_plans, "eagle3", variant=["nvls"]))
     assert any("configurations.eagle3.variant" in e and "nvls" in e for e in errors), errors
@@ -155,8 +185,9 @@ def test_unknown_variant(gpu_plans):
 
 def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
     engine = SGLangEngine()
-    good = engine.preflight(gpu_plans[1]["eagle3"], parser_python)
+    good = engine.preflight(_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
     assert good.errors == [] and good.checked_with.startswith("sglang 0.5.23")
+    assert [x["role"] for x in good.loaded] == ["model", "draft"]
     assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2}), parser_python).errors
     with pytest.raises(ValueError, match="parser"):
         engine.preflight(gpu_plans[1]["eagle3"])
@@ -192,27 +223,28 @@ def test_rebuild_keeps_other_files(tmp_path):
 # --- SGLang 0.5.23's own parser (slow, runs in CI) ---------------------------
 
 
-def _parser_env_dir() -> Path:
-    if os.environ.get("SPECSWEEP_PARSER_ENV"):
-        return Path(os.environ["SPECSWEEP_PARSER_ENV"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "specsweep" / "sglang-parser"
-
-
 @pytest.fixture(scope="session")
 def parser_python() -> str:
     # No try/except: a venv that cannot be built fails the tests that need it.
-    return ensure_parser_env(_parser_env_dir(), DEFAULT_REQUIREMENTS)
+    return build_parser_python()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
 def test_every_configuration_passes_sglang_parser(parser_python, config_set):
     config, plans = _plans(CONFIG_SETS[config_set])
-    results = preflight_plans(list(plans.values()), parser_python, config["images"])
+    results = preflight_plans(list(plans.values()), parser_python, config["images"], base=REPO)
     assert set(results) == set(plans)
     bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
-    assert bad == {}
+    if config_set == "weights" and not Path("/models").exists():
+        # This host has no weights: the only errors are the unmounted weights, each naming its key.
+        for name, errors in bad.items():
+            assert errors and all(e.startswith((f"configurations.{name}.volumes[0]: host path /models",
+                                                f"configurations.{name}.server_args.")) for e in errors), errors
+            assert all("parser" not in e for e in errors), errors
+        assert set(bad) == set(plans)
+    else:
+        assert bad == {}
     assert {r["sglang_version"] for r in results.values()} == {"0.5.23"}
     assert results["eagle3"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
 
@@ -251,4 +283,4 @@ def test_sglang_parser_rejections_name_config_and_flag(parser_python, gpu_plans)
 
 @pytest.mark.slow
 def test_parser_env_is_idempotent(parser_python):
-    assert ensure_parser_env(_parser_env_dir(), DEFAULT_REQUIREMENTS) == parser_python
+    assert build_parser_python() == parser_python
