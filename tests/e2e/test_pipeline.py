@@ -158,13 +158,21 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         (pipeline / "config.yaml").write_text(original)
 
 
-def test_every_file_of_a_configuration_is_from_one_run(pipeline):
+def test_every_file_of_a_launch_is_from_one_run(pipeline):
     for name in ("nospec", "eagle3-gloo", "eagle3-shm", "crashes"):
-        summary_run = summary(pipeline, name)["run_id"]
-        assert summary_run and json.loads((pipeline / "results" / name / "launch.json").read_text())["run_id"] \
-            == summary_run
-        assert (pipeline / "results" / name / "server.log").read_text().startswith(
-            f"# specsweep run_id={summary_run} ")
+        whole = json.loads((pipeline / "results" / name / "summary.json").read_text())
+        launches = {e["launch"]: e["run_id"] for e in whole["launches"]}
+        assert list(launches) == (["1", "aa"] if name == "nospec" else ["1"])  # the baseline's A/A control
+        assert len(set(launches.values())) == len(launches), "one run id per launch"
+        for launch, run_id in launches.items():
+            d = pipeline / "results" / name / f"launch-{launch}"
+            assert run_id and json.loads((d / "launch.json").read_text())["run_id"] == run_id
+            assert json.loads((d / "outcome.json").read_text())["run_id"] == run_id
+            assert (d / "server.log").read_text().startswith(f"# specsweep run_id={run_id} ")
+            records = [json.loads(line) for line in (d / "requests.jsonl").read_text().splitlines()]
+            assert {r["run_id"] for r in records} <= {run_id}
+        if len(launches) == 1:
+            assert summary(pipeline, name)["run_id"] == launches["1"]
 
 
 def test_reformatting_harness_code_reruns_nothing(pipeline):
@@ -229,7 +237,7 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         time.sleep(0.2)
     assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
     assert not (work / "results" / "long" / "summary.json").exists()
-    outcome = json.loads((work / "results" / "long" / "outcome.json").read_text())
+    outcome = json.loads((work / "results" / "long" / "launch-1" / "outcome.json").read_text())
     assert (outcome["stage"], outcome["reason"]) == ("benchmark", "interrupted"), outcome
     # A plain rerun just works: the profile's rerun-incomplete, no IncompleteFilesException.
     assert ("benchmark_server", "long") in planned_jobs(work)

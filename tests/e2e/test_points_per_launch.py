@@ -11,7 +11,8 @@ import yaml
 from specsweep.files import read_jsonl
 from specsweep.plan.config import check_config
 from specsweep.plan.resolve import resolve_plans
-from specsweep.serve.job import JobPaths, run_config
+from specsweep.serve.job import JobHost, JobPaths, run_config
+from specsweep.serve.lock import LockSettings
 from specsweep.testing.workflow import REPO
 
 pytestmark = pytest.mark.slow
@@ -33,11 +34,16 @@ def _paths(tmp_path) -> JobPaths:
                                               "outcome.json")))
 
 
+def _host(tmp_path) -> JobHost:
+    """This test's own lock directory (other checkouts' tests may hold the default one)."""
+    return JobHost(lock=LockSettings(tmp_path / "locks", wait_s=600), workdir=tmp_path, guard_interval_s=0.5)
+
+
 def test_points_share_one_launch_and_one_readiness_wait(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the model path in the plan is relative to the repository
     plan = _plan([{"concurrency": 1}, {"concurrency": 2}])
     paths, log = _paths(tmp_path), io.StringIO()
-    outcome = run_config(plan, paths, None, log, launch_id="2")
+    outcome = run_config(plan, paths, None, log, host=_host(tmp_path), launch_id="2")
     assert outcome["status"] == "ok", (outcome, paths.server_log.read_text()[-2000:])
     assert outcome["launch"] == "2" and list(outcome["points"]) == ["c1", "c2"]
     assert all(p["status"] == "ok" and p["warmup"]["requests"] >= 1 for p in outcome["points"].values())
@@ -50,7 +56,8 @@ def test_points_share_one_launch_and_one_readiness_wait(tmp_path, monkeypatch):
     measured = read_jsonl(paths.requests)
     by_point = {p: [r for r in measured if r["point"] == p] for p in ("c1", "c2")}
     assert [len(v) for v in by_point.values()] == [6, 6]
-    assert len({r["run_id"] for r in by_point["c1"]}) == 1 and by_point["c1"][0]["run_id"] != by_point["c2"][0]["run_id"]
+    assert {r["run_id"] for r in measured} == {outcome["run_id"]} == {launch["run_id"]}, "one run id per launch"
+    assert len({r["request_id"] for r in measured}) == len(measured), "request ids stay unique across points"
     assert max(r["end_ns"] for r in by_point["c1"]) < min(r["send_ns"] for r in by_point["c2"]), "points run in order"
     assert {r["point"] for r in read_jsonl(paths.warmup)} == {"c1", "c2"}
     assert not (tmp_path / ".points").exists(), "the per-point files are joined and removed"
@@ -60,7 +67,7 @@ def test_a_failed_point_is_a_result_and_the_next_point_still_runs(tmp_path, monk
     monkeypatch.chdir(REPO)
     plan = _plan([{"name": "hopeless", "concurrency": 1, "request_timeout_s": 0.001}, {"concurrency": 2}])
     paths = _paths(tmp_path)
-    outcome = run_config(plan, paths, None, io.StringIO())
+    outcome = run_config(plan, paths, None, io.StringIO(), host=_host(tmp_path))
     assert outcome["points"]["hopeless"]["status"] == "failed"
     assert outcome["points"]["hopeless"]["stage"] == "warmup"
     assert outcome["points"]["c2"]["status"] == "ok"

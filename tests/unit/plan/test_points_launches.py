@@ -6,10 +6,11 @@ import pytest
 import yaml
 
 from specsweep.files import canonical_json
-from specsweep.plan.config import ConfigError, check_config
+from specsweep.plan.config import ConfigError, check_config, check_sweep
 from specsweep.plan.launches import CONTROL, launch_order, priorities, schedule
 from specsweep.plan.points import plan_points, point_name
-from specsweep.plan.resolve import resolve_plans, resolve_sweep
+from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
+from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
 from specsweep.workflow import inputs
 
@@ -117,3 +118,111 @@ def test_empty_points_undo_the_points_set_under_defaults():
     for name in ("eagle3-gloo", "eagle3-shm"):  # [] is inherited through extends, like any list
         assert "points" not in plans[name], "points: [] is one default point, as without points"
         assert canonical_json(plans[name]) == canonical_json(plain[name])
+
+
+# ------------------------------------------------------------ points x datasets
+
+
+def _dataset_config(path: str) -> dict:
+    config = _config()
+    config["defaults"]["workload"]["dataset"] = {"format": "sharegpt", "path": path}
+    return config
+
+
+def test_each_point_selects_its_own_prompts_and_the_benchmark_reads_every_selection(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    data = write_sharegpt(tmp_path / "s.json", 40)
+    config = _dataset_config(str(data))
+    config["configurations"]["nospec"]["points"] = [{"concurrency": 1}, {"concurrency": 2},
+                                                    {"input_len": 64, "name": "long"}]
+    plan = resolve_plans(check_config(config, "x"))["nospec"]
+    by = {p["name"]: p for p in plan["points"]}
+    assert by["c1"]["prompts"] == by["c2"]["prompts"] == plan["prompts"], "the same selection settings: same prompts"
+    assert by["long"]["prompts"]["sha256"] != plan["prompts"]["sha256"], "a point with other lengths selects anew"
+    assert by["long"]["workload"]["dataset"]["format"] == "sharegpt"
+    assert inputs.prompts_input({"nospec": plan}, "nospec") == sorted({plan["prompts"]["file"],
+                                                                      by["long"]["prompts"]["file"]})
+
+
+def test_random_points_keep_only_the_dataset_format(tmp_path):
+    config = _config()
+    config["configurations"]["nospec"]["points"] = [{"name": "p", "dataset": {"min_input_len": 9}}]
+    [point] = resolve_plans(check_config(config, "x"))["nospec"]["points"]
+    assert point["prompts"] is None and point["workload"]["dataset"] == {"format": "random"}
+    assert inputs.prompts_input({"nospec": {"points": [point], "prompts": None}}, "nospec") == []
+
+
+def test_a_point_whose_dataset_cannot_be_used_is_a_config_error_naming_the_configuration(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = _config()
+    config["configurations"]["nospec"]["points"] = [{"concurrency": 1},
+                                                    {"name": "missing", "dataset": {"format": "jsonl",
+                                                                                    "path": str(tmp_path / "no")}}]
+    with pytest.raises(ConfigError) as info:
+        resolve_sweep(check_config(config, "x.yaml"), "x.yaml")
+    assert "x.yaml" in str(info.value) and "configurations.nospec.workload.dataset" in str(info.value)
+    assert "no such file" in str(info.value)
+
+
+# ------------------------------------------------------------ launches
+
+
+def test_launches_under_defaults_are_inherited_and_overridden():
+    config = _config()
+    config["defaults"]["launches"] = 2
+    config["configurations"]["eagle3-gloo"]["launches"] = 3  # eagle3-shm extends eagle3-gloo
+    _, launches = resolve_sweep(check_config(config, "x"))
+    assert launches == {"nospec": 2, "eagle3-gloo": 3, "eagle3-shm": 3}
+    order = inputs.launch_order(config, launches)
+    assert order[:3] == [("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1")]
+    assert order[-1] == ("nospec", CONTROL) and order.count(("eagle3-shm", "3")) == 1
+    assert ("nospec", "3") not in order
+
+
+def test_zero_launches_is_a_schema_error():
+    config = _config()
+    config["configurations"]["nospec"]["launches"] = 0
+    with pytest.raises(ConfigError, match=r"configurations\.nospec\.launches"):
+        check_config(config, "x.yaml")
+
+
+def test_aa_control_off_or_without_a_baseline_adds_no_launch():
+    config = _config()
+    config["aa_control"] = False
+    _, launches = resolve_sweep(check_config(config, "x"))
+    assert (config["baseline"], CONTROL) not in inputs.launch_order(config, launches)
+    config = _config()
+    config["baseline"] = None
+    _, launches = resolve_sweep(check_config(config, "x"))
+    assert all(lid != CONTROL for _, lid in inputs.launch_order(config, launches))
+
+
+def test_summary_inputs_name_every_file_of_every_launch_the_nccl_directories_included():
+    config = _config()
+    config["configurations"]["eagle3-shm"]["launches"] = 2
+    _, launches = resolve_sweep(check_config(config, "x"))
+    order = inputs.launch_order(config, launches)
+    files = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "nospec")
+    assert files["outcome"] == ["results/nospec/launch-1/outcome.json", "results/nospec/launch-aa/outcome.json"]
+    assert files["nccl_logs"] == ["results/nospec/launch-1/nccl", "results/nospec/launch-aa/nccl"]
+    shm = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "eagle3-shm")
+    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl", "results/eagle3-shm/launch-2/requests.jsonl"]
+    assert set(shm) == {"plan", *inputs.LAUNCH_FILES}
+    # The agreement check compares with the baseline's first launch (none for the baseline itself).
+    assert inputs.baseline_inputs(config, "eagle3-shm") == {
+        "baseline_plan": "results/nospec/plan.json", "baseline_requests": "results/nospec/launch-1/requests.jsonl"}
+    assert inputs.baseline_inputs(config, "nospec") == {}
+
+
+def test_labels_and_launches_stay_out_of_the_plan_of_a_grid_member():
+    config = _config()
+    config["configurations"]["eagle3-shm"].update(launches=2, expect="failure", description="d",
+                                                  axes=[{"env.SGLANG_SIMULATE_ACC_LEN": ["1.5", "2.5"]}])
+    sweep = check_sweep(config, "x")
+    plans, launches = resolve_sweep(sweep.config)
+    labels = resolve_labels(sweep.config)
+    members = sorted(n for n in plans if n.startswith("eagle3-shm-"))
+    assert len(members) == 2 and all(launches[n] == 2 for n in members)
+    for name in members:
+        assert not {"launches", "expect", "description", "axes", "points"} & set(plans[name])
+        assert labels[name]["expect"] == "failure"
