@@ -108,6 +108,9 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
         for path in outputs_of_dry_run(dry[0][2]):
             if real_plans and path.endswith(("/plan.json", "/preflight.json")):
                 continue
+            if path.endswith("/nccl"):  # a directory() output (the launch's NCCL debug files)
+                (work / path).mkdir(parents=True, exist_ok=True)
+                continue
             (work / path).parent.mkdir(parents=True, exist_ok=True)
             (work / path).touch()
         timed(snakemake + ["--touch", "all"], work)
