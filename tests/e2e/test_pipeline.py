@@ -143,7 +143,8 @@ def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
 
 
 def test_relabelling_a_result_reruns_no_server(pipeline):
-    """variant: the summary (the log must prove it) and the report; expect: the report only."""
+    """variant: the summary (the log must prove it) and the report; expect: the summary too (it judges
+    ``expected_failure`` against the configuration's ``expect_signature``) and the report; never the server."""
     original = (pipeline / "config.yaml").read_text()
     try:
         config = yaml.safe_load(original)
@@ -153,7 +154,7 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         config = yaml.safe_load(original)
         config["configurations"]["crashes"]["expect"] = "failure"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("render_report", "")]
+        assert planned_jobs(pipeline) == [("render_report", ""), ("summarize_config", "crashes")]
     finally:
         (pipeline / "config.yaml").write_text(original)
 
