@@ -2,24 +2,32 @@
 #
 # The Snakefile only wires; the logic lives in the `specsweep` package.
 #
-# Path grammar of results/ (one directory per configuration name):
-#   results/<config>/plan.json        resolved launch plan (argv, env, engine, image, workload)
-#   results/<config>/preflight.json   the plan parsed by the engine's own argument parser
-#   results/<config>/launch.json      launch record: final argv, readiness time, provenance
-#   results/<config>/server.log       the server's own log
-#   results/<config>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
-#   results/<config>/warmup.jsonl     raw records of warmup requests
-#   results/<config>/requests.jsonl   raw records of measured requests
-#   results/<config>/outcome.json     how the server job ended (ok, or failed: stage, reason, log tail)
-#   results/<config>/allreduce_bench.json  all-reduce micro-benchmark before launch ({"enabled": false} unless profile.enabled)
-#   results/<config>/profile.json     profiling stage after the measured repeats (same rule)
-#   results/<config>/profile/*-TP-<rank>*.trace.json.gz, profile/requests.jsonl   its traces and requests
-#   results/<config>/summary.json     metrics, status and provenance of one configuration
-#   results/images/<image>.json       manifest of a built image (id, content-addressed tag)
+# Path grammar of results/ (docs/design.md: "Units of measurement"). A
+# configuration (one per entry, or per combination of a grid's axes) has one
+# plan; it runs in one or more launches (<launch> = 1, 2, ..., or aa: the A/A
+# control, the baseline launched again last); a launch measures every workload
+# point (<point>) of the plan against one server:
+#   results/<config>/plan.json                        resolved launch plan (argv, env, engine, image, workload, points)
+#   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
+#   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance
+#   results/<config>/launch-<launch>/server.log       the server's own log
+#   results/<config>/launch-<launch>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
+#   results/<config>/launch-<launch>/warmup.jsonl     raw records of warmup requests, every point (record.point)
+#   results/<config>/launch-<launch>/requests.jsonl   raw records of measured requests, every point
+#   results/<config>/launch-<launch>/outcome.json     how the launch ended, per point (ok, or failed: stage, reason, log tail)
+#   results/<config>/launch-<launch>/logs/benchmark_server.{log,tsv}
+#   results/<config>/launch-<launch>/allreduce_bench.json  all-reduce micro-benchmark before the launch ({"enabled": false} unless profile.enabled)
+#   results/<config>/launch-<launch>/profile.json     profiling stage after the launch's points (same rule)
+#   results/<config>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz, profile/requests.jsonl   its traces and requests
+#   results/<config>/launch-<launch>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
+#   results/<config>/summary.json                     metrics, status, provenance: one section per point,
+#                                                     each pooling the configuration's launches
+#   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
-#   results/<config>/logs/<rule>.log  each job's log
-#   results/<config>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
-# Every file of one server job (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id.
+#   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
+#   results/<config>/logs/<rule>.log                  the other jobs' logs
+# Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,
+# one per launch: a summary pools several runs, one per launch, never two runs in one launch directory.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -45,3 +53,4 @@ rule all:
     input:
         "results/summary.csv",
         "results/report.md",
+        BEST_EXPORTS,

@@ -1,21 +1,35 @@
-"""How long Snakemake takes to plan a sweep of many configurations.
+"""How long Snakemake takes to plan a sweep, and how many server launches it costs.
 
-Prints, for N configurations (default 50) derived from config.yaml:
-  * `snakemake -n all` with nothing built yet (parsing, validation, plan
-    resolution, DAG);
+Prints, for a grid of N configurations (default 500: axes over config.yaml's
+eagle3-shm, with 3 workload points per launch):
+  * `snakemake -n all` with nothing built yet (parsing, validation, grid
+    expansion, plan resolution, DAG);
   * the no-op rerun: `snakemake -n all` once every output exists and is up to
-    date, i.e. what a user waits for when nothing changed.
-Targets: under 2 s each.
+    date, i.e. what a user waits for when nothing changed;
+  * server launches of the sweep (= benchmark_server jobs = configurations x
+    launches + the A/A control), against configurations x points (what it
+    would cost if every workload point had its own launch);
+  * the import time of what rules/common.smk imports (paid at every start).
+Goal: each `snakemake -n` under 3 s. Wall time on a shared machine depends
+on its load; CPU time (user + sys of the snakemake process) is printed too.
 
-The no-op case needs every output present. Running 50 real benchmarks for a
-timing of Snakemake itself would take an hour, so the plans and preflights are
-produced for real and the server-job outputs are created empty and recorded
-with `snakemake --touch`: Snakemake's bookkeeping is the same, the content is
-not read. Run from the repository root:  python benchmarks/bench_dag.py [N]
+The no-op case needs every output present. Running 500 real benchmarks for a
+timing of Snakemake itself would take days, so every output the dry run
+lists is created empty and recorded with `snakemake --touch`. `--touch`
+records no params metadata for resolve_plan and preflight_config (Snakemake
+then says so and skips their params check, which makes the no-op cheaper than
+on a real results tree); with `--real-plans` those two rules run for real
+first (`snakemake preflight`: slow, one Python process per job), so the no-op
+checks every plan's params as it would after a real sweep.
+Run from the repository root:  python benchmarks/bench_dag.py [N] [ROUNDS] [--real-plans]
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -27,60 +41,106 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from conftest import copy_workflow  # noqa: E402
+sys.path.insert(0, str(REPO))
+from specsweep.testing.workflow import copy_workflow, job_counts  # noqa: E402
+
+POINTS = [{"concurrency": 1}, {"concurrency": 2}, {"concurrency": 4}]
 
 
-def many_configurations(n: int) -> dict:
+def grid_config(n: int) -> dict:
+    """config.yaml plus one grid of about ``n`` configurations (3 axes), 3 points per launch."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    base = next(iter(config["configurations"]))
-    for i in range(n - len(config["configurations"])):
-        config["configurations"][f"sweep-{i:03d}"] = {
-            "extends": base,
-            "env": {"NCCL_BUFFSIZE": str(1 << (20 + i % 5)), "SWEEP_INDEX": str(i)},
-        }
+    base = len(config["configurations"])
+    a = 5
+    b = max(1, round(math.sqrt((n - base) / a)))
+    c = max(1, math.ceil((n - base) / (a * b)))
+    config["defaults"]["points"] = POINTS
+    config["configurations"]["sweep"] = {
+        "extends": "eagle3-shm",
+        "axes": [
+            {"env.NCCL_BUFFSIZE": [str(1 << (20 + i)) for i in range(a)], "token": "buf"},
+            {"env.SWEEP_A": [str(i) for i in range(b)], "token": "a"},
+            {"env.SWEEP_B": [str(i) for i in range(c)], "token": "b"},
+        ],
+    }
     return config
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, str]:
+def timed(argv: list[str], cwd: Path) -> tuple[float, float, str]:
+    """(wall s, CPU s of the child, output) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)  # noqa: S603
-    elapsed = time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{argv} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-    return elapsed, result.stdout + result.stderr
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, result.stdout + result.stderr
 
 
-def main(n: int = 50, rounds: int = 3) -> None:
+def outputs_of_dry_run(text: str) -> list[str]:
+    return sorted({f.strip() for m in re.finditer(r"^\s+output: (.+)$", text, flags=re.M) for f in m[1].split(",")})
+
+
+def import_cost() -> float:
+    """Seconds to import, in a fresh interpreter, what rules/common.smk imports (median of 3)."""
+    code = ("import time; t = time.perf_counter(); import specsweep.workflow.inputs, specsweep.plan.config, "
+            "specsweep.plan.resolve; print(time.perf_counter() - t)")
+    runs = [float(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,  # noqa: S603
+                                 check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout) for _ in range(3)]
+    return statistics.median(runs)
+
+
+def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-dag-"))
     try:
         work = copy_workflow(tmp)
-        (work / "config.yaml").write_text(yaml.safe_dump(many_configurations(n), sort_keys=False))
+        (work / "config.yaml").write_text(yaml.safe_dump(grid_config(n), sort_keys=False))
         snakemake = [sys.executable, "-m", "snakemake", "--cores", "1"]
-        dry = [timed(snakemake + ["-n", "all"], work)[0] for _ in range(rounds)]
+        dry = [timed(snakemake + ["-n", "all"], work) for _ in range(rounds)]
+        counts = job_counts(dry[0][2])
+        configs = counts["summarize_config"]
+        launches = counts["benchmark_server"]
 
-        timed(snakemake + ["preflight"], work)  # plans and preflights, for real
-        results = work / "results"
-        names = sorted(p.parent.name for p in results.glob("*/plan.json"))
-        for name in names:
-            for leaf in ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json", "summary.json"):
-                (results / name / leaf).touch()
-        for leaf in ("summary.csv", "report.md", "plots/tok_s.png", "plots/cycle_time.png", "plots/accept_length.png"):
-            (results / leaf).parent.mkdir(parents=True, exist_ok=True)
-            (results / leaf).touch()
+        if real_plans:
+            timed(snakemake + ["preflight"], work)  # plans and preflights for real: their params metadata
+        for path in outputs_of_dry_run(dry[0][2]):
+            if real_plans and path.endswith(("/plan.json", "/preflight.json")):
+                continue
+            if path.endswith("/nccl"):  # a directory() output (the launch's NCCL debug files)
+                (work / path).mkdir(parents=True, exist_ok=True)
+                continue
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).touch()
         timed(snakemake + ["--touch", "all"], work)
         noop = []
         for _ in range(rounds):
-            elapsed, out = timed(snakemake + ["-n", "all"], work)
+            wall, cpu, out = timed(snakemake + ["-n", "all"], work)
             if "Nothing to be done" not in out:
                 raise SystemExit(f"expected a no-op rerun, got:\n{out[-3000:]}")
-            noop.append(elapsed)
-        print(f"configurations: {len(names)} (machine: {shutil.os.cpu_count()} cores)")
-        print(f"snakemake -n all, nothing built:  median {statistics.median(dry):.2f} s  runs {[round(x, 2) for x in dry]}  (target < 2 s)")
-        print(f"no-op rerun (snakemake -n all):   median {statistics.median(noop):.2f} s  runs {[round(x, 2) for x in noop]}  (target < 2 s)")
+            noop.append((wall, cpu))
+        missing = re.search(r"(\d+) jobs have missing provenance/metadata", out)
+
+        def line(label: str, runs: list) -> str:
+            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
+            return (f"{label} wall median {statistics.median(walls):.2f} s {[round(x, 2) for x in walls]}, "
+                    f"CPU median {statistics.median(cpus):.2f} s  (goal < 3 s)")
+
+        print(f"configurations: {configs} ({len(POINTS)} workload points each; machine: {os.cpu_count()} cores, "
+              f"load average {os.getloadavg()[0]:.1f})")
+        print(f"jobs planned: {sum(v for k, v in counts.items() if k != 'all')} {dict(sorted(counts.items()))}")
+        print(f"server launches per sweep: {launches} (= {configs} configurations x 1 launch + 1 A/A control), "
+              f"not {configs * len(POINTS)} (configurations x points)")
+        print(line("snakemake -n all, nothing built:", dry))
+        print(line("no-op rerun (snakemake -n all): ", noop)
+              + f"  [plans {'run for real' if real_plans else 'touched'}; jobs without params metadata: "
+                f"{missing[1] if missing else 0}]")
+        print(f"import of what rules/common.smk imports: {import_cost():.2f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 50)
+    numbers = [int(a) for a in sys.argv[1:] if not a.startswith("--")]
+    main(*numbers[:2], real_plans="--real-plans" in sys.argv)

@@ -1,3 +1,8 @@
+# One server job per (configuration, launch): launch, readiness, every
+# workload point of the plan, teardown. Launches of all configurations run
+# interleaved (round 1 of each, round 2 of each, ..., the A/A control last):
+# the order comes from job priorities (specsweep.plan.launches), because an
+# ordering edge between two configurations would also be a rerun edge.
 rule benchmark_server:
     input:
         plan="results/{config}/plan.json",
@@ -5,19 +10,22 @@ rule benchmark_server:
         image=image_manifest_input,
         prompts=prompts_input,
     output:
-        launch="results/{config}/launch.json",
-        server_log="results/{config}/server.log",
-        warmup="results/{config}/warmup.jsonl",
-        requests="results/{config}/requests.jsonl",
-        outcome="results/{config}/outcome.json",
+        launch="results/{config}/launch-{launch}/launch.json",
+        server_log="results/{config}/launch-{launch}/server.log",
+        warmup="results/{config}/launch-{launch}/warmup.jsonl",
+        requests="results/{config}/launch-{launch}/requests.jsonl",
+        outcome="results/{config}/launch-{launch}/outcome.json",
         # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
-        nccl_logs=directory("results/{config}/nccl"),
-        profile="results/{config}/profile.json",
-        allreduce_bench="results/{config}/allreduce_bench.json",
+        nccl_logs=directory("results/{config}/launch-{launch}/nccl"),
+        # the all-reduce micro-benchmark before the launch, the profiling stage after its points
+        # ({"enabled": false} unless profile.enabled; traces under launch-{launch}/profile/)
+        profile="results/{config}/launch-{launch}/profile.json",
+        allreduce_bench="results/{config}/launch-{launch}/allreduce_bench.json",
     log:
-        "results/{config}/logs/benchmark_server.log",
+        "results/{config}/launch-{launch}/logs/benchmark_server.log",
     benchmark:
-        "results/{config}/logs/benchmark_server.tsv"
+        "results/{config}/launch-{launch}/logs/benchmark_server.tsv"
+    priority: launch_priority
     resources:
         gpu=gpus_of,
         server=1,
@@ -27,24 +35,18 @@ rule benchmark_server:
         "../scripts/benchmark_server.py"
 
 
+# One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:
+        # plan, then per file kind of a launch one path per launch, in run order (nccl_logs: directories)
+        unpack(summary_inputs),
         # The output-agreement check compares with the baseline's outputs (none for the baseline itself).
         unpack(baseline_inputs),
-        plan="results/{config}/plan.json",
-        launch="results/{config}/launch.json",
-        server_log="results/{config}/server.log",
-        warmup="results/{config}/warmup.jsonl",
-        requests="results/{config}/requests.jsonl",
-        outcome="results/{config}/outcome.json",
-        nccl_logs="results/{config}/nccl",
-        profile="results/{config}/profile.json",
-        allreduce_bench="results/{config}/allreduce_bench.json",
     output:
         "results/{config}/summary.json",
     params:
         agreement=agreement_params,
-        # variant only (the log must prove it): relabelling reruns this and the report, no server.
+        # variant, expect, expect_signature: relabelling reruns this and the report, no server.
         labels=summary_labels,
     log:
         "results/{config}/logs/summarize_config.log",

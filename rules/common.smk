@@ -6,20 +6,21 @@ import sys
 sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
-from specsweep.plan.config import ConfigError, check_config, check_files_strict
-from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_plans
+from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
+from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_sweep
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
-# Validated once (schema, then semantics, with file, key path and allowed
-# values in every message), before any job is planned.
+# Validated once (schema, then grids expanded, then semantics, with file, key
+# path and allowed values in every message), before any job is planned.
+# SWEEP.config is the config with every grid replaced by its configurations.
 try:
     check_files_strict(workflow.configfiles)
-    check_config(config, CONFIG_SOURCE)
+    SWEEP = check_sweep(config, CONFIG_SOURCE)
     # A dataset's selected prompts are kept under results/prompts/ (cached by stat: cheap at every start).
-    PLANS = resolve_plans(config, CONFIG_SOURCE, write_prompts=True)
+    PLANS, LAUNCHES = resolve_sweep(SWEEP.config, CONFIG_SOURCE, write_prompts=True)
     # description, expect, variant: for the summary and the report only, never in a plan.
-    LABELS = resolve_labels(config)
+    LABELS = resolve_labels(SWEEP.config)
     _label_errors, _label_warnings = label_findings(PLANS, LABELS, config.get("images"))
     _problems = plan_problems(PLANS) + _label_errors
     if _problems:
@@ -31,11 +32,18 @@ for _warning in _label_warnings:
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
+# Launches of each configuration in run order (round 1, round 2, ..., the A/A
+# control last) and the job priority that makes Snakemake keep that order.
+ORDER = sw.launch_order(SWEEP.config, LAUNCHES)
+SCHEDULE = sw.schedule_of(ORDER, CONFIGS)
+PRIORITIES = sw.priorities_of(ORDER)
+BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 
 
 wildcard_constraints:
     config="[a-z0-9_-]+",
     image="[a-z0-9_-]+",
+    launch="[1-9][0-9]*|aa",
 
 
 def plan_json(wildcards):
@@ -74,12 +82,20 @@ def gpus_of(wildcards):
     return sw.gpus_of(PLANS, wildcards.config)
 
 
+def launch_priority(wildcards):
+    return sw.launch_priority(PRIORITIES, wildcards.config, wildcards.launch)
+
+
+def summary_inputs(wildcards):
+    return sw.summary_inputs(SCHEDULE, wildcards.config)
+
+
 def summary_labels(wildcards):
     return sw.summary_labels(LABELS, wildcards.config)
 
 
 def report_params(wildcards):
-    return sw.report_params(config, LABELS, CONFIGS)
+    return sw.report_params(SWEEP.config, LABELS, CONFIGS, SWEEP.grids, ORDER)
 
 
 def image_spec_json(wildcards):

@@ -9,8 +9,12 @@ rule render_report:
             report("results/plots/cycle_time.png", caption="../report/cycle_time.rst", category="Plots"),
             report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
             report("results/plots/comm_split.png", caption="../report/comm_split.rst", category="Plots"),
+            report("results/plots/break_even.png", caption="../report/break_even.rst", category="Plots"),
+            report("results/plots/pareto.png", caption="../report/pareto.rst", category="Plots"),
             report("results/plots/acceptance.png", caption="../report/acceptance.rst", category="Plots"),
         ],
+        # The winner of each grid as files a user can apply (env, NCCL tuner CSV) and its evidence.
+        best=BEST_EXPORTS,
     params:
         report=report_params,
     log:

@@ -10,4 +10,5 @@ with open(snakemake.log[0], "w", buffering=1) as log:  # noqa: F821 - injected b
     # The registry is where a node pulls an image it lacks; read from the
     # config, not a param, so that moving the registry reruns no benchmark.
     registry = snakemake.config.get("registry")  # noqa: F821
-    benchmark_server(inp.plan, paths_of(inp.image), dict(snakemake.output.items()), log, registry)  # noqa: F821
+    benchmark_server(inp.plan, paths_of(inp.image), dict(snakemake.output.items()), log, registry,  # noqa: F821
+                     launch=snakemake.wildcards.launch)  # noqa: F821

@@ -1,10 +1,13 @@
-"""The cross-configuration report: summary.csv, report.md and the plots."""
+"""The cross-configuration report: summary.csv, report.md, the plots and each grid's best configuration."""
 
 import sys
+from pathlib import Path
 
 from specsweep.workflow.jobs import render_report_files
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log
     out = snakemake.output  # noqa: F821
-    render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md, out.plots[0])  # noqa: F821
+    best = list(out.best)
+    render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md,  # noqa: F821
+                        out.plots[0], str(Path(best[0]).parent) if best else None)

@@ -6,7 +6,7 @@
     python -m specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out;
                                                 exit 1 when any configuration has errors)
     python -m specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated)
-                                                configurations of these config files, for
+                                                launches of these config files' configurations, for
                                                 `snakemake --cores 1 all --configfile F \
                                                      -R $(python -m specsweep failed F)`
 """
@@ -31,12 +31,12 @@ from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
 
 
 def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
-    """Outcome files whose configuration failed or was contaminated (forcing that file reruns its server
-    job); only configurations in ``names`` when given: after a ``--configfile`` switch, ``results/`` still
-    holds the other file's configurations, which ``snakemake -R`` could not make."""
+    """Outcome files of launches that failed or were contaminated (forcing that file reruns that launch's
+    server job); only configurations in ``names`` when given: after a ``--configfile`` switch, ``results/``
+    still holds the other file's configurations, which ``snakemake -R`` could not make."""
     failed = []
-    for path in sorted(results.glob("*/outcome.json")):
-        if names is not None and path.parent.name not in names:
+    for path in sorted(results.glob("*/launch-*/outcome.json")):
+        if names is not None and path.parent.parent.name not in names:
             continue
         if json.loads(path.read_text()).get("status") != "ok":
             failed.append(path)

@@ -11,7 +11,9 @@ field               type                   meaning
 ==================  =====================  ===========================================
 format_version      int                    record schema version
 run_id              str                    the server job's run id (``new_run_id``): every
-                                           file of one job carries it (see below)
+                                           file of one job (one launch) carries it (see below)
+point               str                    the workload point of the launch this request
+                                           belongs to (``default`` without points)
 request_id          str                    unique within the run, e.g. ``m1-0007``
 phase               "warmup"|"measured"|   only ``measured`` enters the metrics;
                     "profile"              ``profile``: sent while the engine's profiler
@@ -76,16 +78,20 @@ from typing import Any
 #   1  the fields of RECORD_FIELDS below.
 #   2  + prompt_key, output_ids, spec_correct_drafts_histogram; endpoint "chat";
 #      input_len is the intended length of the prompt really sent (null = unknown).
-#   3  phase may also be "profile" (requests of the profiling stage, issue 12); fields unchanged.
+#   3  + point: several workload points share one launch's files (plan.points);
+#      phase may also be "profile" (requests of the profiling stage, issue 12).
 RECORD_FORMAT_VERSION = 3
 
 PHASES = ("warmup", "measured", "profile")
+#: ``point`` of the records of a configuration that declares no workload points.
+DEFAULT_POINT = "default"
 STATUSES = ("ok", "error", "incomplete")
 
 #: Every record carries exactly these keys.
 RECORD_FIELDS = (
     "format_version",
     "run_id",
+    "point",
     "request_id",
     "phase",
     "repeat",

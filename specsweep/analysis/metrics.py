@@ -541,19 +541,21 @@ def warmup_report(records: Sequence[dict[str, Any]], cfg: dict[str, Any]) -> dic
 # ----------------------------------------------------------- whole run
 
 
-def select_measured(records: Iterable[dict[str, Any]], run_id: str | None = None) -> dict[str, Any]:
+def select_measured(records: Iterable[dict[str, Any]], run_id: str | Sequence[str] | None = None) -> dict[str, Any]:
     """Split records into those that enter the metrics and counts of the rest.
 
     Enter: ``phase == "measured"``, ``status == "ok"``, and ``run_id`` equal to
     the run being summarised (default: the run of the last measured record,
-    i.e. the run that wrote the file). Requests of other runs (e.g. sent
+    i.e. the run that wrote the file), or one of several runs (a list: the
+    launches of one configuration pooled). Requests of other runs (e.g. sent
     before this run) and warmup requests never enter.
     """
     records = list(records)
     measured = [r for r in records if r.get("phase") == "measured"]
     if run_id is None and measured:
         run_id = measured[-1].get("run_id")
-    this_run = [r for r in measured if r.get("run_id") == run_id]
+    runs = {run_id} if run_id is None or isinstance(run_id, str) else set(run_id)
+    this_run = [r for r in measured if r.get("run_id") in runs]
     counts = {
         "records": len(records),
         "warmup_excluded": sum(r.get("phase") == "warmup" for r in records),
@@ -597,7 +599,7 @@ def _aggregate_per_repeat(ok: Sequence[dict[str, Any]], repeats: Sequence[int]) 
     return per_repeat or Absent("no ok measured requests")
 
 
-def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | None = None,
+def compute_metrics(records: Iterable[dict[str, Any]], seed: int, run_id: str | Sequence[str] | None = None,
                     baseline: Sequence[dict[str, Any]] | Absent | None = None,
                     profile: dict[str, Any] | None = None) -> dict[str, Any]:
     """All metrics of ``METRICS`` for one run, from its raw records (see ``select_measured``)
@@ -735,7 +737,9 @@ METRICS: dict[str, Metric] = _metrics(
            columns=(Column("tok_s_median", "output_tok_s", "p50"), Column("tok_s_ci_low", "output_tok_s", "ci_low"),
                     Column("tok_s_ci_high", "output_tok_s", "ci_high"))),
     Metric("decode_tok_s", decode_tok_s, "tok/s", "(completion_tokens - 1) / decode_s per request", "per_request",
-           ci=True, columns=(Column("decode_tok_s_median", "decode_tok_s", "p50"),)),
+           ci=True, columns=(Column("decode_tok_s_median", "decode_tok_s", "p50"),
+                             Column("decode_tok_s_ci_low", "decode_tok_s", "ci_low"),
+                             Column("decode_tok_s_ci_high", "decode_tok_s", "ci_high"))),
     Metric("ttft_ms", ttft_ms, "ms", "first token chunk - send", "per_request",
            columns=(Column("ttft_p50_ms", "ttft_ms", "p50"), Column("ttft_p99_ms", "ttft_ms", "p99"))),
     Metric("tpot_ms", tpot_ms, "ms", "decode_ms / (completion_tokens - 1)", "per_request",

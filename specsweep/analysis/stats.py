@@ -8,6 +8,12 @@
   (configuration / baseline, each side resampled independently), plus a
   noise floor from the spread of per-repeat medians; below a minimum sample
   count the verdict is ``insufficient samples``.
+* Launches: a side measured in several server launches is resampled
+  hierarchically (launches with replacement, then requests with replacement
+  within each drawn launch), and the spread of its per-launch medians joins
+  the noise floor, as does the A/A control's (the baseline launched twice).
+  A side from one launch cannot show its launch effect; then only the A/A
+  control's spread stands for it.
 """
 
 from __future__ import annotations
@@ -29,12 +35,16 @@ CI_METHOD = "percentile bootstrap of the median"
 MIN_SAMPLES = 10
 VERDICT_METHOD = (
     f"percentile bootstrap of the ratio of medians (configuration/baseline, each side "
-    f"resampled independently, {BOOTSTRAP_RESAMPLES} resamples, {CI_LEVEL:.0%} interval); "
+    f"resampled independently, {BOOTSTRAP_RESAMPLES} resamples, {CI_LEVEL:.0%} interval; a side measured "
+    "in several launches is resampled hierarchically: launches with replacement, then requests with "
+    "replacement within each drawn launch); "
     "a difference is called only if the interval excludes 1 and the ratio lies outside the "
-    "run noise, [1 / (1 + noise), 1 + noise], with noise = the larger max / min - 1 of the "
-    "per-repeat medians of the two sides (a factor, so that slower and faster are judged alike); "
+    "noise floor, [1 / (1 + noise), 1 + noise], with noise = the largest max / min - 1 of the "
+    "per-repeat medians of either side, of the per-launch medians of either side, and of the "
+    "A/A control (the baseline's launches at this point) (a factor, so that slower and faster are judged alike); "
     f"fewer than {MIN_SAMPLES} successful requests on a side: insufficient samples"
 )
+LAUNCH_BOOTSTRAP_METHOD = "hierarchical percentile bootstrap: launches with replacement, then requests within launches"
 
 VERDICTS = ("faster", "slower", "no significant difference", "insufficient samples")
 
@@ -92,6 +102,43 @@ def bootstrap_median_ci(
     }
 
 
+def hierarchical_bootstrap_medians(
+    values: Sequence[float], groups: Sequence[Any], rng: np.random.Generator, n_resamples: int
+) -> np.ndarray:
+    """Medians of two-stage resamples: draw as many groups (launches) as there are, with
+    replacement, then within each drawn group as many values as it has, with replacement,
+    and take the median of the pooled draw. One group: the ordinary bootstrap."""
+    arr = np.asarray(values, dtype=float)
+    labels = list(dict.fromkeys(groups))
+    if len(labels) < 2:
+        return _bootstrap_medians(arr, rng, n_resamples)
+    index = {label: i for i, label in enumerate(labels)}
+    codes = np.array([index[g] for g in groups])
+    parts = [arr[codes == i] for i in range(len(labels))]
+    sizes = np.array([p.size for p in parts])
+    k = len(parts)
+    pick = rng.integers(0, k, size=(n_resamples, k))
+    drawn_sizes = sizes[pick]
+    offsets = np.concatenate([np.zeros((n_resamples, 1), dtype=int), np.cumsum(drawn_sizes, axis=1)[:, :-1]], axis=1)
+    out = np.full((n_resamples, int(drawn_sizes.sum(axis=1).max())), np.nan)
+    for slot in range(k):
+        for i, part in enumerate(parts):
+            rows = np.nonzero(pick[:, slot] == i)[0]
+            if rows.size == 0:
+                continue
+            draw = part[rng.integers(0, part.size, size=(rows.size, part.size))]
+            out[rows[:, None], offsets[rows, slot][:, None] + np.arange(part.size)] = draw
+    return np.nanmedian(out, axis=1)
+
+
+def group_medians(values: Sequence[float], groups: Sequence[Any]) -> dict[Any, float]:
+    """Median of ``values`` within each group (e.g. launch), in first-seen order."""
+    by: dict[Any, list[float]] = {}
+    for v, g in zip(values, groups):
+        by.setdefault(g, []).append(float(v))
+    return {g: float(np.median(v)) for g, v in by.items()}
+
+
 def per_repeat_medians(values: Sequence[float], repeats: Sequence[int]) -> list[float]:
     """Median of ``values`` within each repeat index, in repeat order."""
     by: dict[int, list[float]] = {}
@@ -121,12 +168,18 @@ def compare_to_baseline(
     n_resamples: int = BOOTSTRAP_RESAMPLES,
     level: float = CI_LEVEL,
     min_samples: int = MIN_SAMPLES,
+    launches: Sequence[Any] | None = None,
+    baseline_launches: Sequence[Any] | None = None,
+    aa_noise: float | None = None,
 ) -> dict[str, Any]:
-    """Verdict of a configuration's per-request throughput against the baseline's.
+    """Verdict of a configuration's per-request throughput against the baseline's (or any other side's).
 
     Method: ``VERDICT_METHOD``. Returns ``{"verdict", "ratio", "ratio_ci",
-    "noise", "method", "n", "n_baseline"}``; ``ratio`` is median / baseline
-    median (>1 = faster).
+    "noise", "noise_sources", "launch_effect", "method", "n", "n_baseline"}``;
+    ``ratio`` is median / baseline median (>1 = faster). ``launches`` and
+    ``baseline_launches`` label each sample with its launch (None: one
+    launch); ``aa_noise`` is the A/A control's spread at this point (None:
+    no control).
     """
     a, b = np.asarray(samples, float), np.asarray(baseline_samples, float)
     out: dict[str, Any] = {
@@ -145,16 +198,30 @@ def compare_to_baseline(
         return out
     ratio = float(np.median(a)) / med_b
     rng = np.random.default_rng(seed)
-    ra = _bootstrap_medians(a, rng, n_resamples)
-    rb = _bootstrap_medians(b, rng, n_resamples)
+    la = list(launches) if launches is not None else [None] * a.size
+    lb = list(baseline_launches) if baseline_launches is not None else [None] * b.size
+    ra = hierarchical_bootstrap_medians(a, la, rng, n_resamples)
+    rb = hierarchical_bootstrap_medians(b, lb, rng, n_resamples)
     ratios = ra / rb
     lo, hi = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], method=PERCENTILE_METHOD)
-    spreads = [
-        s for s in (repeat_noise(repeat_medians), repeat_noise(baseline_repeat_medians)) if s is not None
-    ]
-    noise = max(spreads) if spreads else None
-    out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, level=level,
-               n_resamples=n_resamples, seed=seed)
+    launch_a = repeat_noise(list(group_medians(a, la).values()))
+    launch_b = repeat_noise(list(group_medians(b, lb).values()))
+    sources = {
+        "repeats": _max_or_none(repeat_noise(repeat_medians), repeat_noise(baseline_repeat_medians)),
+        "launches": _max_or_none(launch_a, launch_b),
+        "aa_control": aa_noise,
+    }
+    known = [v for v in sources.values() if v is not None]
+    noise = max(known) if known else None
+    n_launches = (len(set(la)), len(set(lb)))
+    if min(n_launches) >= 2:
+        effect = f"measured: {n_launches[0]} and {n_launches[1]} launches"
+    elif aa_noise is not None:
+        effect = f"unknown for a side of one launch; the A/A control found {aa_noise:.1%}"
+    else:
+        effect = "unknown: one launch per side and no A/A control"
+    out.update(ratio=ratio, ratio_ci=[float(lo), float(hi)], noise=noise, noise_sources=sources,
+               launch_effect=effect, launches=list(n_launches), level=level, n_resamples=n_resamples, seed=seed)
     beyond_noise = noise is None or ratio > 1 + noise or ratio < 1 / (1 + noise)
     if lo > 1 and beyond_noise:
         out["verdict"] = "faster"
@@ -165,6 +232,11 @@ def compare_to_baseline(
     if noise is None:
         out["note"] = "fewer than 2 repeats on both sides: no repeat-noise floor applied"
     return out
+
+
+def _max_or_none(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def windows_converged(windows_tok_s: Sequence[float | None], tolerance: float, min_windows: int) -> bool:

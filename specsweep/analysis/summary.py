@@ -1,6 +1,8 @@
-"""summary.json of one configuration: status, metrics, warmup, provenance.
+"""The summary of one launch at one workload point: status, metrics, warmup, provenance.
 
-Shape (``SUMMARY_FORMAT_VERSION`` = 5)::
+``analysis.launches`` pools these per point over a configuration's launches
+into summary.json (``SUMMARY_FORMAT_VERSION`` 6: one section per point).
+Shape of one::
 
     {"format_version": 5, "config": name, "run_id": str|null,
      "status": "ok"|"failed"|"fallback"|"contaminated",
@@ -93,7 +95,12 @@ from specsweep.records import validate_record
 #   4  + expected_failure; variant evidence gains shadowed and failures.
 #   5  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
 #      in variant.fell_back.
-SUMMARY_FORMAT_VERSION = 5
+#   6  points x launches (analysis.launches): {"format_version", "config",
+#      "status", "plan", "launches": [...], "points": [<the shape of 5 without
+#      format_version, plus point, workload, launches>]}; a point pooled over
+#      several launches has run_id null (each launch's run_id is in its launches);
+#      "profile" is the first regular launch's, in its first point only.
+SUMMARY_FORMAT_VERSION = 6
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -144,7 +151,7 @@ def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun |
     return select_measured(baseline.records)["ok"]
 
 
-def _agreement(metrics: dict[str, Any], baseline: BaselineRun | None, threshold: float | None) -> dict[str, Any]:
+def agreement_section(metrics: dict[str, Any], baseline: BaselineRun | None, threshold: float | None) -> dict[str, Any]:
     """The agreement section; ``threshold`` None never flags (the workflow always passes config's value)."""
     match = metrics.get("output_match_share")
     out: dict[str, Any] = {"baseline": baseline.name if baseline else None, "threshold": threshold,
@@ -157,7 +164,7 @@ def _agreement(metrics: dict[str, Any], baseline: BaselineRun | None, threshold:
     return out
 
 
-def _agreement_message(agreement: dict[str, Any], metrics: dict[str, Any]) -> str:
+def agreement_message(agreement: dict[str, Any], metrics: dict[str, Any]) -> str:
     prefix = metrics.get("output_common_prefix_tokens") or {}
     return (f"outputs differ from the baseline ({agreement['baseline']}): {agreement['matching']} of "
             f"{agreement['paired']} paired prompts match ({agreement['match_share']:.0%}, threshold "
@@ -301,7 +308,7 @@ def build_summary(
         "speculative_algorithm": spec,
         "warnings": (_warnings(metrics, warm, measured, run_id) + _host_warnings(outcome.get("host"))
                      + profile_warnings(profile)),
-        "agreement": _agreement(metrics, baseline, agreement_threshold),
+        "agreement": agreement_section(metrics, baseline, agreement_threshold),
         "host": outcome.get("host"),
         "profile": profile,
     }
@@ -343,7 +350,7 @@ def build_summary(
         summary.update(status="failed", stage="summarize", reason="missing_metric", detail=detail)
     elif summary["agreement"]["flagged"]:
         summary.update(status="failed", stage="summarize", reason="outputs_differ",
-                       detail=_agreement_message(summary["agreement"], metrics))
+                       detail=agreement_message(summary["agreement"], metrics))
     elif fell_back:
         summary.update(
             status="fallback",

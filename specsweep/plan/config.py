@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from specsweep.plan.grid import Expansion, expand_axes
+from specsweep.plan.names import NAME_PATTERN, NAME_RULE
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
-NAME_PATTERN = re.compile(r"^[a-z0-9_-]+$")
-NAME_RULE = "names may use a-z, 0-9, '_' and '-' only (they become paths under results/)"
 
 
 class ConfigError(ValueError):
@@ -174,14 +174,29 @@ def as_list(value: Any) -> list:
 
 
 def check_config(config: Mapping, source: str, schema: Mapping | None = None) -> dict:
-    """Validate ``config`` (already parsed); return a deep copy or raise ConfigError."""
+    """Validate ``config`` (already parsed); return it with grids expanded, or raise ConfigError.
+
+    Order: the schema on the file as written (axes included), then the grids
+    expanded (``plan.grid.expand_axes``: axis keys, values and generated
+    names), then the semantic checks on the configurations that will run.
+    """
+    return check_sweep(config, source, schema).config
+
+
+def check_sweep(config: Mapping, source: str, schema: Mapping | None = None) -> Expansion:
+    """``check_config``, keeping the grids (which configuration came from which axis values)."""
     schema = schema if schema is not None else load_schema()
     problems = schema_problems(config, schema)
-    if not problems:
-        problems = semantic_problems(config)
     if problems:
         raise ConfigError(source, problems)
-    return copy.deepcopy(dict(config))
+    try:
+        expansion = expand_axes(copy.deepcopy(dict(config)), schema)
+    except ValueError as exc:
+        raise ConfigError(source, list(exc.args[0])) from None
+    problems = semantic_problems(expansion.config)
+    if problems:
+        raise ConfigError(source, problems)
+    return expansion
 
 
 def load_config(path: Path | str) -> dict:
@@ -196,14 +211,26 @@ def check_files_strict(paths: Iterable[Path | str]) -> None:
         load_yaml_strict(Path(path))
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of YAML/JSON data (dicts, lists, scalars): ``copy.deepcopy`` without its memo
+    and ABC checks, several times faster (a sweep merges thousands of entries at every start)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def deep_merge(base: Mapping, override: Mapping) -> dict:
-    """Merge ``override`` onto ``base``; nested mappings merge, everything else is replaced."""
-    out = copy.deepcopy(dict(base))
+    """Merge ``override`` onto ``base``; nested mappings merge, everything else is replaced.
+
+    The result shares nothing with either argument (a deep copy of JSON-like data)."""
+    out = {k: json_copy(v) for k, v in base.items()}
     for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = json_copy(value)
     return out
 
 

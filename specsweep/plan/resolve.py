@@ -26,6 +26,7 @@ from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
 from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
 from specsweep.plan.datasets import DatasetError, resolve_prompts
+from specsweep.plan.points import resolve_points
 from specsweep.plan.tokenizer import TokenizerError
 
 # Format history of results/<config>/plan.json (and of the params that carry it):
@@ -38,12 +39,18 @@ from specsweep.plan.tokenizer import TokenizerError
 #      summary and the report, never what a server measures.
 #      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
 #      without it reads as before, so the version stays.)
-PLAN_FORMAT_VERSION = 3
+#   4  + points = [{"name", "workload", "prompts"}], only when the configuration
+#      declares points (plan.points; a plan without them is as in 3): each
+#      point's workload merged over the configuration's, and its own selected
+#      prompts (null for random).
+PLAN_FORMAT_VERSION = 4
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
 LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
 # Keys of a configuration that do not change what is measured, kept out of
-# the plan so that editing them reruns no server.
-_NOT_IN_PLAN = {"extends", *LABEL_KEYS}
+# the plan so that editing them reruns no server. ``launches`` decides how
+# many server jobs there are, not what one of them measures; ``axes`` is gone
+# after grid expansion; ``points`` enters the plan resolved (below).
+_NOT_IN_PLAN = {"extends", "launches", "axes", "points", *LABEL_KEYS}
 
 
 def _schema_defaults(node: Mapping, defs: Mapping) -> Any:
@@ -71,24 +78,36 @@ def builtin_defaults(schema: Mapping | None = None) -> dict:
     defs = schema["$defs"]
     entry = _schema_defaults(defs["config_entry"], defs)
     entry["workload"] = _schema_defaults(defs["workload"], defs)
-    entry.pop("description", None)
-    entry.pop("extends", None)
+    for key in ("description", "extends", "axes", "points"):  # not inherited from the schema: no such setting
+        entry.pop(key, None)
     return entry
 
 
 def merged_entry(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
     """The configuration ``name`` with defaults and ``extends`` parents merged in."""
-    configurations = config["configurations"]
+    return _Merger(config, defaults).entry(name)
 
-    def own(entry_name: str) -> dict:
-        entry = dict(configurations[entry_name] or {})
-        merged: dict = {}
-        for parent in as_list(entry.get("extends")):
-            merged = deep_merge(merged, own(parent))
-        return deep_merge(merged, entry)
 
-    base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
-    return deep_merge(base, own(name))
+class _Merger:
+    """``merged_entry`` for many names of one config: the defaults and each entry's own
+    merge (itself over what it extends) are computed once (a grid's members share a parent)."""
+
+    def __init__(self, config: Mapping, defaults: Mapping | None = None) -> None:
+        self.configurations = config["configurations"]
+        self.base = deep_merge(defaults if defaults is not None else builtin_defaults(), config.get("defaults") or {})
+        self._own: dict[str, dict] = {}
+
+    def own(self, name: str) -> dict:
+        if name not in self._own:
+            entry = dict(self.configurations[name] or {})
+            merged: dict = {}
+            for parent in as_list(entry.get("extends")):
+                merged = deep_merge(merged, self.own(parent))
+            self._own[name] = deep_merge(merged, entry)
+        return self._own[name]
+
+    def entry(self, name: str) -> dict:
+        return deep_merge(self.base, self.own(name))
 
 
 def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
@@ -101,9 +120,19 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, writ
 
     ``write_prompts``: keep a dataset's selected prompts under
     ``plan.datasets.PROMPTS_DIR`` (what the benchmark job reads); raises
-    ``DatasetError`` / ``TokenizerError`` for a dataset that cannot be used.
+    ``DatasetError`` / ``TokenizerError`` for a dataset that cannot be used,
+    ``ValueError(problems)`` for points that cannot be named.
     """
-    entry = merged_entry(config, name, defaults)
+    return plan_from_entry(name, merged_entry(config, name, defaults), write_prompts)
+
+
+def _random_dataset(workload: dict) -> None:
+    if workload["dataset"]["format"] == "random":
+        workload["dataset"] = {"format": "random"}  # the other keys do not apply: they rerun nothing
+
+
+def plan_from_entry(name: str, entry: Mapping, write_prompts: bool = False) -> dict:
+    """The launch plan of configuration ``name`` from its merged entry (``merged_entry``)."""
     engine = get_engine(entry["engine"])
     server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
     plan = {k: v for k, v in entry.items() if k not in _NOT_IN_PLAN}
@@ -118,8 +147,14 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, writ
     if plan["runtime"] != "docker":
         plan["image"] = None
     plan["prompts"] = resolve_prompts(entry, engine.builtin_tokenizer, write_prompts)
-    if plan["workload"]["dataset"]["format"] == "random":
-        plan["workload"]["dataset"] = {"format": "random"}  # the other keys do not apply: they rerun nothing
+    points = resolve_points(entry["workload"], entry.get("points"), f"configurations.{name}.points")
+    if points is not None:
+        for point in points:  # a point may change the dataset or the lengths: its own selection
+            point["prompts"] = resolve_prompts(dict(entry, workload=point["workload"]), engine.builtin_tokenizer,
+                                               write_prompts)
+            _random_dataset(point["workload"])
+        plan["points"] = points
+    _random_dataset(plan["workload"])
     # Profiling off leaves no trace in the plan: plans (and so results) of before issue 12 stay valid.
     profile = plan.pop("profile", None)
     if profile and profile.get("enabled"):
@@ -129,16 +164,34 @@ def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, writ
 
 def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool = False) -> dict[str, dict]:
     """Plans of every configuration, by name; a dataset that cannot be used is a ``ConfigError`` naming it."""
-    defaults = builtin_defaults()
-    plans, problems = {}, []
+    return resolve_sweep(config, source, write_prompts)[0]
+
+
+def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool = False
+                  ) -> tuple[dict[str, dict], dict[str, int]]:
+    """Plans of every configuration and its launch count (``launches``), by name.
+
+    A dataset that cannot be used, or points that cannot be named, are one
+    ``ConfigError`` naming ``source`` and every problem.
+    """
+    merger = _Merger(config)
+    plans: dict[str, dict] = {}
+    launches: dict[str, int] = {}
+    problems: list[str] = []
     for name in sorted(config["configurations"]):
+        entry = merger.entry(name)
         try:
-            plans[name] = build_plan(config, name, defaults, write_prompts)
+            plans[name] = plan_from_entry(name, entry, write_prompts)
         except (DatasetError, TokenizerError) as exc:
             problems.append(f"configurations.{name}.workload.dataset: {exc}")
+            continue
+        except ValueError as exc:
+            problems.extend(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
+            continue
+        launches[name] = int(entry.get("launches", 1))
     if problems:
         raise ConfigError(source, problems)
-    return plans
+    return plans, launches
 
 
 def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
@@ -150,7 +203,10 @@ def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) ->
     engine's log must prove each variant, else ``fallback``; a failure is the
     expected one only when one of its signatures is in the log).
     """
-    entry = merged_entry(config, name, defaults)
+    return _labels_of(config, name, merged_entry(config, name, defaults))
+
+
+def _labels_of(config: Mapping, name: str, entry: Mapping) -> dict:
     own = config["configurations"][name] or {}
     return {"description": own.get("description", ""), "expect": entry.get("expect", "ok"),
             "expect_signature": as_list(entry.get("expect_signature")),
@@ -158,9 +214,9 @@ def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) ->
 
 
 def resolve_labels(config: Mapping) -> dict[str, dict]:
-    """Labels of every configuration, by name."""
-    defaults = builtin_defaults()
-    return {name: build_labels(config, name, defaults) for name in sorted(config["configurations"])}
+    """Labels of every configuration, by name (one merge per parent, as in ``resolve_sweep``)."""
+    merger = _Merger(config)
+    return {name: _labels_of(config, name, merger.entry(name)) for name in sorted(config["configurations"])}
 
 
 def label_findings(

@@ -87,8 +87,10 @@ class Engine:
         context_length: int,
         chunk_tokens: int,
         metrics: Any = None,
+        step_delay_s: float = 0.0,
     ) -> None:
         self.driver = driver
+        self.step_delay_s = step_delay_s  # test-only fault (refengine.faults); 0 outside tests
         self.eos = eos_token_id
         self.k = spec_steps
         self.simulate = simulate_acc_len
@@ -307,6 +309,8 @@ class Engine:
             self._spec_cycle(live)
         else:
             self._decode(live)
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
         self.lifetime["steps"] += 1
         if self.profile_steps_left is not None:
             self.profile_steps_left -= 1

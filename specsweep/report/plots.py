@@ -73,10 +73,12 @@ def _height(n: int) -> float:
 
 
 def _label(row: dict[str, Any]) -> str:
-    """A configuration's name, with its status when not ok and the agreement flag when raised."""
+    """A row's name in a figure (``config``, or ``config @ point`` for a configuration with several
+    points), with its status when not ok and the agreement flag when raised."""
+    name = row.get("label") or row["config"]
     if row.get("outputs_differ"):
-        return f"{row['config']} ({OUTPUTS_DIFFER})"
-    return row["config"] + (f" ({row['status']})" if row["status"] != "ok" else "")
+        return f"{name} ({OUTPUTS_DIFFER})"
+    return name + (f" ({row['status']})" if row["status"] != "ok" else "")
 
 
 def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -197,7 +199,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     a = np.linspace(0, xmax, 200)
     for i, row in enumerate(pts):
         c = cmap(i % 10)
-        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=row["config"])
+        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=_label(row))
         ax.annotate(_label(row), (row["accept_length"], row["decode_tok_s_run"]), textcoords="offset points",
                     xytext=(6, 6), fontsize=8, color=FLAG_COLOR if row.get("outputs_differ") else c)
         cyc = row.get("cycle_time_ms")
@@ -222,6 +224,99 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     ax.set_title(title, fontsize=11)
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def plot_break_even(groups: list[Any], path: Path) -> None:
+    """Decode tok/s against accept length per group (e.g. backend), one panel per point.
+
+    Each group: its points with the 95% CI of the median, joined; the
+    baseline's median as a horizontal line (its CI as a band); the measured
+    crossing as a vertical line with its bootstrap interval shaded; the
+    computed break-even (mean over the group) as an ``x`` on the baseline line.
+    """
+    title = "Break-even: decode tok/s against accept length (speculation pays right of each crossing)"
+    groups = [g for g in groups if g.rows]
+    if not groups:
+        _empty(path, title, "no configurations that differ only in accept length\n"
+                            "(an axis over SGLANG_SIMULATE_ACC_LEN draws this curve)")
+        return
+    points = sorted({g.point for g in groups}, key=lambda p: min(r["point_index"] for g in groups
+                                                                   if g.point == p for r in g.rows))
+    fig, axes = plt.subplots(1, len(points), figsize=(max(8.5, 6.2 * len(points)), 5.4), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, point in zip(axes[0], points):
+        drawn_base = False
+        for i, g in enumerate(g for g in groups if g.point == point):
+            c = cmap(i % 10)
+            xs = [r["accept_length"] for r in g.rows]
+            ys = [r["decode_tok_s_median"] for r in g.rows]
+            lo = [r["decode_tok_s_median"] - (r.get("decode_tok_s_ci_low") or r["decode_tok_s_median"]) for r in g.rows]
+            hi = [(r.get("decode_tok_s_ci_high") or r["decode_tok_s_median"]) - r["decode_tok_s_median"] for r in g.rows]
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=c, capsize=3, label=g.label)
+            if g.base is not None and not drawn_base:
+                b = g.base
+                ax.axhline(b["decode_tok_s_median"], color=BASELINE_LINE, ls="--", lw=1.2,
+                           label=f"baseline {b['config']}: {b['decode_tok_s_median']:.1f} tok/s")
+                if b.get("decode_tok_s_ci_low") is not None:
+                    ax.axhspan(b["decode_tok_s_ci_low"], b["decode_tok_s_ci_high"], color="#000000", alpha=0.08)
+                drawn_base = True
+            cr, iv = g.crossing or {}, g.interval or {}
+            if cr.get("x") is not None:
+                ax.axvline(cr["x"], color=c, ls=":", lw=1.5)
+                lo_x = iv.get("low") if iv.get("low") is not None else min(xs)
+                hi_x = iv.get("high") if iv.get("high") is not None else max(xs)
+                ax.axvspan(lo_x, hi_x, color=c, alpha=0.10)
+                ax.annotate(f"crossing {cr['x']:.2f}", (cr["x"], g.base["decode_tok_s_median"]),
+                            textcoords="offset points", xytext=(4, 8 + 12 * i), fontsize=8, color=c)
+            if g.computed and g.base is not None:
+                ax.plot(g.computed_mean, g.base["decode_tok_s_median"], "x", color=c, ms=11, mew=2.5)
+        ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% bootstrap CI)")
+        ax.plot([], [], "x", color="black", mew=2.5, label="computed: cycle time x baseline tok/s")
+        ax.set_xlabel("accept length (completion tokens / verify)")
+        ax.set_ylabel("decode tok/s per request (median, 95% CI)")
+        ax.set_title(f"point {point}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    fig.suptitle(title, fontsize=11)
+    _save(fig, path)
+
+
+def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) -> None:
+    """tok/s per user against tok/s per GPU over every point of every configuration; the frontier drawn.
+
+    A configuration's points are joined in point order; the Pareto frontier
+    (no other point better in both) is the step line.
+    """
+    title = "Throughput per user against throughput per GPU, across workload points"
+    pts = [r for r in rows if r.get("tok_s_median") is not None and r.get("tok_s_per_gpu") is not None]
+    if not pts:
+        _empty(path, title, "no configuration has both tok/s per user and tok/s per GPU")
+        return
+    fig, ax = plt.subplots(figsize=(9, 6))
+    configs = list(dict.fromkeys(r["config"] for r in pts))
+    cmap = plt.get_cmap("tab10" if len(configs) <= 10 else "tab20")
+    for i, config in enumerate(configs):
+        mine = sorted((r for r in pts if r["config"] == config), key=lambda r: r["point_index"])
+        c = BASELINE_LINE if config == baseline else cmap(i % cmap.N)
+        ax.plot([r["tok_s_median"] for r in mine], [r["tok_s_per_gpu"] for r in mine], "o-", color=c, ms=5,
+                lw=2 if config == baseline else 1, label=config + (" (baseline)" if config == baseline else ""))
+        for r in mine:
+            if r["point"] != "default":
+                ax.annotate(r["point"], (r["tok_s_median"], r["tok_s_per_gpu"]), textcoords="offset points",
+                            xytext=(4, 3), fontsize=7, color=c)
+    frontier = []
+    for r in sorted(pts, key=lambda r: (-r["tok_s_median"], -r["tok_s_per_gpu"])):
+        if not frontier or r["tok_s_per_gpu"] > frontier[-1]["tok_s_per_gpu"]:
+            frontier.append(r)
+    ax.step([r["tok_s_median"] for r in frontier], [r["tok_s_per_gpu"] for r in frontier], where="post",
+            color="#2ca02c", lw=2.5, alpha=0.5, label="Pareto frontier")
+    unit = {r.get("device_kind") for r in pts}
+    ax.set_xlabel("tok/s per user (median per-request output tok/s)")
+    ax.set_ylabel("tok/s per GPU (aggregate / GPUs)" if unit == {"gpu"} else "tok/s per device (aggregate / GPUs, or TP ranks on CPU)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.9)
     _save(fig, path)
 
 

@@ -32,43 +32,83 @@ from specsweep.analysis.stats import (
     VERDICT_METHOD,
     compare_to_baseline,
 )
-from specsweep.files import write_text_atomic
+from specsweep.analysis.launches import aa_control, point_summaries
+from specsweep.files import canonical_json, write_text_atomic
+from specsweep.records import DEFAULT_POINT
+from specsweep.report.export import write_exports
 from specsweep.report.plots import (
     OUTPUTS_DIFFER,
     plot_accept_length,
     plot_acceptance,
+    plot_break_even,
     plot_comm_split,
     plot_cycle_time,
+    plot_pareto,
     plot_tok_s,
+)
+from specsweep.report.sweep import (
+    aa_floor,
+    aa_lines,
+    best_of_grids,
+    best_section,
+    break_even_groups,
+    break_even_table,
+    concurrency_table,
+    launch_lines,
+    launch_table,
+    methods_lines,
+    pairwise_section,
+    row_label,
 )
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
 PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png",
-              "acceptance": "acceptance.png", "comm_split": "comm_split.png"}
+              "break_even": "break_even.png", "pareto": "pareto.png", "acceptance": "acceptance.png",
+              "comm_split": "comm_split.png"}
 
 FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
 
 #: The output-agreement metrics (their absence is explained in their own section).
 PAIRED_METRICS = frozenset(name for name, m in METRICS.items() if m.kind == "paired")
 #: Columns that describe a configuration and its outcome (before the metric columns).
-ID_COLUMNS = ("config", "description", "status", "expect", "stage", "reason", "n_ok", "n_error", "n_incomplete")
-#: Columns of the comparison with the baseline (after the metric columns).
-COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "break_even_accept_length",
-                      "speculation_pays", "warmup_converged")
+ID_COLUMNS = ("config", "point", "concurrency", "launches", "description", "status", "expect", "stage", "reason",
+              "n_ok", "n_error", "n_incomplete")
+#: Columns of the comparison with the baseline (after the metric columns); the
+#: baseline is the baseline's row at the same workload point.
+COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "noise_floor", "aa_spread",
+                      "break_even_accept_length", "speculation_pays", "warmup_converged", "devices",
+                      "tok_s_per_gpu", "baseline_tok_s_median", "baseline_tok_s_per_gpu")
 #: summary.csv: one row per configuration; metric columns come from ``metrics.METRICS``.
 CSV_COLUMNS = (*ID_COLUMNS, *(c.name for c in METRIC_COLUMNS), *COMPARISON_COLUMNS)
 
 
 def _row(summary: dict[str, Any]) -> dict[str, Any]:
-    """Flatten one summary into the values the table, CSV and plots show (None = absent).
+    """Flatten one point summary into the values the table, CSV and plots show (None = absent).
 
     Keys are the CSV column names (``CSV_COLUMNS``) plus what the markdown and
-    plots need beside them (samples, log tail, warnings, absent reasons).
+    plots need beside them (samples and their launches, log tail, warnings,
+    absent reasons, the plan and workload of the point).
     """
     m = summary.get("metrics") or {}
     counts = m.get("counts") or {}
+    plan = summary.get("plan") or {}
+    workload = summary.get("workload") or plan.get("workload") or {}
+    samples = (m.get("samples") or {})
+    tok_sample = samples.get("output_tok_s") or {}
+    launch_entries = summary.get("launches") or []
     row: dict[str, Any] = {
         "config": summary["config"],
+        "point": summary.get("point", DEFAULT_POINT),
+        "point_index": summary.get("point_index", 0),
+        "concurrency": workload.get("concurrency"),
+        "launches": len(launch_entries) or 1,
+        "launch_entries": launch_entries,
+        "plan": plan,
+        "workload": workload,
+        "sample_launches": tok_sample.get("launch"),
+        "decode_samples": (samples.get("decode_tok_s") or {}).get("values") or [],
+        "decode_launches": (samples.get("decode_tok_s") or {}).get("launch"),
+        "summary": summary,
         "description": summary.get("description", ""),
         "status": summary["status"],
         # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
@@ -93,6 +133,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
     }
     for column in METRIC_COLUMNS:
         row[column.name] = column_value(m, column)
+    row["label"] = row_label(row)
     agreement = summary.get("agreement") or {}
     row["agreement"] = agreement
     row["outputs_differ"] = bool(agreement.get("flagged"))
@@ -129,36 +170,70 @@ def config_rows(
     is named or it is not among the summaries. A baseline that did not end
     ``ok`` gives no verdicts and no break-even (``no baseline``).
     """
-    rows = sorted((_row(s) for s in summaries), key=lambda r: (r["config"] != baseline, r["config"]))
+    rows = sorted((_row(s) for s in summaries),
+                  key=lambda r: (r["config"] != baseline, r["config"], r["point_index"], r["point"]))
+    base_rows = {canonical_json(r["workload"]): r for r in rows if r["config"] == baseline}
     base = next((r for r in rows if r["config"] == baseline), None)
-    base_ok = base is not None and base["status"] == "ok"
+    for b in base_rows.values():
+        b["aa"] = aa_control(b["summary"], seed=int(b["seed"])) if b["status"] == "ok" else None
+    floor = aa_floor(list(base_rows.values()))
     for r in rows:
+        point_base = base_rows.get(canonical_json(r["workload"]))
+        base_ok = point_base is not None and point_base["status"] == "ok"
+        r["base_row"] = point_base
+        r["aa_spread"] = floor
         r["comparison"] = None
-        if r is base:
+        if r["config"] == baseline:
             r["verdict"] = "baseline"
         elif r["status"] in ("failed", "contaminated"):
             r["verdict"] = r["status"]  # a contaminated number is never compared
+        elif base is not None and point_base is None:
+            r["verdict"] = "no baseline at this point"
         elif not base_ok:
             r["verdict"] = "no baseline"
         else:
-            v = compare_to_baseline(r["samples"], base["samples"], r["repeat_medians"], base["repeat_medians"],
-                                    seed=int(r["seed"]))
+            v = compare_rows(r, point_base, r["aa_spread"])
             r["comparison"], r["verdict"] = v, v["verdict"]
         v = r["comparison"] or {}
         r["ratio"] = v.get("ratio")
         r["ratio_ci_low"], r["ratio_ci_high"] = v.get("ratio_ci") or [None, None]
+        r["noise_floor"] = v.get("noise")
+        r["devices"], r["device_kind"] = devices_of(r["plan"])
+        r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
+        r["baseline_tok_s_median"] = point_base["tok_s_median"] if base_ok else None
+        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"])[0])
+                                       if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
         if r["cycle_time_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
-        elif not base_ok or base["decode_tok_s_run"] is None:
-            r["break_even_why"] = "no baseline decode tok/s"
+        elif not base_ok or point_base["decode_tok_s_run"] is None:
+            r["break_even_why"] = "no baseline decode tok/s" + (" at this point" if point_base is None else "")
         else:
-            r["break_even_accept_length"] = break_even_accept_length(r["cycle_time_ms"], base["decode_tok_s_run"])
+            r["break_even_accept_length"] = break_even_accept_length(r["cycle_time_ms"],
+                                                                     point_base["decode_tok_s_run"])
             if r["accept_length"] is not None:
                 r["speculation_pays"] = r["accept_length"] > r["break_even_accept_length"]
     return rows, base
 
 
+def compare_rows(r: dict[str, Any], other: dict[str, Any], aa_noise: float | None) -> dict[str, Any]:
+    """``stats.compare_to_baseline`` of two rows' per-request tok/s, launches and A/A floor included."""
+    return compare_to_baseline(r["samples"], other["samples"], r["repeat_medians"], other["repeat_medians"],
+                               seed=int(r["seed"]), launches=r["sample_launches"],
+                               baseline_launches=other["sample_launches"], aa_noise=aa_noise)
+
+
+def devices_of(plan: dict[str, Any]) -> tuple[int, str]:
+    """What tok/s per GPU divides by: the plan's GPUs, or on a CPU run (gpus 0) its TP ranks."""
+    gpus = int(plan.get("gpus") or 0)
+    if gpus > 0:
+        return gpus, "gpu"
+    return int((plan.get("server_args") or {}).get("tp-size") or 1), "cpu rank"
+
+
+def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
+    """tok/s per GPU (per device): aggregate output tok/s (median over repeats) / devices."""
+    return None if aggregate_tok_s is None else aggregate_tok_s / devices
 def _expected_failure_note(r: dict[str, Any]) -> str:
     """A known-failing case is expected only when its own failure signature matched (summary ``expected_failure``)."""
     ef = r.get("expected_failure")
@@ -183,10 +258,13 @@ def _verdict_cell(r: dict[str, Any]) -> str:
     return f"{v['verdict']} (x{v['ratio']:.3f} [{lo:.3f}, {hi:.3f}])"
 
 
-def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str) -> str:
+def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str,
+              head: str = "", tail: str = "") -> str:
+    """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results."""
     out = io.StringIO()
     w = out.write
     w("# specsweep report\n\n")
+    w(head)
     if base is None:
         w(f"Baseline: **none** ({'not named in config.yaml' if baseline is None else f'{baseline!r} has no summary'}); "
           "no verdicts and no break-even.\n\n")
@@ -216,7 +294,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         be = (_f(r["break_even_accept_length"], "{:.2f}") if r["break_even_accept_length"] is not None
               else f"n/a ({r['break_even_why']})")
         cells = [
-            f"**{r['config']}**" if r is base else r["config"], r["status"], tok, _verdict_cell(r),
+            f"**{row_label(r)}**" if r["config"] == baseline else row_label(r), r["status"], tok, _verdict_cell(r),
             _f(r["accept_length"], "{:.2f}"), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["verify_ms"], "{:.2f}"),
             _f(r["comm_share"] and r["comm_share"] * 100, "{:.0f}%") if r["comm_share"] is not None else "n/a",
             f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}", f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}",
@@ -224,7 +302,10 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         ]
         w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
-      "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests.\n\n")
+      "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests. "
+      "A configuration with several workload points has a row per point (`config @ point`), compared with the "
+      "baseline at the same point.\n\n")
+    w(tail)
     w("## Methods\n\n")
     w("- tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end latency; "
       "the median over all measured requests of all repeats. At concurrency > 1 see also "
@@ -235,12 +316,13 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
       "TPOT = decode time / (completion tokens - 1).\n")
     w("- accept length = sum(completion tokens) / sum(spec_verify_ct) over this run's measured requests "
-      "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n\n")
+      "(never a server-lifetime counter); verify ms and comm share are engine-reported (`timing`) per cycle.\n")
+    w(methods_lines() + "\n")
 
-    _agreement_section(w, rows, base)
+    _agreement_section(w, rows)
     _acceptance_section(w, rows)
     _profile_markdown(w, rows)
-    described = [r for r in rows if r["description"]]
+    described = list({r["config"]: r for r in rows if r["description"]}.values())
     if described:
         w("## Configurations\n\n")
         for r in described:
@@ -251,7 +333,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     if not problems:
         w("None.\n\n")
     for r in problems:
-        w(f"### {r['config']}: {r['status']}{_expected_failure_note(r)}\n\n")
+        w(f"### {row_label(r)}: {r['status']}{_expected_failure_note(r)}\n\n")
         w(f"- stage: `{r['stage']}`\n- reason: `{r['reason']}`\n- detail: {r['detail']}\n\n")
         if r["log_tail"]:
             tail = r["log_tail"] if isinstance(r["log_tail"], str) else "\n".join(map(str, r["log_tail"]))
@@ -264,7 +346,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         w("## Warnings\n\n")
         for r in warned:
             for msg in r["warnings"]:
-                w(f"- {r['config']}: {msg}\n")
+                w(f"- {row_label(r)}: {msg}\n")
         w("\n")
     w("## Absent metrics\n\n")
     any_absent = False
@@ -275,7 +357,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             continue
         any_absent = True
         items = "; ".join(f"{k}: {v}" for k, v in sorted(absent.items()))
-        w(f"- {r['config']}: {items}\n")
+        w(f"- {row_label(r)}: {items}\n")
     if not any_absent:
         w("None.\n")
     w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm; "
@@ -286,7 +368,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     return out.getvalue()
 
 
-def _agreement_section(w: Any, rows: list[dict[str, Any]], base: dict[str, Any] | None) -> None:
+def _agreement_section(w: Any, rows: list[dict[str, Any]]) -> None:
     threshold = next((r["agreement"].get("threshold") for r in rows if r["agreement"].get("threshold") is not None),
                      None)
     w("## Output agreement with the baseline\n\n")
@@ -298,7 +380,7 @@ def _agreement_section(w: Any, rows: list[dict[str, Any]], base: dict[str, Any] 
       f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
       "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
     for r in rows:
-        if r is base:
+        if r.get("verdict") == "baseline":
             continue
         a = r["agreement"]
         if a.get("match_share") is not None:
@@ -306,10 +388,10 @@ def _agreement_section(w: Any, rows: list[dict[str, Any]], base: dict[str, Any] 
             prefix = r.get("output_common_prefix")
             prefix_text = "" if prefix is None else f", mean common prefix {prefix:.1f} tokens"
             extra = f"; {a['unpaired']} requests had no partner" if a.get("unpaired") else ""
-            w(f"- {r['config']}:{flag} {a['matching']} of {a['paired']} paired requests match "
+            w(f"- {row_label(r)}:{flag} {a['matching']} of {a['paired']} paired requests match "
               f"({a['match_share']:.0%}){prefix_text}{extra}\n")
         else:
-            w(f"- {r['config']}: {a.get('reason') or r['absent'].get('output_match_share') or 'n/a'}\n")
+            w(f"- {row_label(r)}: {a.get('reason') or r['absent'].get('output_match_share') or 'n/a'}\n")
     w("\n")
 
 
@@ -327,12 +409,12 @@ def _acceptance_section(w: Any, rows: list[dict[str, Any]]) -> None:
         h, rates = r.get("accept_histogram"), r.get("accept_rates")
         if h is None:
             why = r["absent"].get("accept_histogram", "n/a")
-            w(f"| {r['config']} | n/a | n/a ({why}) | n/a |\n")
+            w(f"| {row_label(r)} | n/a | n/a ({why}) | n/a |\n")
             continue
         total = sum(h)
         shares = ", ".join(f"{n / total:.0%}" for n in h) if total else "n/a"
         rate_text = ", ".join(f"{v:.2f}" for v in rates) if isinstance(rates, list) else "n/a"
-        w(f"| {r['config']} | {int(total)} | {shares} | {rate_text} |\n")
+        w(f"| {row_label(r)} | {int(total)} | {shares} | {rate_text} |\n")
     w("\n")
 
 
@@ -392,16 +474,49 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path) -> None:
-    """Write summary.csv, report.md and the PNGs named in ``PLOT_FILES`` under ``plots_dir``."""
-    rows, base = config_rows(summaries, baseline)
+def explode_points(summaries: list[dict]) -> list[dict]:
+    """Point summaries of every summary file (format 2: one per point; format 1: the file itself),
+    each with its configuration's name, description and the point's index."""
+    out = []
+    for summary in summaries:
+        for index, point in enumerate(point_summaries(summary)):
+            point.setdefault("config", summary["config"])
+            point["description"] = summary.get("description", point.get("description", ""))
+            point["point_index"] = index
+            out.append(point)
+    return out
+
+
+def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path,
+                  sweep: dict[str, Any] | None = None, best_dir: Path | None = None) -> None:
+    """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` under ``plots_dir`` and,
+    for every grid of ``sweep["grids"]``, its best-configuration files under ``best_dir``.
+
+    ``summaries`` are summary.json files (format 1 or 2); ``sweep`` holds the
+    grids and the planned launch order (``workflow.inputs.report_params``).
+    """
+    sweep = sweep or {}
+    grids = sweep.get("grids") or {}
+    rows, base = config_rows(explode_points(summaries), baseline)
     write_text_atomic(csv_path, _csv(rows))
     plots_dir = Path(plots_dir)
     plots_rel = Path(os.path.relpath(plots_dir, Path(md_path).parent)).as_posix()
-    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel))
+    groups = break_even_groups(rows, grids)
+    winners = best_of_grids(rows, grids, compare_rows)
+    files = write_exports(winners, best_dir) if best_dir is not None else {}
+    if best_dir is not None:
+        rel = Path(os.path.relpath(best_dir, Path(md_path).parent)).as_posix()
+        files = {g: {k: f"{rel}/{Path(v).name}" for k, v in f.items()} for g, f in files.items()}
+    head = (aa_lines(rows, baseline, bool(sweep.get("aa_control", True))) + launch_lines(summaries, sweep.get("launch_order"))
+            + break_even_table(groups))
+    tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
+            + launch_table(summaries))
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
     plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
     plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
     plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
+    plot_break_even(groups, plots_dir / PLOT_FILES["break_even"])
+    plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"])
     plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])
     plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"])

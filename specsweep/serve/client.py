@@ -29,7 +29,7 @@ import aiohttp
 from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
-from specsweep.records import new_record, new_run_id
+from specsweep.records import DEFAULT_POINT, new_record, new_run_id
 from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -260,10 +260,11 @@ class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
     def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
-                 prompts: list[Prompt] | None = None, run_id: str | None = None) -> None:
+                 prompts: list[Prompt] | None = None, run_id: str | None = None, point: str = DEFAULT_POINT) -> None:
         check_workload(workload)
         self.workload = workload
         self.prompts = prompts
+        self.point = point
         self.adapter = get_adapter(workload["endpoint"])
         self.url = base_url.rstrip("/") + self.adapter.path
         self.log = log
@@ -280,7 +281,10 @@ class _Runner:
         tag = "w" if phase == "warmup" else f"m{repeat}" if phase == "measured" else phase
         base = {
             "run_id": self.run_id,
-            "request_id": f"{self.run_id}-{tag}-{index:05d}",
+            "point": self.point,
+            # unique within the run: the points of one launch share its run id
+            "request_id": f"{self.run_id}-{tag}-{index:05d}" if self.point == DEFAULT_POINT
+            else f"{self.run_id}-{self.point}-{tag}-{index:05d}",
             "phase": phase,
             "repeat": repeat,
             "window": None,
@@ -447,10 +451,10 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
     prompts: list[Prompt] | None = None, run_id: str | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log, prompts, run_id)
+    runner = _Runner(base_url, workload, log, prompts, run_id, point)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -475,7 +479,7 @@ async def run_workload_async(
 
 def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
                  prompts: list[Prompt] | None = None, run_id: str | None = None,
-                 on_stage: Callable[[str], None] | None = None) -> dict:
+                 on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
     ``prompts``: the plan's selected prompts (``serve.job.load_prompts``);
@@ -483,6 +487,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     ``run_id`` is the server job's run id (every record carries it; a fresh one
     when None). ``on_stage`` is called with ``"warmup"`` and then ``"benchmark"``
     as each phase starts, so that an interruption is recorded with its stage.
+    Every record carries ``point`` (the workload point of the launch it belongs to).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
@@ -490,7 +495,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     (or of one measured round) failed; the phase's records are written first.
     """
     return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
-                                          on_stage))
+                                          on_stage, point))
 
 
 async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,

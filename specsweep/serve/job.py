@@ -25,6 +25,29 @@ The job's life cycle, in the order ``run_config`` enters it:
    result measured beside another server is ``contaminated``, never ``ok``.
 
 One run id (``records.new_run_id``) is in every file the job writes.
+
+One job is one *launch* of a configuration (``launch``: ``1``, ``2``, ... or
+``aa``, the A/A control; ``plan.launches``), with its own files under
+``results/<config>/launch-<launch>/`` (its NCCL files under ``nccl/`` there)
+and its own run id. It measures every workload point of the plan
+(``plan.points.plan_points``) against the same server, after one readiness
+wait: warmup and measurement per point, in the plan's order, each with its
+own selected prompts. The records of all points share the launch's two
+record files and its run id, each record carrying its ``point``;
+``outcome.json`` has one entry per point under ``points``. A point that fails
+is a result of that point: the next point still runs while the server is
+alive. The guard samples the host over all points; another server seen makes
+every point ``contaminated``.
+
+Format history of outcome.json:
+  1  status, stage, reason, detail, warmup, exit_code, log_tail; then, without
+     a version (issue 15): run_id, host, server_started_at, server_stopped_at,
+     status "contaminated".
+  2  + format_version, launch (the launch id), points = {point: {status,
+     stage, reason, detail, warmup}} in measuring order; the top-level status
+     is ok only when every point is, else stage/reason/detail of the launch or
+     of the first failed point; warmup = the first point's (as in 1 for a
+     single point); started_at, ended_at (time.time()).
 """
 
 from __future__ import annotations
@@ -46,6 +69,7 @@ from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
+from specsweep.plan.points import plan_points
 from specsweep.records import new_run_id, run_header
 from specsweep.serve import client, guard
 from specsweep.serve import profile as profiling
@@ -58,6 +82,10 @@ from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, reaper, watch_parents
 
 PROVENANCE_SOURCE = Path(__file__).with_name("provenance.py")
+OUTCOME_FORMAT_VERSION = 2
+#: The server's environment names its launch (recorded in provenance; the
+#: reference engine's test-only fault SPECSWEEP_TEST_STEP_DELAY_S reads it).
+LAUNCH_ENV = "SPECSWEEP_LAUNCH"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -304,8 +332,9 @@ def server_info(server: Server) -> dict | None:
     return None
 
 
-def load_prompts(plan: dict) -> list[Prompt] | None:
-    """The plan's selected dataset prompts (hash-checked), or None for synthetic ones; before any launch."""
+def load_prompts(plan: Mapping[str, Any]) -> list[Prompt] | None:
+    """The selected dataset prompts of a plan, or of one of its points (hash-checked), or None for
+    synthetic ones; before any launch."""
     if not plan.get("prompts"):
         return None
     try:
@@ -314,13 +343,93 @@ def load_prompts(plan: dict) -> list[Prompt] | None:
         raise LaunchError("launch", "prompts_unavailable", str(exc)) from exc
 
 
+def _point_files(paths: JobPaths, point: str) -> tuple[Path, Path]:
+    """Where one point's client writes its records before they join the launch's files."""
+    tmp = paths.requests.parent / ".points"
+    return tmp / f"{point}.warmup.jsonl", tmp / f"{point}.requests.jsonl"
+
+
+def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[str, Any],
+                   prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO) -> None:
+    """Warm up and measure every point of the plan against ``server``; one entry per point in ``outcome``.
+
+    ``prompts``: each point's selected prompts (``load_prompts``). A point's
+    ``BenchmarkError`` fails that point only; when the server has died, the
+    points not yet measured fail with ``server_exited``.
+    """
+    for point in plan_points(plan):
+        name = point["name"]
+        entry: dict[str, Any] = {"status": "failed", "stage": "warmup", "reason": None, "detail": None}
+        outcome["points"][name] = entry
+        if not server.alive():
+            entry.update(stage="benchmark", reason="server_exited",
+                         detail=f"server exited with code {_dead_server_code(server)} before this point")
+            continue
+        warmup_path, requests_path = _point_files(paths, name)
+        print(f"point {name}: {json.dumps(point['workload'], sort_keys=True)}", file=log, flush=True)
+
+        def on_stage(stage: str, entry: dict[str, Any] = entry) -> None:  # an interruption names its stage
+            entry["stage"] = outcome["stage"] = stage
+
+        try:
+            entry["warmup"] = client.run_workload(server.base_url, point["workload"], warmup_path, requests_path, log,
+                                                  prompts.get(name), run_id=run_id, on_stage=on_stage, point=name)
+            if not server.alive():
+                raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
+            entry.update(status="ok", stage=None)
+        except LaunchError as exc:
+            entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
+        except client.BenchmarkError as exc:
+            code = _dead_server_code(server)
+            if code is not None:  # the cause, not the symptom the client saw
+                entry.update(stage=exc.stage, reason="server_exited",
+                             detail=f"server exited with code {code} during {exc.stage}; the client saw "
+                                    f"{exc.reason}: {exc.detail}")
+            else:
+                entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
+
+
+def _join_point_records(plan: dict, paths: JobPaths) -> None:
+    """The launch's warmup.jsonl and requests.jsonl: every point's records, in point order (atomic)."""
+    for target, which in ((paths.warmup, 0), (paths.requests, 1)):
+        parts = [_point_files(paths, p["name"])[which] for p in plan_points(plan)]
+        if any(part.exists() for part in parts):
+            write_text_atomic(target, "".join(part.read_text() for part in parts if part.exists()))
+    _drop_point_files(plan, paths)
+
+
+def _drop_point_files(plan: dict, paths: JobPaths) -> None:
+    for point in plan_points(plan):
+        for part in _point_files(paths, point["name"]):
+            part.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (paths.requests.parent / ".points").rmdir()
+
+
+def _settle_outcome(outcome: dict[str, Any]) -> None:
+    """Top-level status from the points: ok only when every point is; else the first failure."""
+    points = outcome["points"]
+    failed = [p for p in points.values() if p["status"] != "ok"]
+    first = next(iter(points.values()), None)
+    outcome["warmup"] = first.get("warmup") if first else None
+    if failed:
+        outcome.update(status="failed", stage=failed[0]["stage"], reason=failed[0]["reason"],
+                       detail=failed[0]["detail"] if len(points) == 1 else
+                       f"{len(failed)} of {len(points)} points failed; first: {failed[0]['detail']}")
+    else:
+        outcome.update(status="ok", stage=None)
+
+
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO,
-               registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None) -> dict:
-    """Launch, wait, warm up, measure, tear down; return (and write) the outcome (life cycle: module docstring).
+               registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None,
+               launch_id: str = "1") -> dict:
+    """Launch, wait, warm up and measure every point, tear down; return (and write) the outcome
+    (life cycle: module docstring).
 
     ``registry`` (the config's ``registry:``) is where a container runtime
     pulls an image that is not on this host (a cluster node never builds).
     ``host``: the lock, the checkout and the guard's interval (``JobHost``).
+    ``launch_id``: which launch of the configuration this job is (``plan.launches``).
     """
     host = host or JobHost()
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -328,13 +437,16 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     run_id = new_run_id()
     checkout = checkout_id(host.workdir)
     identity = identity_env(run_id, plan["name"], host.workdir)
-    outcome: dict[str, Any] = {"status": "failed", "stage": "launch", "reason": None, "detail": None,
-                               "run_id": run_id}
-    launch: dict[str, Any] = {"plan_name": plan["name"], "started_at": time.time(), "run_id": run_id,
+    outcome: dict[str, Any] = {"format_version": OUTCOME_FORMAT_VERSION, "status": "failed", "stage": "launch",
+                               "reason": None, "detail": None, "run_id": run_id, "launch": launch_id, "points": {},
+                               "started_at": time.time()}
+    launch: dict[str, Any] = {"plan_name": plan["name"], "launch": launch_id, "started_at": outcome["started_at"],
+                              "run_id": run_id, "points": [p["name"] for p in plan_points(plan)],
                               "checkout": identity[guard.CHECKOUT_ENV], "checkout_id": checkout,
                               "slurm": slurm_job(os.environ)}
     nccl_dir = paths.nccl_logs or paths.server_log.parent / NCCL_LOG_DIR
-    plan = with_nccl_debug_file(plan, nccl_dir)
+    # The server's environment names its launch (provenance shows it; a test-only fault reads it).
+    plan = with_nccl_debug_file(dict(plan, env={**plan["env"], LAUNCH_ENV: launch_id}), nccl_dir)
     server: Server | None = None
     sampler: guard.Sampler | None = None
     watch: ParentWatch | None = None
@@ -349,9 +461,10 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         launch["host_lock"] = lock.record()
         for path in (paths.warmup, paths.requests):
             path.unlink(missing_ok=True)
+        _drop_point_files(plan, paths)  # nothing of an earlier, interrupted job may join this launch's records
         _fresh_dir(nccl_dir)
         profiling.reset(plan, paths.profile, paths.allreduce_bench, run_id)
-        prompts = load_prompts(plan)
+        prompts = {p["name"]: load_prompts(p if "points" in plan else plan) for p in plan_points(plan)}
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
             raise LaunchError("launch", "volume_missing", "; ".join(missing))
@@ -397,7 +510,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                 container=container,
                 keep_fds=tuple(lock.fds),
             )
-            print(f"launching {plan['name']} (run {run_id}): {argv}", file=log, flush=True)
+            print(f"launching {plan['name']} (launch {launch_id}, run {run_id}): {argv}", file=log, flush=True)
             sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl",
                                     host.guard_interval_s, host.docker)
             server.start()
@@ -411,20 +524,24 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             write_json_atomic(paths.launch, launch)
 
             outcome["stage"] = "warmup"
-            warmup_report = client.run_workload(server.base_url, plan["workload"], paths.warmup, paths.requests, log,
-                                                prompts, run_id=run_id,
-                                                on_stage=lambda stage: outcome.update(stage=stage))
-            outcome["warmup"] = warmup_report
-            if not server.alive():
-                raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
+            measure_points(plan, server, paths, outcome, prompts, run_id, log)
+            _settle_outcome(outcome)
             outcome["host"] = guard.summarize(sampler.stop())  # measurement is over
             contaminated = _contamination(outcome["host"])
             if contaminated:
-                outcome.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
-            else:
-                outcome.update(status="ok", stage=None)
-            # After the measured repeats and the guard's window: it never disturbs them.
-            profiling.after_measure(server, plan, paths.profile, log, prompts, run_id)
+                for entry in outcome["points"].values():
+                    if entry["status"] == "ok":
+                        entry.update(status="contaminated", stage="benchmark", reason="other_server",
+                                     detail=contaminated)
+                if outcome["status"] == "ok":
+                    outcome.update(status="contaminated", stage="benchmark", reason="other_server",
+                                   detail=contaminated)
+            if outcome["status"] != "failed":
+                # After every point and the guard's window: it never disturbs them. It profiles the
+                # plan's first point (its workload and prompts), whose summary alone carries it.
+                first = plan_points(plan)[0]
+                profiling.after_measure(server, dict(plan, workload=first["workload"]), paths.profile, log,
+                                        prompts[first["name"]], run_id)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -454,6 +571,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         outcome["log_tail"] = tail(paths.server_log) if outcome["status"] != "ok" else None
+        outcome["ended_at"] = time.time()
+        if owns_files:
+            _join_point_records(plan, paths)
         if owns_files or outcome["reason"] != "interrupted":
             profiling.finish(plan, paths.profile, paths.allreduce_bench, run_id)
             _write_job_files(paths, launch, outcome, run_id, plan["name"])

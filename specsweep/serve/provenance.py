@@ -43,8 +43,12 @@ from typing import Any
 #   1  env, nccl_conf, customize_hooks, versions, GPUs.
 #   2  + workers (pid, name, env of every process below the server) and
 #      worker_env_set_after_launch.
-FORMAT_VERSION = 2
-ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_")
+#   3  env (of the server and of each worker) also keeps SPECSWEEP_ variables:
+#      the launch id (SPECSWEEP_LAUNCH), the run's identity, and a test-only
+#      fault must show in what was in effect.
+FORMAT_VERSION = 3
+ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_",
+                "SPECSWEEP_")
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY$)", re.IGNORECASE)
 # distribution names to report (first found wins for aliases)
 PACKAGES: dict[str, tuple[str, ...]] = {

@@ -15,9 +15,54 @@ from typing import Any
 from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
+from specsweep.plan import launches as launch_plan
 from specsweep.plan.config import load_schema
+from specsweep.plan.grid import Grid, grid_params
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
+#: The files of one launch, by the name of benchmark_server's output (the path grammar in the Snakefile).
+LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
+                "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl",
+                "profile": "profile.json", "allreduce_bench": "allreduce_bench.json"}
+
+
+def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
+    """Every (configuration, launch) in run order (``plan.launches.launch_order``)."""
+    return launch_plan.launch_order(launches, config.get("baseline"), bool(config.get("aa_control", True)))
+
+
+def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
+    """Launch ids of each configuration, in run order."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    for name, launch in order:
+        out[name].append(launch)
+    return out
+
+
+def priorities_of(order: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    return launch_plan.priorities(list(order))
+
+
+def launch_priority(priorities: Mapping[tuple[str, str], float], config_name: str, launch: str) -> float:
+    """The job priority of one launch; a launch the sweep does not plan is an error, not a guess."""
+    try:
+        return priorities[(config_name, launch)]
+    except KeyError:
+        planned = sorted(lid for name, lid in priorities if name == config_name)
+        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}") \
+            from None
+
+
+def launch_dir(config_name: str, launch: str) -> str:
+    return f"results/{config_name}/launch-{launch}"
+
+
+def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
+    """summarize_config's named inputs: the plan, and each file kind of every launch (in run order)."""
+    dirs = [launch_dir(config_name, launch) for launch in schedule[config_name]]
+    out: dict[str, list[str]] = {"plan": [f"results/{config_name}/plan.json"]}
+    out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
+    return out
 
 
 
@@ -57,17 +102,21 @@ def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any],
 
 
 def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
-    """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution)."""
-    prompts = plans[config_name].get("prompts")
-    return [prompts["file"]] if prompts else []
+    """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution):
+    the workload's, or each point's (a point may select its own)."""
+    plan = plans[config_name]
+    selections = [p.get("prompts") for p in plan.get("points") or []] or [plan.get("prompts")]
+    return sorted({s["file"] for s in selections if s})
 
 
 def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, str]:
-    """The baseline's plan and requests, which the output-agreement check compares with (none for itself)."""
+    """The baseline's plan and the requests of its first launch, which the output-agreement check
+    compares with (none for itself)."""
     baseline = config.get("baseline")
     if baseline is None or baseline == config_name:
         return {}
-    return {"baseline_plan": f"results/{baseline}/plan.json", "baseline_requests": f"results/{baseline}/requests.jsonl"}
+    return {"baseline_plan": f"results/{baseline}/plan.json",
+            "baseline_requests": f"{launch_dir(baseline, '1')}/requests.jsonl"}
 
 
 def agreement_params(config: Mapping[str, Any]) -> str:
@@ -90,11 +139,24 @@ def summary_labels(labels: Mapping[str, dict], config_name: str) -> str:
     return canonical_json({k: own[k] for k in ("variant", "expect", "expect_signature")})
 
 
-def report_params(config: Mapping[str, Any], labels: Mapping[str, dict], names: Sequence[str]) -> str:
-    """Baseline, descriptions and expectations: what the report shows beyond the summaries (no benchmark reruns)."""
-    return canonical_json({"baseline": config.get("baseline"),
-                           "descriptions": {name: labels[name]["description"] for name in names},
-                           "expects": {name: labels[name]["expect"] for name in names}})
+def report_params(
+    config: Mapping[str, Any],
+    labels: Mapping[str, dict],
+    names: Sequence[str],
+    grids: Mapping[str, Grid] | None = None,
+    order: Sequence[tuple[str, str]] | None = None,
+) -> str:
+    """What the report shows beyond the summaries (no benchmark reruns): baseline, descriptions,
+    expectations, the grids (members and their axis values), the planned launch order."""
+    params: dict[str, Any] = {"baseline": config.get("baseline"),
+                              "descriptions": {name: labels[name]["description"] for name in names},
+                              "expects": {name: labels[name]["expect"] for name in names},
+                              "aa_control": bool(config.get("aa_control", True))}
+    if grids:
+        params["grids"] = grid_params(grids)
+    if order:
+        params["launch_order"] = [list(item) for item in order]
+    return canonical_json(params)
 
 
 def image_spec_json(config: Mapping[str, Any], image: str) -> str:
@@ -117,3 +179,8 @@ def registry_json(config: Mapping[str, Any]) -> str:
     return canonical_json(dict(config.get("registry") or {}))
 
 
+
+
+def best_exports(grids: Mapping[str, Grid]) -> list[str]:
+    """The best-configuration files of every grid (render_report writes them)."""
+    return [f"results/best/{grid}{suffix}" for grid in sorted(grids) for suffix in (".env", ".nccl-tuner.csv", ".json")]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
-from specsweep.analysis.summary import BaselineRun, build_summary
+from specsweep.analysis.summary import BaselineRun
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
@@ -100,10 +101,11 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
 
 
 def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
-                     registry: Mapping[str, Any] | None = None) -> dict:
-    """benchmark_server: one configuration's server, from launch to teardown (``serve.job``).
+                     registry: Mapping[str, Any] | None = None, launch: str = "1") -> dict:
+    """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``).
 
     ``registry`` is where a container runtime pulls an image this host lacks.
+    ``launch``: the launch id (``1``, ``2``, ... or ``aa``; ``plan.launches``).
     The host settings (lock directory and wait, guard interval) come from this
     process's environment (``JobHost.from_environ``); the checkout is the
     working directory, which Snakemake sets to the workflow's.
@@ -114,7 +116,7 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
-    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host)
+    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host, launch_id=launch)
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict],
@@ -142,58 +144,96 @@ def profile_run_ids(profile: dict, bench: dict, profile_json: Path) -> dict[str,
     return ids
 
 
-def summarize_files(inputs: Mapping[str, str], out_path: str, log: TextIO, agreement: str = "{}",
-                    labels_json: str = "{}") -> dict:
-    """summarize_config: summary.json of one configuration from the files its server job left.
+def read_launch(paths: Mapping[str, str],
+                profile_of: Callable[[dict, dict, Path, dict], dict | None] | None = None) -> LaunchFiles:
+    """The files one launch (one server job) left, read back (keys as benchmark_server's outputs).
 
-    Files of two different runs are an error, never a summary: the job fails
-    and says which file came from which run. ``agreement``: the params
-    (baseline name, threshold); the baseline's plan and requests are the named
-    inputs ``baseline_plan`` / ``baseline_requests``. ``labels_json`` carries
-    the requested ``variant`` (``workflow.inputs.summary_labels``).
+    ``profile_of(profile, allreduce_bench, profile_dir, outcome)`` turns the
+    launch's profiling files (keys ``profile``, ``allreduce_bench``) into its
+    profile section; their run ids join the one-run check.
+
+    Files of two different runs in one launch directory are an error, never a
+    summary (``SystemExit`` saying which file came from which run, and how to
+    rerun that launch).
     """
-    plan = read_json(inputs["plan"])
-    outcome = read_json(inputs["outcome"])
-    launch = read_json(inputs["launch"])
-    server_log = Path(inputs["server_log"]).read_text(errors="replace")
-    warmup, measured = read_jsonl(inputs["warmup"]), read_jsonl(inputs["requests"])
-    profile_json = Path(inputs["profile"]) if "profile" in inputs.keys() else None
-    profile_files = (read_json(profile_json), read_json(inputs["allreduce_bench"])) if profile_json else None
+    outcome = read_json(paths["outcome"])
+    launch_id = outcome.get("launch") or Path(paths["outcome"]).parent.name.removeprefix("launch-")
+    record = read_json(paths["launch"])
+    server_log = Path(paths["server_log"]).read_text(errors="replace")
+    warmup, measured = read_jsonl(paths["warmup"]), read_jsonl(paths["requests"])
+    profile_json = Path(paths["profile"]) if paths.get("profile") else None
+    profile_files = (read_json(profile_json), read_json(paths["allreduce_bench"])) if profile_json else None
     try:
-        others = profile_run_ids(*profile_files, profile_json) if profile_json else None
-        run_id = one_run_id(launch, outcome, server_log, warmup, measured, others)
+        others = profile_run_ids(*profile_files, profile_json) if profile_files else None
+        run_id = one_run_id(record, outcome, server_log, warmup, measured, others)
     except MixedRunsError as exc:
-        where = Path(inputs["outcome"]).parent
-        raise SystemExit(f"{where}: {exc}; not summarising them. Rerun the configuration's server job: "
-                         f"snakemake --cores 1 all -R {inputs['outcome']}") from None
-    labels = json.loads(labels_json)
+        where = Path(paths["outcome"]).parent
+        raise SystemExit(f"{where}: {exc}; not summarising them. Rerun this launch's server job: "
+                         f"snakemake --cores 1 all -R {paths['outcome']}") from None
     # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
-    logs = server_log + "".join(nccl_logs(Path(inputs["server_log"]).parent, inputs.get("nccl_logs") or None))
-    # Read on failure too: a known-failing case is expected only if its own failure line is there.
-    evidence = get_engine(plan["engine"]).variant_evidence(logs, dict(plan, **labels))
+    nccl = nccl_logs(Path(paths["server_log"]).parent, paths.get("nccl_logs") or None)
     profile = None
-    # A contaminated run's numbers are kept for inspection; so is its profile.
-    if profile_json is not None and profile_files is not None and outcome["status"] in ("ok", "contaminated"):
-        profile = profile_section(plan, *profile_files, profile_json.with_suffix(""), labels.get("variant") or [])
+    if profile_files is not None and profile_of is not None:
+        profile = profile_of(*profile_files, profile_json.with_suffix(""), outcome)
+    return LaunchFiles(launch=str(launch_id), record=record, outcome=outcome, warmup=warmup, measured=measured,
+                       server_log=server_log, run_id=run_id, nccl_logs=tuple(nccl), profile=profile)
+
+
+def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO, agreement: str = "{}",
+                    labels_json: str = "{}") -> dict:
+    """summarize_config: summary.json of one configuration from the files of all its launches.
+
+    ``inputs``: ``plan`` and, per file kind of a launch (``launch``,
+    ``server_log``, ``warmup``, ``requests``, ``outcome``, ``nccl_logs``,
+    ``profile``, ``allreduce_bench``: ``workflow.inputs.LAUNCH_FILES``), one
+    path per launch in run order (``workflow.inputs.summary_inputs``); the
+    baseline's plan and requests are the named inputs ``baseline_plan`` /
+    ``baseline_requests``. ``agreement``: the params (baseline name,
+    threshold). ``labels_json`` carries the requested ``variant``, ``expect``
+    and ``expect_signature`` (``workflow.inputs.summary_labels``).
+    """
+    plan = read_json(paths_of(inputs["plan"])[0])
+    kinds = ("launch", "server_log", "warmup", "requests", "outcome", "nccl_logs", "profile", "allreduce_bench")
+    columns = [paths_of(inputs[k]) if k in inputs.keys() else [] for k in kinds]
+    for column in columns[5:]:  # not named: NCCL's default directory beside server.log; no profiling files
+        column[:] = column or [""] * len(columns[0])
+    labels = json.loads(labels_json)
+    engine = get_engine(plan["engine"])
+
+    def profile_of(profile: dict, bench: dict, directory: Path, outcome: dict) -> dict | None:
+        # A contaminated run's numbers are kept for inspection; so is its profile.
+        if outcome["status"] not in ("ok", "contaminated"):
+            return None
+        return profile_section(plan, profile, bench, directory, labels.get("variant") or [])
+
+    launches = [read_launch(dict(zip(kinds, row)), profile_of) for row in zip(*columns)]
+
+    def evidence_of(launch: LaunchFiles) -> dict | None:
+        # Read on failure too: a known-failing case is expected only if its own failure line is there.
+        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), dict(plan, **labels))
+
     params = json.loads(agreement)
     baseline = BaselineRun(params.get("baseline"))
     if "baseline_requests" in inputs.keys():
-        baseline = BaselineRun(params.get("baseline"), read_json(inputs["baseline_plan"]),
-                               read_jsonl(inputs["baseline_requests"]))
-    summary = build_summary(plan, launch, outcome, warmup, measured, evidence, baseline, params.get("threshold"),
-                            labels=labels, profile=profile)
-    print(f"run {run_id}", file=log)
+        baseline = BaselineRun(params.get("baseline"), read_json(paths_of(inputs["baseline_plan"])[0]),
+                               read_jsonl(paths_of(inputs["baseline_requests"])[0]))
+    summary = build_config_summary(plan, launches, evidence_of, baseline, params.get("threshold"), labels)
+    print("runs " + ", ".join(f"launch {launch.launch}: {launch.run_id}" for launch in launches), file=log)
     write_json_atomic(out_path, summary)
-    print(f"summary {plan['name']}: {summary['status']}", file=log)
+    states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
+    print(f"summary {plan['name']}: {summary['status']} ({len(launches)} launches; {states})", file=log)
     return summary
 
 
 def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plot_path: str) -> None:
-    """render_report: the cross-configuration report from every summary (descriptions from params)."""
+                        plot_path: str, best_dir: str | None = None) -> None:
+    """render_report: the cross-configuration report from every summary (descriptions, grids and
+    the planned launch order from params), and the best-configuration files of every grid."""
     report = json.loads(params)
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
         summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent)
+    sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control") if k in report}
+    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
+                  sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

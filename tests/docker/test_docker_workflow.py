@@ -60,7 +60,7 @@ def test_both_configurations_run_in_containers(workflow_run):
     for name in ("nospec", "eagle3-shm"):
         summary = json.loads((work / f"results/{name}/summary.json").read_text())
         assert summary["status"] == "ok", summary
-        launch = json.loads((work / f"results/{name}/launch.json").read_text())
+        launch = json.loads((work / f"results/{name}/launch-1/launch.json").read_text())
         assert launch["argv"][:3] == ["docker", "run", "--rm"]
         assert launch["image"]["tag"] == manifest["tag"]
         # Provenance is read from the server inside the container (the child of docker's init), not from config.
@@ -97,7 +97,7 @@ def test_build_arg_change_rebuilds_the_image_and_reruns_its_users(workflow_run):
         _edit_config(work, lambda c: c["images"]["reference"]["build_args"].update(UNUSED_TEST_ARG="1"))
         counts = job_counts(snakemake(work, "-n", "all").stdout)
         assert counts.get("build_image") == 1
-        assert counts.get("benchmark_server") == 2
+        assert counts.get("benchmark_server") == 3  # both configurations and the baseline's A/A control
         assert "resolve_plan" not in counts  # the plan does not depend on how the image is built
     finally:
         path.write_text(original)
@@ -106,7 +106,7 @@ def test_build_arg_change_rebuilds_the_image_and_reruns_its_users(workflow_run):
 def test_interrupted_benchmark_leaves_no_container(workflow_run):
     work, _ = workflow_run
     argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2",
-            "--forcerun", "benchmark_server", "results/nospec/outcome.json"]
+            "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json"]
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
                             start_new_session=True)
     try:
@@ -125,8 +125,8 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
     while time.monotonic() < deadline and _ours(work, "nospec"):
         time.sleep(1)
     assert _ours(work, "nospec") == []
-    outcome = json.loads((work / "results/nospec/outcome.json").read_text()) \
-        if (work / "results/nospec/outcome.json").exists() else None
+    outcome = json.loads((work / "results/nospec/launch-1/outcome.json").read_text()) \
+        if (work / "results/nospec/launch-1/outcome.json").exists() else None
     if outcome is not None:
         assert outcome["status"] in ("failed", "ok")
 
@@ -139,9 +139,9 @@ def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base
                     "--label", f"io.specsweep.checkout={container.checkout_id(work)}",
                     base_image, "sleep", "600"], check=True, capture_output=True)
     try:
-        result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/outcome.json")
+        result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        launch = json.loads((work / "results/nospec/launch.json").read_text())
+        launch = json.loads((work / "results/nospec/launch-1/launch.json").read_text())
         assert name in launch.get("removed_leftover_containers", [])
         assert _ours(work, "nospec") == []
     finally:

@@ -50,13 +50,14 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
     config["defaults"]["workload"].update(SMALL)
     config["configurations"] = {config_name: config["configurations"]["nospec"]}
     config["baseline"] = config_name
+    config["aa_control"] = False  # one launch: this test is about two checkouts, not replication
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, SPECSWEEP_LOCK_DIR=str(tmp_path / "locks"))
     run_b = subprocess.Popen([sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores",
                               "1", f"results/{config_name}/summary.json"], cwd=work, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     results = work / "results" / config_name
-    job_log = results / "logs/benchmark_server.log"
+    job_log = results / "launch-1/logs/benchmark_server.log"
     try:
         deadline = time.monotonic() + 1200  # an image build first, when the reference image is not there yet
         while not (job_log.exists() and "waiting: other specsweep servers" in job_log.read_text()):
@@ -74,9 +75,9 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
         subprocess.run(["docker", "rm", "-f", name_a], capture_output=True)
         if run_b.poll() is None:
             run_b.kill()
-    launch = json.loads((results / "launch.json").read_text())
+    launch = json.loads((results / "launch-1/launch.json").read_text())
     assert launch["removed_leftover_containers"] == []
-    summary = json.loads((results / "summary.json").read_text())
+    [summary] = json.loads((results / "summary.json").read_text())["points"]
     assert summary["status"] == "ok", summary
     assert summary["host"]["others_seen"] == [], "B measured alone"
     assert "the host is free after" in job_log.read_text()

@@ -52,13 +52,14 @@ def workflow(tmp_path: Path, names=("nospec", "eagle3-shm"), **workload) -> tupl
     config["configurations"] = {n: {"nospec": config["configurations"]["nospec"], "eagle3-shm": EAGLE3_SHM}[n]
                                 for n in names}
     config["baseline"] = names[0]
+    config["aa_control"] = False  # one launch per configuration: these tests are about the host, not replication
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, SPECSWEEP_LOCK_DIR=str(tmp_path / "locks"), SPECSWEEP_GUARD_INTERVAL_S="0.5")
     return work, env
 
 
 def outcome(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "outcome.json").read_text())
+    return json.loads((work / "results" / name / "launch-1" / "outcome.json").read_text())
 
 
 def assert_never_together(work: Path, names) -> list[str]:
@@ -75,7 +76,7 @@ def test_two_invocations_with_disjoint_targets_never_run_two_servers(tmp_path):
     # summary and the baseline's would not be disjoint targets (Snakemake's own
     # directory lock would refuse the second invocation).
     work, env = workflow(tmp_path)
-    procs = [subprocess.Popen(SNAKEMAKE + ["--cores", "1", f"results/{n}/outcome.json"], cwd=work, env=env,  # noqa: S603
+    procs = [subprocess.Popen(SNAKEMAKE + ["--cores", "1", f"results/{n}/launch-1/outcome.json"], cwd=work, env=env,  # noqa: S603
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for n in ("nospec", "eagle3-shm")]
     outs = [p.communicate(timeout=900)[0] for p in procs]
@@ -85,10 +86,10 @@ def test_two_invocations_with_disjoint_targets_never_run_two_servers(tmp_path):
     for name in (first, second):
         assert outcome(work, name)["status"] == "ok", outcome(work, name)
         assert outcome(work, name)["host"]["others_seen"] == []
-    waited = json.loads((work / "results" / second / "launch.json").read_text())["host_lock"]["waited_s"]
+    waited = json.loads((work / "results" / second / "launch-1" / "launch.json").read_text())["host_lock"]["waited_s"]
     print(f"{second} waited {waited:.1f} s for the host lock held by {first}'s job")
     assert waited > 1.0, "both invocations reached their server jobs together; the later one must have waited"
-    assert "waiting for the host" in (work / "results" / second / "logs" / "benchmark_server.log").read_text()
+    assert "waiting for the host" in (work / "results" / second / "launch-1" / "logs" / "benchmark_server.log").read_text()
 
 
 def test_resources_on_the_command_line_do_not_let_two_servers_run(tmp_path):
@@ -98,7 +99,7 @@ def test_resources_on_the_command_line_do_not_let_two_servers_run(tmp_path):
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     order = assert_never_together(work, ["nospec", "eagle3-shm"])
-    waited = json.loads((work / "results" / order[1] / "launch.json").read_text())["host_lock"]["waited_s"]
+    waited = json.loads((work / "results" / order[1] / "launch-1" / "launch.json").read_text())["host_lock"]["waited_s"]
     print(f"{order[1]} waited {waited:.1f} s for the host lock")
     assert waited > 1.0, "both jobs were started together by Snakemake; the later one must have waited"
 
@@ -110,12 +111,12 @@ def _start(work: Path, env: dict, *args: str) -> subprocess.Popen:
 
 def _wait_measuring(work: Path, proc: subprocess.Popen, name: str) -> str:
     """The run id of ``name``'s server once it is measuring."""
-    job_log = work / "results" / name / "logs" / "benchmark_server.log"
+    job_log = work / "results" / name / "launch-1" / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 300
     while not (job_log.exists() and "[measured" in job_log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, "the server never started measuring"
         time.sleep(0.2)
-    return json.loads((work / "results" / name / "launch.json").read_text())["run_id"]
+    return json.loads((work / "results" / name / "launch-1" / "launch.json").read_text())["run_id"]
 
 
 def _left_running(run_id: str, lock_dir: Path) -> list:
@@ -162,9 +163,9 @@ def test_kill_9_of_snakemake_alone_leaves_no_orphan_and_the_rerun_is_one_run(tmp
     rerun = subprocess.run(SNAKEMAKE + ["--cores", "1", "all"], cwd=work, env=dict(env), capture_output=True,
                            text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
-    summary = json.loads((work / "results" / "nospec" / "summary.json").read_text())
+    [summary] = json.loads((work / "results" / "nospec" / "summary.json").read_text())["points"]
     assert summary["status"] == "ok" and summary["run_id"] not in (None, run_id)
     for name in ("launch.json", "server.log", "requests.jsonl", "outcome.json"):
-        text = (work / "results" / "nospec" / name).read_text()
+        text = (work / "results" / "nospec" / "launch-1" / name).read_text()
         assert run_id not in text, f"{name} still holds the killed run's data"
         assert summary["run_id"] in text, name

@@ -74,7 +74,10 @@ def pipeline(tmp_path_factory) -> Path:
 
 
 def summary(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "summary.json").read_text())
+    """The summary of a configuration's one workload point (these configurations declare no points)."""
+    whole = json.loads((work / "results" / name / "summary.json").read_text())
+    assert [p["point"] for p in whole["points"]] == ["default"]
+    return whole["points"][0]
 
 
 def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):
@@ -156,13 +159,21 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         (pipeline / "config.yaml").write_text(original)
 
 
-def test_every_file_of_a_configuration_is_from_one_run(pipeline):
+def test_every_file_of_a_launch_is_from_one_run(pipeline):
     for name in ("nospec", "eagle3-gloo", "eagle3-shm", "crashes"):
-        summary_run = summary(pipeline, name)["run_id"]
-        assert summary_run and json.loads((pipeline / "results" / name / "launch.json").read_text())["run_id"] \
-            == summary_run
-        assert (pipeline / "results" / name / "server.log").read_text().startswith(
-            f"# specsweep run_id={summary_run} ")
+        whole = json.loads((pipeline / "results" / name / "summary.json").read_text())
+        launches = {e["launch"]: e["run_id"] for e in whole["launches"]}
+        assert list(launches) == (["1", "aa"] if name == "nospec" else ["1"])  # the baseline's A/A control
+        assert len(set(launches.values())) == len(launches), "one run id per launch"
+        for launch, run_id in launches.items():
+            d = pipeline / "results" / name / f"launch-{launch}"
+            assert run_id and json.loads((d / "launch.json").read_text())["run_id"] == run_id
+            assert json.loads((d / "outcome.json").read_text())["run_id"] == run_id
+            assert (d / "server.log").read_text().startswith(f"# specsweep run_id={run_id} ")
+            records = [json.loads(line) for line in (d / "requests.jsonl").read_text().splitlines()]
+            assert {r["run_id"] for r in records} <= {run_id}
+        if len(launches) == 1:
+            assert summary(pipeline, name)["run_id"] == launches["1"]
 
 
 def test_reformatting_harness_code_reruns_nothing(pipeline):
@@ -177,7 +188,7 @@ def test_reformatting_harness_code_reruns_nothing(pipeline):
 
 def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
-    assert failed == ["results/crashes/outcome.json"]
+    assert failed == ["results/crashes/launch-1/outcome.json"]
     assert planned_jobs(pipeline, "-R", *failed) == sorted(
         [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("render_report", "")]
     )
@@ -209,8 +220,8 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    launch = work / "results" / "long" / "launch.json"
-    job_log = work / "results" / "long" / "logs" / "benchmark_server.log"
+    launch = work / "results" / "long" / "launch-1" / "launch.json"
+    job_log = work / "results" / "long" / "launch-1" / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 180
     while not (launch.exists() and "ready after" in job_log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"
@@ -227,7 +238,7 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         time.sleep(0.2)
     assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
     assert not (work / "results" / "long" / "summary.json").exists()
-    outcome = json.loads((work / "results" / "long" / "outcome.json").read_text())
+    outcome = json.loads((work / "results" / "long" / "launch-1" / "outcome.json").read_text())
     assert (outcome["stage"], outcome["reason"]) == ("benchmark", "interrupted"), outcome
     # A plain rerun just works: the profile's rerun-incomplete, no IncompleteFilesException.
     assert ("benchmark_server", "long") in planned_jobs(work)

@@ -50,7 +50,9 @@ def work(tmp_path_factory) -> Path:
 
 
 def summary(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "summary.json").read_text())
+    """The one workload point of a configuration (these declare no points)."""
+    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
+    return point
 
 
 def test_the_dataset_is_pinned_in_every_plan(work):
@@ -64,7 +66,7 @@ def test_the_dataset_is_pinned_in_every_plan(work):
 
 
 def test_requests_went_over_chat_at_their_intended_lengths(work):
-    recs = [json.loads(line) for line in (work / "results/eagle3-shm/requests.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (work / "results/eagle3-shm/launch-1/requests.jsonl").read_text().splitlines()]
     assert len(recs) == 8 and {r["endpoint"] for r in recs} == {"chat"}
     assert all(r["prompt_tokens"] == r["input_len"] <= 160 for r in recs)
     assert all(len(r["output_ids"]) == r["completion_tokens"] == 24 for r in recs)
@@ -80,7 +82,7 @@ def test_greedy_speculation_reproduces_the_baseline_token_for_token(work):
     assert s["metrics"]["output_common_prefix_tokens"]["value"] == 24
     hist = s["metrics"]["accept_histogram"]["value"]
     assert len(hist) == 4 and sum(hist) == sum(
-        json.loads(line)["spec_verify_ct"] for line in (work / "results/eagle3-shm/requests.jsonl").open())
+        json.loads(line)["spec_verify_ct"] for line in (work / "results/eagle3-shm/launch-1/requests.jsonl").open())
 
 
 def test_a_corrupted_all_reduce_is_flagged_not_reported_ok(work):
@@ -117,7 +119,8 @@ def test_a_touched_dataset_reruns_nothing_and_a_changed_one_its_configurations(w
         convs[0]["conversations"][0]["value"] = "An edited question about all-reduce?"
         data.write_text(json.dumps(convs, indent=1))
         counts = planned()  # the plans pin the dataset's size and the selected prompts' hash
-        assert counts["benchmark_server"] == 4 and counts["summarize_config"] == 4
+        # 4 configurations + the baseline's A/A control launch
+        assert counts["benchmark_server"] == 5 and counts["summarize_config"] == 4
     finally:
         data.write_text(original)
     assert planned() == {}

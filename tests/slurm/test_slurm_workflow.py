@@ -83,6 +83,7 @@ def slurm_config() -> dict:
         "extends": "nospec",
         "server_args": {"device": "cuda", "all-reduce-backend": "nccl"},
     }
+    config["aa_control"] = False  # one launch per configuration: these tests are about Slurm, not replication
     return config
 
 
@@ -98,11 +99,13 @@ def slurm_run(tmp_path_factory, jobcomp_log):
 
 
 def launch(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "launch.json").read_text())
+    return json.loads((work / "results" / name / "launch-1" / "launch.json").read_text())
 
 
 def summary(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "summary.json").read_text())
+    """The one workload point of a configuration (these declare no points)."""
+    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
+    return point
 
 
 def test_every_server_job_ran_as_a_slurm_job_the_scheduler_recorded(slurm_run, jobcomp_log):
@@ -118,8 +121,9 @@ def test_every_server_job_ran_as_a_slurm_job_the_scheduler_recorded(slurm_run, j
         assert record["JobState"] == "COMPLETED", record
         assert record["NodeList"] == slurm["node"], (record, slurm)
         assert record["Partition"] == "specsweep"
-        # The executor plugin's own log of that job, named by the same id.
-        assert (slurm_run / ".snakemake/slurm_logs/rule_benchmark_server" / name / f"{ids[name]}.log").exists()
+        # The executor plugin's own log of that job, named by the same id (its directory joins the
+        # wildcards' values with "_": snakemake-executor-plugin-slurm 2.8.0 utils.get_job_wildcards).
+        assert (slurm_run / ".snakemake/slurm_logs/rule_benchmark_server" / f"{name}_1" / f"{ids[name]}.log").exists()
         # The provenance in summary.json carries the same identity.
         assert summary(slurm_run, name)["provenance"]["launch"]["slurm"] == slurm
     assert len(set(ids.values())) == len(names), ids
@@ -167,7 +171,7 @@ def test_a_noop_rerun_submits_nothing(slurm_run, jobcomp_log):
 
 def test_editing_one_configuration_submits_only_its_jobs(slurm_run, jobcomp_log):
     before = scheduler_records(jobcomp_log, slurm_run)
-    untouched = {name: (slurm_run / "results" / name / "launch.json").read_bytes()
+    untouched = {name: (slurm_run / "results" / name / "launch-1" / "launch.json").read_bytes()
                  for name in ("nospec", "eagle3-gloo", "crashes")}
     config = yaml.safe_load((slurm_run / "config.yaml").read_text())
     config["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
@@ -178,7 +182,7 @@ def test_editing_one_configuration_submits_only_its_jobs(slurm_run, jobcomp_log)
     assert list(new) == [launch(slurm_run, "eagle3-shm")["slurm"]["job_id"]], new
     assert summary(slurm_run, "eagle3-shm")["status"] == "ok"
     for name, data in untouched.items():
-        assert (slurm_run / "results" / name / "launch.json").read_bytes() == data, f"{name} must not rerun"
+        assert (slurm_run / "results" / name / "launch-1" / "launch.json").read_bytes() == data, f"{name} must not rerun"
 
 
 def _processes_of(job_id: str, pgid: int) -> list[str]:
@@ -219,8 +223,8 @@ def test_scancel_of_a_running_server_job_leaves_no_server_and_a_rerun_completes(
     target = "results/long/summary.json"
     proc = subprocess.Popen(SNAKEMAKE + [target], cwd=slurm_run, stdout=subprocess.PIPE,  # noqa: S603
                             stderr=subprocess.STDOUT, start_new_session=True)
-    launch_path = slurm_run / "results/long/launch.json"
-    job_log = slurm_run / "results/long/logs/benchmark_server.log"
+    launch_path = slurm_run / "results/long/launch-1/launch.json"
+    job_log = slurm_run / "results/long/launch-1/logs/benchmark_server.log"
     try:
         deadline = time.monotonic() + 300
         while not (launch_path.exists() and "ready after" in job_log.read_text()):

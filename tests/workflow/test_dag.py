@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specsweep.plan.config import load_configs
 from specsweep.testing.workflow import REPO, copy_workflow, job_counts
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
@@ -36,7 +37,7 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
     assert counts == {
         "resolve_plan": n,
         "preflight_config": n,
-        "benchmark_server": n,
+        "benchmark_server": n + 1,  # one launch each, and the baseline's A/A control at the end
         "summarize_config": n,
         "render_report": 1,
         "all": 1,
@@ -87,7 +88,7 @@ def test_unknown_flag_fails_preflight_before_launch(tmp_path):
     assert result.returncode != 0
     log = (work / "results" / "eagle3-shm" / "logs" / "preflight_config.log").read_text()
     assert "eagle3-shm" in log and "speculative-num-stepz" in log
-    assert not list((work / "results").glob("*/launch.json")), "no server may have been launched"
+    assert not list((work / "results").glob("*/launch-*/launch.json")), "no server may have been launched"
     assert (work / "results" / "nospec" / "preflight.json").exists(), out
 
 
@@ -95,17 +96,24 @@ GPU_MATRIX = ["--configfile", "config/kimi-k25-8gpu.yaml"]
 GPU_MATRIX_DUMMY = GPU_MATRIX + ["config/kimi-k25-8gpu-dummy.yaml"]
 
 
+def _gpu_matrix_names(work: Path) -> list[str]:
+    """The configurations of the GPU matrix once its NCCL grid is expanded."""
+    return sorted(load_configs([work / "config/kimi-k25-8gpu.yaml"])["configurations"])
+
+
 def test_gpu_matrix_dry_run_shows_the_full_matrix(tmp_path):
     work = copy_workflow(tmp_path)
-    n = len(yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["configurations"])
+    n = len(_gpu_matrix_names(work))
     n_images = len(yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["images"])
     for extra in (GPU_MATRIX, GPU_MATRIX_DUMMY):
         result = run(SNAKEMAKE + ["-n", "all", *extra], work)
         assert result.returncode == 0, result.stderr
         counts = job_counts(result.stdout)
-        assert counts["benchmark_server"] == n and counts["preflight_config"] == n
+        assert counts["benchmark_server"] == n + 1 and counts["preflight_config"] == n  # + the A/A control
         assert counts["build_image"] == n_images and counts["make_parser_env"] == 1
-    assert n >= 15
+    # The NCCL grid: 3 algorithms x 3 protocols x 2 channel caps x 2 buffer sizes, and the rest of the matrix.
+    assert sum(name.startswith("nccl-") and name.count("-") == 4 for name in _gpu_matrix_names(work)) == 36
+    assert n >= 15 + 36
 
 
 @pytest.mark.slow
@@ -124,8 +132,7 @@ def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
     result = run(SNAKEMAKE + ["preflight", *GPU_MATRIX_DUMMY, "--config", f"parser_env={parser_env_dir()}"], work,
                  timeout=3000)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    names = yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["configurations"]
-    for name in names:
+    for name in _gpu_matrix_names(work):
         pre = json.loads((work / "results" / name / "preflight.json").read_text())
         assert pre["ok"] and pre["checked_with"].startswith("sglang 0.5.23"), pre
         assert pre["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], pre["loaded"]

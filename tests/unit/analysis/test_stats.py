@@ -87,3 +87,52 @@ def test_windows_converged():
     assert not S.windows_converged([100], tolerance=0.10, min_windows=2)
     assert not S.windows_converged([100, None, 100], tolerance=0.10, min_windows=2)
     assert S.windows_converged([100, 101, 100], tolerance=0.02, min_windows=3)
+
+
+# ----------------------------------------------------------------- launches
+
+
+def _launches(rng, medians, n=20, sd=0.01):
+    """Per-request tok/s of several launches (relative sd), their labels and per-repeat medians."""
+    values, labels, reps = [], [], []
+    for k, m in enumerate(medians):
+        for r in range(2):
+            vals = list(rng.normal(m, sd * m, n // 2))
+            values += vals
+            labels += [str(k)] * len(vals)
+            reps.append(float(np.median(vals)))
+    return values, labels, reps
+
+
+def test_hierarchical_bootstrap_spreads_over_launches():
+    rng = np.random.default_rng(0)
+    values, labels, _ = _launches(rng, [90.0, 110.0, 95.0, 105.0])
+    flat = S.hierarchical_bootstrap_medians(values, [None] * len(values), np.random.default_rng(1), 4000)
+    nested = S.hierarchical_bootstrap_medians(values, labels, np.random.default_rng(1), 4000)
+    assert np.percentile(nested, 97.5) - np.percentile(nested, 2.5) > 2 * (
+        np.percentile(flat, 97.5) - np.percentile(flat, 2.5))
+    assert 90 <= np.percentile(nested, 1) and np.percentile(nested, 99) <= 110  # never outside the launches
+
+
+def test_launch_spread_enters_the_noise_floor():
+    rng = np.random.default_rng(2)
+    a, la, ra = _launches(rng, [100.0, 100.0])
+    b, lb, rb = _launches(rng, [90.0, 110.0])  # two launches of one configuration, 22 % apart
+    v = S.compare_to_baseline(a, b, ra, rb, seed=0, launches=la, baseline_launches=lb)
+    assert v["noise_sources"]["launches"] == pytest.approx(110 / 90 - 1, rel=0.05)
+    assert v["noise"] >= v["noise_sources"]["launches"] and v["launches"] == [2, 2]
+    assert v["launch_effect"].startswith("measured")
+
+
+def test_the_aa_floor_keeps_a_smaller_difference_from_being_called():
+    rng = np.random.default_rng(3)
+    a, _, ra = _launches(rng, [100.0])
+    b, _, rb = _launches(rng, [112.0])  # 12 % apart, far beyond the repeat noise
+    called = S.compare_to_baseline(a, b, ra, rb, seed=0)
+    assert called["verdict"] == "slower"
+    held = S.compare_to_baseline(a, b, ra, rb, seed=0, aa_noise=0.20)  # the same configuration twice: 20 % apart
+    assert held["verdict"] == "no significant difference"
+    assert held["noise"] == pytest.approx(0.20) and held["noise_sources"]["aa_control"] == 0.20
+    assert "unknown for a side of one launch; the A/A control found 20.0%" == held["launch_effect"]
+    larger = S.compare_to_baseline(a, list(np.array(b) * 1.5), ra, list(np.array(rb) * 1.5), seed=0, aa_noise=0.20)
+    assert larger["verdict"] == "slower", "a difference larger than the A/A spread is still called"

@@ -39,9 +39,9 @@ def test_check_gives_file_and_line_of_invalid_yaml(tmp_path):
     assert f'"{path}", line 3' in result.stderr
 
 
-def _outcome(results: Path, name: str, status: str) -> None:
-    (results / name).mkdir(parents=True)
-    (results / name / "outcome.json").write_text(json.dumps({"status": status, "run_id": "0" * 12}))
+def _outcome(results: Path, name: str, status: str, launch: str = "1") -> None:
+    (results / name / f"launch-{launch}").mkdir(parents=True)
+    (results / name / f"launch-{launch}" / "outcome.json").write_text(json.dumps({"status": status, "run_id": "0" * 12}))
 
 
 def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, capsys, monkeypatch):
@@ -50,14 +50,15 @@ def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, 
     for name, status in (("nospec", "failed"), ("eagle3-shm", "ok"), ("eagle3-gloo", "contaminated"),
                          ("kimi-only", "failed")):
         _outcome(results, name, status)
+    _outcome(results, "nospec", "ok", launch="aa")  # per launch: the control of a failed baseline may be ok
     monkeypatch.chdir(tmp_path)
     assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
     listed = capsys.readouterr().out.split()
-    assert listed == [str(results / "eagle3-gloo/outcome.json"), str(results / "nospec/outcome.json")]
+    assert listed == [str(results / "eagle3-gloo/launch-1/outcome.json"), str(results / "nospec/launch-1/outcome.json")]
     other = tmp_path / "other.yaml"
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["configurations"] = {"kimi-only": config["configurations"]["nospec"]}
     config["baseline"] = "kimi-only"
     other.write_text(yaml.safe_dump(config))
     assert main(["failed", str(other), "--results", str(results)]) == 0
-    assert capsys.readouterr().out.split() == [str(results / "kimi-only/outcome.json")]
+    assert capsys.readouterr().out.split() == [str(results / "kimi-only/launch-1/outcome.json")]

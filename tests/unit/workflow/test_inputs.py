@@ -24,7 +24,7 @@ def _dry(work: Path, *targets: str) -> dict[str, int]:
 def test_dry_run_builds_the_image_once(tmp_path):
     counts = _dry(copy_workflow(tmp_path), "all")
     assert counts["build_image"] == 1
-    assert counts["benchmark_server"] == 2
+    assert counts["benchmark_server"] == 3  # two configurations, and the baseline's A/A control launch
 
 
 def test_push_target(tmp_path):
@@ -80,8 +80,9 @@ def test_summarize_reads_the_nccl_debug_files_and_judges_a_known_failure(tmp_pat
     labels = summary_labels(resolve_labels(load_configs([REPO / "config/kimi-k25-8gpu.yaml"])), "nccl-tree-bare")
     summary = summarize_files(inputs, str(tmp_path / "summary.json"), log, labels_json=labels)
     assert summary["status"] == "failed" and "summary nccl-tree-bare: failed" in log.getvalue()
-    assert summary["expected_failure"]["expected"] is True
-    assert summary["expected_failure"]["matched"][0]["signature"] == "nccl_no_algorithm"
+    [point] = summary["points"]
+    assert point["expected_failure"]["expected"] is True
+    assert point["expected_failure"]["matched"][0]["signature"] == "nccl_no_algorithm"
     (tmp_path / "nccl" / "nccl.h.42.log").write_text("h:42:42 [0] NCCL INFO NCCL version 2.30.7+cuda13.0\n")
     summary = summarize_files(inputs, str(tmp_path / "summary.json"), io.StringIO(), labels_json=labels)
-    assert summary["expected_failure"]["expected"] is False  # a surprise failure
+    assert summary["points"][0]["expected_failure"]["expected"] is False  # a surprise failure

@@ -71,7 +71,7 @@ def test_matrix_covers_the_issue(gpu_plans):
     variants = {v for p in plans.values() for v in p["variant"]}
     assert variants >= {"custom_allreduce", "mscclpp", "torch_symm_mem", "flashinfer_fusion", "deepep",
                         "pcie_ipc_allreduce", "nccl_env"}
-    assert plans["nccl-tree"]["env"]["NCCL_ALGO"] == "allreduce:tree"
+    assert plans["nccl-tree-anyproto-anych-anybuf"]["env"]["NCCL_ALGO"] == "allreduce:tree"  # the NCCL grid
     assert plans["nccl-tree-bare"]["expect"] == "failure"
     assert plans["no-custom-ar"]["server_args"]["disable-custom-all-reduce"] is True
     assert any(isinstance(c.get("extends"), list) for c in config["configurations"].values())
@@ -128,9 +128,9 @@ def test_deepep_normal_without_nvlink(gpu_plans):
 
 def test_ll128_on_pcie(gpu_plans):
     for value in ("LL128", "Simple,LL128", "allreduce:LL128"):
-        errors = _errors(_plan(gpu_plans, "nccl-proto-ll", env={"NCCL_PROTO": value}))
-        assert any("configurations.nccl-proto-ll.env.NCCL_PROTO" in e for e in errors), (value, errors)
-    assert _errors(_plan(gpu_plans, "nccl-proto-ll", env={"NCCL_PROTO": "^LL128"})) == []
+        errors = _errors(_plan(gpu_plans, "nccl-anyalgo-ll-anych-anybuf", env={"NCCL_PROTO": value}))
+        assert any("configurations.nccl-anyalgo-ll-anych-anybuf.env.NCCL_PROTO" in e for e in errors), (value, errors)
+    assert _errors(_plan(gpu_plans, "nccl-anyalgo-ll-anych-anybuf", env={"NCCL_PROTO": "^LL128"})) == []
 
 
 def test_bare_tree_warns_unless_expected_failure(gpu_plans):

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 19 on one GPU: config/refengine-gpu.yaml at TP=1 with two launches
+# per configuration, interleaved, plus the baseline's A/A control (the
+# overlay config/refengine-gpu-launches.yaml): 5 configurations x 2 launches
+# + 1 = 11 launches. The four speculative configurations are physically the
+# same at TP=1 (no all-reduce), so their pairwise verdicts must be "no
+# significant difference"; the report's first lines give the launch effect,
+# its Launches table what the replication cost.
+#
+#   scripts/gpu_launches.sh [OUT_DIR]
+#
+# OUT_DIR defaults to docs/measurements/<UTC date>-h200-tp1-launches. It gets
+# machine.txt (GPU, clocks, driver, torch/NCCL, commit), snakemake.log,
+# report.md, summary.csv, plots/, and per configuration its summary.json and
+# each launch's launch.json and outcome.json. A results/ left by an earlier
+# run is moved aside first (results.before-<time>), never reused: every
+# number comes from this run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-docs/measurements/$(date -u +%Y-%m-%d)-h200-tp1-launches}
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# NVLink multicast stays off: on a shared host it can take the GPUs down.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+if [ -e results ]; then
+  mv results "results.before-$(date -u +%Y%m%dT%H%M%S)"
+fi
+{
+  date -u
+  git rev-parse HEAD 2>/dev/null || true
+  nvidia-smi
+  nvidia-smi -q -d CLOCK,PERFORMANCE
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  python3 -m snakemake --version
+} >"$out/machine.txt" 2>&1
+
+t0=$(date +%s)
+python3 -m snakemake --cores 1 all \
+  --configfile config/refengine-gpu.yaml config/refengine-gpu-launches.yaml 2>&1 | tee "$out/snakemake.log"
+echo "workflow wall time: $(( $(date +%s) - t0 )) s" | tee -a "$out/machine.txt"
+
+cp results/summary.csv results/report.md "$out/"
+cp -r results/plots "$out/"
+for summary in results/*/summary.json; do
+  dir=$(dirname "$summary")
+  name=$(basename "$dir")
+  mkdir -p "$out/$name"
+  cp "$summary" "$out/$name/"
+  for launch in "$dir"/launch-*; do
+    mkdir -p "$out/$name/$(basename "$launch")"
+    cp "$launch/launch.json" "$launch/outcome.json" "$out/$name/$(basename "$launch")/"
+  done
+done
+echo "results in $out"

@@ -1,0 +1,295 @@
+"""One configuration's summary: every launch and every workload point, pooled per point.
+
+The unit of measurement is (configuration, launch, point): one server job is
+one launch and measures every point of the plan; the summary of a
+configuration has one section per point, pooling that point's records over
+all launches. Per point, each launch is first summarised on its own
+(``summary.build_summary``, exactly the shape of a one-launch summary), then:
+
+* one launch: that summary is the point's summary;
+* several launches: the metrics are recomputed from the pooled records (each
+  launch's own run, repeats numbered launch after launch so that the
+  per-repeat spread spans launches), the status is the worst of the regular
+  launches (``failed`` > ``contaminated`` > ``fallback`` > ``ok``, with the
+  launch named), ``run_id`` is null (each launch's is in ``launches``), and
+  ``launches`` lists each launch's median and repeat medians.
+
+Output agreement is checked per launch and pooled against the baseline's
+first launch at the same point (its records of that point; all its records
+when the baseline has no such point), so that batching at another
+concurrency never enters the comparison.
+
+The A/A control (launch ``aa`` of the baseline) is pooled like any launch of
+the baseline when it succeeded; when it failed, that is a warning on the
+baseline (the launch effect stays unknown), not a failure of the baseline.
+
+summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 6)::
+
+    {"format_version": 6, "config": name, "status": worst point status,
+     "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
+     "reason", "started_at", "ended_at", "wall_s", "ready_s"}],
+     "points": [<point summary>]}
+
+A point summary is a version-5 summary (``analysis.summary``) plus
+``point``, ``workload``, ``launches`` (per launch: ``launch``, ``control``,
+``status``, ``run_id``, ``n_ok``, ``tok_s_median``, ``decode_tok_s_median``,
+``per_repeat_median``, ``repeats``) and ``samples[...]["launch"]`` (the
+launch of every sample), and its ``plan`` has that point's workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specsweep.analysis.metrics import compute_metrics
+from specsweep.analysis.stats import compare_to_baseline, group_medians, repeat_noise
+from specsweep.analysis.summary import (
+    SUMMARY_FORMAT_VERSION,
+    BaselineRun,
+    agreement_message,
+    agreement_reference,
+    agreement_section,
+    build_summary,
+    expected_failure,
+)
+from specsweep.records import DEFAULT_POINT
+
+CONTROL = "aa"  # = plan.launches.CONTROL (analysis does not import plan)
+_STATUS_RANK = {"ok": 0, "fallback": 1, "contaminated": 2, "failed": 3}
+
+
+@dataclass(frozen=True)
+class LaunchFiles:
+    """What one server job (one launch) left, read back."""
+
+    launch: str
+    record: dict | None  # launch.json
+    outcome: dict
+    warmup: list[dict]
+    measured: list[dict]
+    server_log: str
+    run_id: str | None = None  # the one run id of the launch's files (workflow.jobs.one_run_id)
+    nccl_logs: tuple[str, ...] = ()  # the launch's NCCL_DEBUG_FILEs, as text
+    # The launch's profiling stages (analysis.profiling.profile_section; None: off or not reached).
+    # They profile the plan's first point, so only that point's summary carries them.
+    profile: dict | None = None
+
+
+def _points(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(plan.get("points") or [{"name": DEFAULT_POINT, "workload": plan["workload"]}])
+
+
+def baseline_at(baseline: BaselineRun | None, point: str) -> BaselineRun | None:
+    """The baseline as one point's agreement check needs it: its plan with that point's workload and
+    its records of that point (all of them when the baseline has no point of that name)."""
+    if baseline is None or baseline.plan is None or baseline.records is None:
+        return baseline
+    own = {p["name"]: p for p in _points(baseline.plan)}
+    if point not in own:
+        return baseline
+    return BaselineRun(baseline.name, dict(baseline.plan, workload=own[point]["workload"]),
+                       _of_point(baseline.records, point))
+
+
+def _point_outcome(outcome: Mapping[str, Any], point: str) -> dict[str, Any]:
+    """The outcome of one point of a launch (a failed launch fails every point)."""
+    entry = (outcome.get("points") or {}).get(point)
+    launch = {"run_id": outcome.get("run_id"), "host": outcome.get("host")}  # shared by every point
+    if entry is not None:
+        return {**launch, "status": entry["status"], "stage": entry.get("stage"), "reason": entry.get("reason"),
+                "detail": entry.get("detail"), "warmup": entry.get("warmup"),
+                "log_tail": outcome.get("log_tail") if entry["status"] != "ok" else None}
+    if outcome.get("status") in ("ok", "contaminated") and not outcome.get("points"):
+        return dict(outcome)  # format 1: one point, no points section
+    return {**launch, "status": "failed", "stage": outcome.get("stage") or "benchmark",
+            "reason": outcome.get("reason") or "point_not_measured",
+            "detail": outcome.get("detail") or f"point {point} has no outcome in this launch",
+            "log_tail": outcome.get("log_tail")}
+
+
+def _of_point(records: Sequence[dict], point: str) -> list[dict]:
+    return [r for r in records if r.get("point", DEFAULT_POINT) == point]
+
+
+def _launch_entry(launch: LaunchFiles, summary: dict[str, Any], offset: int) -> dict[str, Any]:
+    m = summary["metrics"]
+    tok = m.get("output_tok_s") or {}
+    decode = m.get("decode_tok_s") or {}
+    repeats = m.get("repeats") or []
+    return {
+        "launch": launch.launch,
+        "control": launch.launch == CONTROL,
+        "status": summary["status"],
+        "stage": summary.get("stage"),
+        "reason": summary.get("reason"),
+        "run_id": summary.get("run_id") or m.get("run_id"),
+        "n_ok": m["counts"]["ok"],
+        "tok_s_median": tok.get("p50"),
+        "decode_tok_s_median": decode.get("p50"),
+        "per_repeat_median": tok.get("per_repeat_median") or [],
+        "repeats": [offset + r for r in repeats],
+    }
+
+
+def _renumbered(records: Sequence[dict], offset: int) -> list[dict]:
+    """Copies of measured records with ``repeat`` moved past earlier launches' repeats."""
+    return [dict(r, repeat=offset + r["repeat"]) if r.get("phase") == "measured" and r.get("repeat") is not None
+            else r for r in records]
+
+
+def _tag_sample_launches(metrics: dict[str, Any], repeat_launch: Mapping[int, str]) -> None:
+    for sample in (metrics.get("samples") or {}).values():
+        sample["launch"] = [repeat_launch.get(r) for r in sample["repeat"]]
+
+
+def summarize_point(
+    plan: Mapping[str, Any], point: Mapping[str, Any], launches: Sequence[LaunchFiles],
+    evidence: Mapping[str, dict | None], baseline: BaselineRun | None = None,
+    agreement_threshold: float | None = None, labels: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary of one point over every launch (module docstring); ``baseline``, ``agreement_threshold``
+    and ``labels`` as for ``summary.build_summary`` (the baseline of the whole configuration)."""
+    name = point["name"]
+    point_plan = dict(plan, workload=point["workload"])
+    seed = int(point["workload"]["seed"])
+    repeats_per_launch = int(point["workload"]["repeats"])
+    reference = baseline_at(baseline, name)
+    per_launch: list[tuple[LaunchFiles, dict[str, Any], int]] = []
+    profiled = name == _points(plan)[0]["name"]
+    for k, launch in enumerate(launches):
+        summary = build_summary(point_plan, launch.record, _point_outcome(launch.outcome, name),
+                                _of_point(launch.warmup, name), _of_point(launch.measured, name),
+                                evidence.get(launch.launch), reference, agreement_threshold, labels,
+                                profile=launch.profile if profiled else None)
+        per_launch.append((launch, summary, k * repeats_per_launch))
+    entries = [_launch_entry(launch, summary, offset) for launch, summary, offset in per_launch]
+
+    regular = [(launch, s) for launch, s, _ in per_launch if launch.launch != CONTROL]
+    pooled_from = [(launch, s, off) for launch, s, off in per_launch
+                   if launch.launch != CONTROL or s["status"] == "ok"]
+    first = (regular or [(per_launch[0][0], per_launch[0][1])])[0][1]
+    if len(pooled_from) == 1:
+        out = dict(pooled_from[0][1])
+    else:
+        records = [r for launch, _, off in pooled_from for r in _renumbered(_of_point(launch.measured, name), off)]
+        runs = [s["metrics"]["run_id"] for _, s, _ in pooled_from if s["metrics"]["run_id"] is not None]
+        out = dict(first)
+        out["metrics"] = compute_metrics(records, seed=seed, run_id=runs, baseline=agreement_reference(
+            point_plan, pooled_from[0][0].record, reference), profile=first.get("profile"))
+        out["agreement"] = agreement_section(out["metrics"], reference, agreement_threshold)
+        out["run_id"] = None  # several runs: each launch's is in launches
+        worst = max(regular, key=lambda item: _STATUS_RANK[item[1]["status"]], default=None)
+        if worst is not None and worst[1]["status"] != "ok":
+            bad = worst[1]
+            out.update(status=bad["status"], stage=bad.get("stage"), reason=bad.get("reason"),
+                       detail=f"launch {worst[0].launch}: {bad.get('detail')}", log_tail=bad.get("log_tail"),
+                       expected_failure=bad.get("expected_failure"))
+        elif out["agreement"]["flagged"]:  # every launch agreed alone, their pooled outputs do not
+            out.update(status="failed", stage="summarize", reason="outputs_differ",
+                       detail=agreement_message(out["agreement"], out["metrics"]), log_tail=None,
+                       expected_failure=expected_failure(labels, None) if (labels or {}).get("expect") == "failure"
+                       else None)
+        else:
+            out.update(status="ok", stage=None, reason=None, detail=None, log_tail=None, expected_failure=None)
+        out["warnings"] = [f"launch {launch.launch}: {w}" for launch, s, _ in per_launch for w in s["warnings"]]
+    repeat_launch = {r: e["launch"] for e in entries for r in e["repeats"]}
+    if len(pooled_from) == 1:
+        out["metrics"] = dict(out["metrics"])
+        out["metrics"]["samples"] = {k: dict(v) for k, v in (out["metrics"].get("samples") or {}).items()}
+        repeat_launch = {r: pooled_from[0][0].launch for r in out["metrics"].get("repeats") or []}
+    _tag_sample_launches(out["metrics"], repeat_launch)
+    control_failed = [e for e in entries if e["control"] and e["status"] != "ok"]
+    if control_failed:
+        e = control_failed[0]
+        out["warnings"] = [*out.get("warnings", []), f"A/A control launch {e['launch']} did not end ok "
+                           f"({e['status']}: {e['reason']}): the launch effect at this point is unknown"]
+    out.pop("format_version", None)  # a section of summary.json, which carries the version
+    out.update(point=name, workload=point["workload"], launches=entries)
+    return out
+
+
+def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
+    record = launch.record or {}
+    started, ended = launch.outcome.get("started_at") or record.get("started_at"), launch.outcome.get("ended_at")
+    return {
+        "launch": launch.launch,
+        "control": launch.launch == CONTROL,
+        "run_id": launch.run_id or launch.outcome.get("run_id"),
+        "status": launch.outcome.get("status"),
+        "stage": launch.outcome.get("stage"),
+        "reason": launch.outcome.get("reason"),
+        "started_at": started,
+        "ended_at": ended,
+        "wall_s": (ended - started) if started is not None and ended is not None else None,
+        "ready_s": record.get("ready_s"),
+    }
+
+
+def build_config_summary(
+    plan: Mapping[str, Any], launches: Sequence[LaunchFiles], evidence_of: Callable[[LaunchFiles], dict | None],
+    baseline: BaselineRun | None = None, agreement_threshold: float | None = None,
+    labels: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """summary.json of one configuration from the files of its launches (in run order).
+
+    ``evidence_of(launch)`` is what the engine's log check says about that
+    launch's communication variant and failures (read on failure too).
+    ``baseline``, ``agreement_threshold``, ``labels``: as for ``summary.build_summary``.
+    """
+    evidence = {launch.launch: evidence_of(launch) for launch in launches}
+    points = [summarize_point(plan, point, launches, evidence, baseline, agreement_threshold, labels)
+              for point in _points(plan)]
+    status = max((p["status"] for p in points), key=_STATUS_RANK.__getitem__, default="failed")
+    return {
+        "format_version": SUMMARY_FORMAT_VERSION,
+        "config": plan["name"],
+        "status": status,
+        "plan": dict(plan),
+        "launches": [_launch_section(launch) for launch in launches],
+        "points": points,
+    }
+
+
+def point_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The point summaries of a summary.json (format 5), or the file itself as one point (formats 1 to 4)."""
+    if "points" in summary:
+        return [dict(p) for p in summary["points"]]
+    return [dict(summary, point=DEFAULT_POINT, workload=(summary.get("plan") or {}).get("workload"), launches=[])]
+
+
+def aa_control(point_summary: Mapping[str, Any], seed: int) -> dict[str, Any] | None:
+    """The A/A result of the baseline at one point: how far its launches' medians lie apart.
+
+    ``spread`` = max / min - 1 of the per-launch medians of output tok/s
+    (every launch of the baseline, the control included): the launch-to-launch
+    noise floor. ``drift`` = control median / first launch's median - 1 (the
+    start and the end of the sweep). ``comparison``: the control against the
+    first launch by ``stats.compare_to_baseline``. None without a control that
+    ended ok.
+    """
+    entries = [e for e in point_summary.get("launches") or [] if e["status"] == "ok" and e["tok_s_median"]]
+    control = next((e for e in entries if e["control"]), None)
+    first = next((e for e in entries if not e["control"]), None)
+    if control is None or first is None:
+        return None
+    sample = (point_summary["metrics"].get("samples") or {}).get("output_tok_s") or {}
+    values, launch_of, repeat_of = sample.get("values") or [], sample.get("launch") or [], sample.get("repeat") or []
+
+    def side(launch_id: str) -> tuple[list[float], list[float]]:
+        vals = [v for v, lid in zip(values, launch_of) if lid == launch_id]
+        reps = [r for r, lid in zip(repeat_of, launch_of) if lid == launch_id]
+        return vals, list(group_medians(vals, reps).values())
+
+    c_vals, c_reps = side(control["launch"])
+    f_vals, f_reps = side(first["launch"])
+    medians = [e["tok_s_median"] for e in entries]
+    return {
+        "first": first["launch"],
+        "control": control["launch"],
+        "launch_medians": {e["launch"]: e["tok_s_median"] for e in entries},
+        "spread": repeat_noise(medians),
+        "drift": control["tok_s_median"] / first["tok_s_median"] - 1,
+        "comparison": compare_to_baseline(c_vals, f_vals, c_reps, f_reps, seed=seed),
+    }

@@ -1,0 +1,165 @@
+"""The best configuration of each grid, as files a user can apply, with the evidence it won by.
+
+Per grid ``<grid>`` (``report.sweep.best_of_grids`` picks the winner):
+
+* ``results/best/<grid>.env``: the environment the winner was measured with
+  (``KEY=VALUE`` lines, for ``docker run --env-file`` or ``set -a; .
+  file``); the keys the grid varied first, a key the winner removed (axis
+  value null) as a comment; the winner's server flags as comments.
+* ``results/best/<grid>.nccl-tuner.csv``: the winner's NCCL algorithm and
+  protocol for all-reduce, in the CSV format of NCCL's example tuner plugin
+  (NVIDIA/nccl ``plugins/tuner/example``: ``plugin.c`` parses
+  ``colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]``,
+  algorithm in tree|ring|collnet_direct|collnet_chain|nvls|nvls_tree|pat,
+  protocol in ll|ll128|simple, channels -1 = NCCL's choice, nNodes/nRanks -1 =
+  any; '#' starts a comment; the plugin reads the file named by
+  ``NCCL_TUNER_CONFIG_FILE`` and is loaded with ``NCCL_TUNER_PLUGIN``). A
+  line is written only when the winner fixes both NCCL_ALGO and NCCL_PROTO
+  to values this mapping knows: the example plugin parses an unknown
+  algorithm as ring and an unknown protocol as simple, so a guessed field
+  would silently be a different setting. Otherwise the file holds only
+  comments saying why (the env file is then the way to apply the winner).
+* ``results/best/<grid>.json``: the evidence: the winner, its settings, its
+  median tok/s and interval, its verdict against every other member and
+  against the baseline, the method.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from specsweep.analysis.stats import VERDICT_METHOD
+from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.report.sweep import GridWinner
+
+# Format history of results/best/<grid>.json:
+#   1  grid, point, winner, significant, settings, env, server_args, argv, tok_s_median, tok_s_ci,
+#      against, baseline_verdict, method.
+BEST_FORMAT_VERSION = 1
+TUNER_SOURCE = "NVIDIA/nccl plugins/tuner/example (plugin.c, README.md)"
+#: NCCL_ALGO values -> (collective, tuner algorithm). A bare algorithm applies to every collective;
+#: the tuner line is written for all-reduce, the collective of tensor parallelism.
+_ALGOS = {"ring": "ring", "tree": "tree", "pat": "pat", "nvls": "nvls", "nvlstree": "nvls_tree",
+          "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
+_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]*$")
+
+
+def export_paths(best_dir: Path | str, grid: str) -> dict[str, Path]:
+    best_dir = Path(best_dir)
+    return {"env": best_dir / f"{grid}.env", "tuner": best_dir / f"{grid}.nccl-tuner.csv",
+            "evidence": best_dir / f"{grid}.json"}
+
+
+def tuner_algorithm(value: str | None) -> str | None:
+    """The tuner's algorithm for an NCCL_ALGO value that fixes all-reduce to one algorithm, else None."""
+    if not value:
+        return None
+    text = value.strip().lower()
+    if ";" in text or "," in text or text.startswith("^"):
+        return None  # several collectives or algorithms, or an exclusion: not one tuner line
+    if ":" in text:
+        coll, _, algo = text.partition(":")
+        if coll != "allreduce":
+            return None
+        text = algo
+    return _ALGOS.get(text.replace("_", ""))
+
+
+def tuner_protocol(value: str | None) -> str | None:
+    if not value:
+        return None
+    text = value.strip().lower()
+    if ";" in text or "," in text or text.startswith("^") or ":" in text:
+        return None
+    return _PROTOS.get(text)
+
+
+def tuner_csv(env: Mapping[str, str], tp_size: int, winner: str) -> str:
+    """The NCCL tuner CSV for the winner's env (module docstring)."""
+    head = (f"# NCCL example tuner plugin config ({TUNER_SOURCE}), from specsweep: the winner {winner}.\n"
+            "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks\n"
+            "# Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n")
+    algo, proto = tuner_algorithm(env.get("NCCL_ALGO")), tuner_protocol(env.get("NCCL_PROTO"))
+    if algo is None or proto is None:
+        missing = [k for k, v in (("NCCL_ALGO", algo), ("NCCL_PROTO", proto)) if v is None]
+        return head + (f"# No tuner line: the winner does not fix {' and '.join(missing)} to one value the tuner can "
+                       f"express (it has NCCL_ALGO={env.get('NCCL_ALGO')!r}, NCCL_PROTO={env.get('NCCL_PROTO')!r}).\n"
+                       "# The example plugin would read a missing field as ring/simple, a different setting: "
+                       "apply the env file instead.\n")
+    channels = env.get("NCCL_MAX_NCHANNELS")
+    note = ""
+    if channels and channels.isdigit():
+        note = (f"# channels {channels} from NCCL_MAX_NCHANNELS, which capped the channel count in the measurement; "
+                "the tuner sets it exactly.\n")
+    else:
+        channels = "-1"
+    return head + note + f"allreduce,0,4294967295,{algo},{proto},{channels},-1,{tp_size}\n"
+
+
+def _env_line(key: str, value: str) -> str:
+    if _PLAIN.match(value):
+        return f"{key}={value}\n"
+    return f"# {key} has characters an env file cannot carry unquoted: {json.dumps(value)}\n"
+
+
+def env_file(winner: GridWinner) -> str:
+    row = winner.winner or {}
+    plan = row.get("plan") or {}
+    env: dict[str, str] = plan.get("env") or {}
+    varied = [k.split(".", 1)[1] for k in winner.values if k.startswith("env.")]
+    standing = ("significantly faster than every other member" if winner.significant
+                else "highest median, but NOT significantly better than every other member")
+    out = [f"# specsweep: best configuration of grid {winner.grid} at point {winner.point}: {row.get('config')}\n",
+           f"# {standing} (evidence: {winner.grid}.json)\n",
+           "# The settings the grid varied:\n"]
+    for key in varied:
+        out.append(_env_line(key, env[key]) if key in env else f"# {key} unset (the library's default)\n")
+    rest = [k for k in sorted(env) if k not in varied]
+    if rest:
+        out.append("# The rest of the environment it was measured with:\n")
+        out.extend(_env_line(k, env[k]) for k in rest)
+    flags = {k.split(".", 1)[1]: v for k, v in winner.values.items() if k.startswith("server_args.")}
+    if flags:
+        out.append("# Server flags the grid varied (not environment; pass them on the command line):\n")
+        out.extend(f"#   --{k} {v}\n" for k, v in flags.items())
+    return "".join(out)
+
+
+def write_exports(winners: list[GridWinner], best_dir: Path | str) -> dict[str, dict[str, str]]:
+    """Write the three files of every grid; returns their paths by grid (for the report)."""
+    paths_by: dict[str, dict[str, str]] = {}
+    for w in winners:
+        paths = export_paths(best_dir, w.grid)
+        paths_by[w.grid] = {k: str(v) for k, v in paths.items()}
+        row = w.winner or {}
+        plan = row.get("plan") or {}
+        if w.winner is None:
+            text = f"# specsweep: grid {w.grid} has no winner: {w.why_none}\n"
+            write_text_atomic(paths["env"], text)
+            write_text_atomic(paths["tuner"], text)
+        else:
+            write_text_atomic(paths["env"], env_file(w))
+            tp = int((plan.get("server_args") or {}).get("tp-size") or -1)
+            write_text_atomic(paths["tuner"], tuner_csv(plan.get("env") or {}, tp, row["config"]))
+        write_json_atomic(paths["evidence"], {
+            "format_version": BEST_FORMAT_VERSION,
+            "grid": w.grid,
+            "point": w.point,
+            "winner": row.get("config"),
+            "why_none": w.why_none,
+            "significant": w.significant,
+            "settings": w.values,
+            "env": plan.get("env"),
+            "server_args": plan.get("server_args"),
+            "argv": plan.get("argv"),
+            "tok_s_median": row.get("tok_s_median"),
+            "tok_s_ci": [row.get("tok_s_ci_low"), row.get("tok_s_ci_high")],
+            "against": w.against,
+            "baseline_verdict": w.baseline_verdict,
+            "method": VERDICT_METHOD,
+        })
+    return paths_by

@@ -1,0 +1,407 @@
+"""The sweep parts of the report: A/A control, launches, break-even curves, points, grids.
+
+Everything here reads the rows of ``report.render.config_rows`` (one per
+configuration and workload point) and the summary files' launch sections;
+nothing is measured or recomputed from records.
+
+* A/A control (``aa_lines``): the report's first lines. The baseline launched
+  again at the end of the sweep; its launch-to-launch spread (max / min - 1 of
+  the per-launch medians) is part of every verdict's noise floor at that point.
+* Launches (``launch_lines``, ``launch_table``): how many launches, how long,
+  and whether they ran in the planned interleaved order (from ``started_at``).
+* Break-even curves (``break_even_groups``): rows at one point that differ
+  only in ``SGLANG_SIMULATE_ACC_LEN``, one group per everything else (e.g. per
+  communication backend); the measured crossing of the baseline
+  (``analysis.curves``) next to the computed break-even (cycle time x
+  baseline decode tok/s) of its members.
+* Points (``concurrency_table``): tok/s per user and per GPU against the
+  point, with the baseline at the same point.
+* Grids (``best_of_grids``): the winner of each grid with the evidence it won
+  by (its verdict against every other member, the A/A floor included).
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
+from specsweep.analysis.stats import LAUNCH_BOOTSTRAP_METHOD
+from specsweep.files import canonical_json
+
+ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
+ACC_KEY = f"env.{ACC_ENV}"
+CONTROL = "aa"
+#: Pairwise verdicts are listed when a point has at most this many ok configurations besides the baseline.
+PAIRWISE_MAX = 6
+
+
+def _f(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:.1f} %"
+
+
+def row_label(row: Mapping[str, Any]) -> str:
+    """``config`` or ``config @ point`` (a configuration with several points)."""
+    return row["config"] if row["point"] == "default" else f"{row['config']} @ {row['point']}"
+
+
+# ------------------------------------------------------------------ A/A control
+
+
+def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool) -> str:
+    """The report's first lines: what the A/A control found, and what that means for the verdicts."""
+    base_rows = [r for r in rows if r["config"] == baseline]
+    if baseline is None or not base_rows:
+        return "A/A control: none (no baseline): the launch-to-launch effect is unknown and no verdict is called.\n\n"
+    found = [(r, r.get("aa")) for r in base_rows]
+    if not any(aa for _, aa in found):
+        why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
+        return (f"A/A control: {why}: the launch-to-launch effect is unknown; verdicts rest on the spread "
+                "between repeats (and between launches where a configuration has several).\n\n")
+    floor = aa_floor(base_rows)
+    per_point = [(r["point"], aa) for r, aa in found if aa]
+    out = io.StringIO()
+    detail = "" if len(found) == 1 else " (" + ", ".join(
+        f"{p} {_pct(aa['spread'])}" for p, aa in per_point) + "; the largest applies at every point)"
+    out.write(f"**A/A control: the same configuration ({baseline}) launched twice differed by "
+              f"{'up to ' if len(per_point) > 1 else ''}{_pct(floor)} in median tok/s{detail}: "
+              "smaller differences are not called.**\n\n")
+    for r, aa in found:
+        where = "" if r["point"] == "default" else f"At point {r['point']}: "
+        if not aa:
+            out.write(f"- {where}no control launch ended ok: the launch effect here is unknown.\n")
+            continue
+        comp = aa["comparison"]
+        drift = (f"{comp['verdict']} (x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}])"
+                 if "ratio" in comp else comp["verdict"])
+        out.write(f"- {where}launch {aa['first']} (start of the sweep) vs launch {aa['control']} (end): "
+                  f"{_f(aa['launch_medians'][aa['first']])} vs {_f(aa['launch_medians'][aa['control']])} tok/s, "
+                  f"drift {aa['drift'] * 100:+.1f} %, {drift}.\n")
+    out.write("\n")
+    single = sorted({r["config"] for r in rows if r["launches"] == 1 and r["config"] != baseline})
+    if single:
+        out.write(f"{len(single)} configuration(s) ran in one launch each: their own launch effect is unknown; the "
+                  f"A/A control's {_pct(floor)} stands for it in every verdict.\n\n")
+    return out.getvalue()
+
+
+def aa_floor(base_rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The A/A noise floor: the largest launch-to-launch spread the control showed at any point.
+
+    The same two launches are measured at every point, so their disagreement
+    is one launch effect seen several times; the largest sighting is taken
+    (an A/A pair is a small sample, and a floor should not be the luckiest one).
+    """
+    spreads = [r["aa"]["spread"] for r in base_rows if r.get("aa") and r["aa"]["spread"] is not None]
+    return max(spreads) if spreads else None
+
+
+# ------------------------------------------------------------------ launches
+
+
+def launch_entries(files: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every launch of every summary file, with its configuration, sorted by start time."""
+    out = [dict(entry, config=f["config"]) for f in files for entry in f.get("launches") or []]
+    return sorted(out, key=lambda e: (e.get("started_at") is None, e.get("started_at") or 0.0))
+
+
+def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None) -> str:
+    """Whether the launches ran in the planned order (a sentence)."""
+    if not planned:
+        return "planned order unknown"
+    ran = [(e["config"], e["launch"]) for e in entries if e.get("started_at") is not None]
+    planned_ran = [tuple(p) for p in planned if tuple(p) in set(ran)]
+    if ran == planned_ran:
+        return "in the planned interleaved order (round by round, the A/A control last)"
+    first_bad = next(i for i, (a, b) in enumerate(zip(ran, planned_ran)) if a != b) if len(ran) == len(
+        planned_ran) else 0
+    return (f"NOT in the planned order from launch #{first_bad + 1} on (ran {ran[first_bad][0]}/{ran[first_bad][1]}, "
+            f"planned {planned_ran[first_bad][0]}/{planned_ran[first_bad][1]}); launches of a configuration rerun "
+            "alone run when Snakemake reaches them")
+
+
+def launch_lines(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None) -> str:
+    """Launch count and time: what replication cost on this machine."""
+    entries = launch_entries(files)
+    if not entries:
+        return ""
+    walls = [e["wall_s"] for e in entries if e.get("wall_s") is not None]
+    readies = [e["ready_s"] for e in entries if e.get("ready_s") is not None]
+    configs = {e["config"] for e in entries}
+    starts = [e["started_at"] for e in entries if e.get("started_at") is not None]
+    ends = [e["ended_at"] for e in entries if e.get("ended_at") is not None]
+    span = f"; first start to last end {(max(ends) - min(starts)) / 60:.1f} min" if starts and ends else ""
+    return (f"Launches: {len(entries)} server launches of {len(configs)} configurations, "
+            f"{sum(walls) / 60:.1f} min of server time in all (median {_f(statistics.median(walls) if walls else None)}"
+            f" s per launch, of which {_f(statistics.median(readies) if readies else None)} s until ready){span}; "
+            f"ran {order_check(entries, planned)}.\n\n")
+
+
+def launch_table(files: Sequence[Mapping[str, Any]]) -> str:
+    entries = launch_entries(files)
+    if not entries:
+        return ""
+    out = io.StringIO()
+    out.write("## Launches\n\n| # | config | launch | status | ready s | wall s |\n|---|---|---|---|---|---|\n")
+    for i, e in enumerate(entries, 1):
+        name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
+        status = e["status"] if e["status"] == "ok" else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
+        out.write(f"| {i} | {e['config']} | {name} | {status} | {_f(e.get('ready_s'))} | {_f(e.get('wall_s'))} |\n")
+    return out.getvalue() + "\n"
+
+
+# ------------------------------------------------------------ break-even curves
+
+
+@dataclass
+class CurveGroup:
+    """Rows at one point differing only in accept length: one break-even curve."""
+
+    label: str
+    point: str
+    rows: list[dict[str, Any]]
+    base: dict[str, Any] | None
+    crossing: dict[str, Any] | None = None
+    interval: dict[str, Any] | None = None
+    computed: list[float] = field(default_factory=list)
+
+    @property
+    def computed_mean(self) -> float | None:
+        return statistics.fmean(self.computed) if self.computed else None
+
+
+def _acc_value(row: Mapping[str, Any]) -> float | None:
+    value = ((row.get("plan") or {}).get("env") or {}).get(ACC_ENV)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _group_key(row: Mapping[str, Any]) -> str:
+    plan = dict(row.get("plan") or {})
+    plan.pop("name", None)
+    plan["env"] = {k: v for k, v in (plan.get("env") or {}).items() if k != ACC_ENV}
+    plan.pop("points", None)
+    return canonical_json({"plan": plan, "workload": row.get("workload")})
+
+
+def _grid_label(names: Sequence[str], grids: Mapping[str, Any]) -> str:
+    for grid_name, grid in grids.items():
+        members = grid["members"]
+        if all(n in members for n in names):
+            keys = [k for axis in grid["axes"] for k in axis["keys"] if k != ACC_KEY]
+            values = members[names[0]]
+            if keys:
+                return f"{grid_name} [" + ", ".join(f"{k.split('.', 1)[1]}={values[k]}" for k in keys) + "]"
+            return grid_name
+    return " / ".join(names)
+
+
+def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], seed: int = 0,
+                      n_resamples: int | None = None) -> list[CurveGroup]:
+    """Break-even curves: ok speculative rows grouped by everything but the accept length (>= 2 distinct values)."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r["spec"] and _acc_value(r) is not None and r["accept_length"] is not None:
+            by.setdefault(_group_key(r), []).append(r)
+    groups = []
+    for members in by.values():
+        if len({_acc_value(r) for r in members}) < 2:
+            continue
+        members = sorted(members, key=lambda r: r["accept_length"])
+        base = members[0].get("base_row")
+        group = CurveGroup(label=_grid_label([r["config"] for r in members], grids), point=members[0]["point"],
+                           rows=members, base=base if base is not None and base["status"] == "ok" else None)
+        group.computed = [r["break_even_accept_length"] for r in members if r["break_even_accept_length"] is not None]
+        usable = [r for r in members if r["decode_tok_s_median"] is not None and r["decode_samples"]]
+        if group.base is not None and group.base["decode_tok_s_median"] is not None and len(usable) >= 2:
+            xs = [r["accept_length"] for r in usable]
+            group.crossing = crossing(xs, [r["decode_tok_s_median"] for r in usable], group.base["decode_tok_s_median"])
+            kwargs = {} if n_resamples is None else {"n_resamples": n_resamples}
+            group.interval = crossing_interval(
+                xs, [r["decode_samples"] for r in usable], [r["decode_launches"] for r in usable],
+                group.base["decode_samples"], group.base["decode_launches"], seed=seed, **kwargs)
+        groups.append(group)
+    return sorted(groups, key=lambda g: (g.point, g.label))
+
+
+def crossing_text(group: CurveGroup) -> str:
+    """The measured crossing as a phrase: ``2.31 [2.10, 2.52]``, ``< 1.50``, ``> 3.00``."""
+    c = group.crossing
+    if c is None:
+        return "n/a (no baseline decode tok/s)" if group.base is None else "n/a"
+    xs = [r["accept_length"] for r in group.rows]
+    if c["where"] == "below_range" and c.get("crossings", 0) == 0:
+        return f"< {min(xs):.2f} (pays at every measured accept length)"
+    if c["where"] == "above_range":
+        return f"> {max(xs):.2f} (pays at none of them)"
+    if c["where"] == "below_range":
+        return (f"< {min(xs):.2f}, but NOT monotone: the curve passes the baseline {c['crossings']} times "
+                "(read the points)")
+    iv = group.interval or {}
+    lo = f"< {min(xs):.2f}" if iv.get("low_open") else _f(iv.get("low"), "{:.2f}")
+    hi = f"> {max(xs):.2f}" if iv.get("high_open") else _f(iv.get("high"), "{:.2f}")
+    text = f"**{c['x']:.2f}** [{lo}, {hi}]"
+    if c.get("crossings", 1) > 1:
+        text += (f"; NOT monotone: the curve passes the baseline {c['crossings']} times, so it does not pay at "
+                 "every accept length above X (read the points)")
+    return text
+
+
+def break_even_table(groups: Sequence[CurveGroup]) -> str:
+    """The report's first table: above which accept length speculation pays, per backend and point."""
+    if not groups:
+        return ""
+    out = io.StringIO()
+    out.write("## On this setup, speculation pays above accept length X\n\n")
+    out.write("| configurations (all but accept length equal) | point | measured crossing X [95% CI] "
+              "| computed break-even (cycle time x baseline tok/s) | baseline decode tok/s "
+              "| accept lengths measured |\n")
+    out.write("|---|---|---|---|---|---|\n")
+    for g in groups:
+        comp = ("n/a" if not g.computed else f"{g.computed_mean:.2f} (range {min(g.computed):.2f}-"
+                f"{max(g.computed):.2f} over {len(g.computed)} points)")
+        base_tok = _f(g.base["decode_tok_s_median"]) if g.base else "n/a"
+        accs = ", ".join(f"{r['accept_length']:.2f}" for r in g.rows)
+        out.write(f"| {g.label} | {g.point} | {crossing_text(g)} | {comp} | {base_tok} | {accs} |\n")
+    out.write(f"\nMeasured crossing: {CROSSING_METHOD}; tok/s = per-request decode tok/s (median), as the computed "
+              "break-even uses the baseline's decode rate. The computed break-even is each configuration's "
+              "cycle time x the baseline's run decode rate at the same point; the two agree when the cycle time "
+              "does not depend on the accept length. See `plots/break_even.png`.\n\n")
+    return out.getvalue()
+
+
+# -------------------------------------------------------------------- points
+
+
+def concurrency_table(rows: Sequence[dict[str, Any]]) -> str:
+    """tok/s per user and per GPU at every point, with the baseline at the same point (configs with >1 point)."""
+    multi = {r["config"] for r in rows if r["point"] != "default"}
+    shown = [r for r in rows if r["config"] in multi]
+    if not shown:
+        return ""
+    out = io.StringIO()
+    out.write("## Throughput against the workload point\n\n")
+    out.write("tok/s per user = median per-request output tok/s; tok/s per GPU = aggregate output tok/s (median "
+              "over repeats) / GPUs (on a CPU run: / TP ranks). The baseline's values are at the same point.\n\n")
+    out.write("| config | point | concurrency | tok/s per user | baseline per user | tok/s per GPU | baseline per GPU "
+              "| verdict vs baseline |\n|---|---|---|---|---|---|---|---|\n")
+    for r in shown:
+        out.write(f"| {r['config']} | {r['point']} | {r['concurrency']} | {_f(r['tok_s_median'])} | "
+                  f"{_f(r['baseline_tok_s_median'])} | {_f(r['tok_s_per_gpu'])} | {_f(r['baseline_tok_s_per_gpu'])} | "
+                  f"{r['verdict']} |\n")
+    out.write("\nSee `plots/pareto.png` (tok/s per user against tok/s per GPU over the points).\n\n")
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------ pairwise
+
+
+def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compare: Any) -> str:
+    """Verdicts between the non-baseline configurations at each point (small sweeps only)."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["config"] != baseline and r["status"] != "failed" and r["samples"]:
+            by.setdefault(r["point"], []).append(r)
+    out = io.StringIO()
+    for _point, members in sorted(by.items()):
+        if not 2 <= len(members) <= PAIRWISE_MAX:
+            continue
+        if not out.tell():
+            out.write("## Pairwise verdicts\n\nEach configuration against each other at the same point, with the "
+                      "same method and noise floor as the verdicts against the baseline.\n\n")
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                v = compare(a, b, a.get("aa_spread"))
+                cell = v["verdict"] if "ratio" not in v else (
+                    f"{v['verdict']} (x{v['ratio']:.3f} [{v['ratio_ci'][0]:.3f}, {v['ratio_ci'][1]:.3f}], "
+                    f"floor {_pct(v['noise'])})")
+                out.write(f"- {row_label(a)} vs {row_label(b)}: {cell}\n")
+    return out.getvalue() + ("\n" if out.tell() else "")
+
+
+# ------------------------------------------------------------------- grids
+
+
+@dataclass
+class GridWinner:
+    """The best member of a grid at its first point, and what it won by."""
+
+    grid: str
+    point: str
+    winner: dict[str, Any] | None
+    values: dict[str, Any]
+    against: list[dict[str, Any]]
+    baseline_verdict: str | None
+    why_none: str | None = None
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.against) and all(a["verdict"] == "faster" for a in self.against)
+
+
+def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
+    """The winner of each grid (highest median tok/s among its ok members at the grid's first point)."""
+    out = []
+    for name, grid in sorted(grids.items()):
+        members = [r for r in rows if r["config"] in grid["members"]]
+        first_point = min((r["point_index"] for r in members), default=0)
+        at = [r for r in members if r["point_index"] == first_point]
+        ok = [r for r in at if r["status"] == "ok" and r["tok_s_median"] is not None]
+        point = at[0]["point"] if at else "default"
+        if not ok:
+            out.append(GridWinner(name, point, None, {}, [], None, why_none="no member ended ok"))
+            continue
+        win = max(ok, key=lambda r: r["tok_s_median"])
+        against = []
+        for other in sorted((r for r in ok if r is not win), key=lambda r: -r["tok_s_median"]):
+            v = compare(win, other, win.get("aa_spread"))
+            against.append({"config": other["config"], "tok_s_median": other["tok_s_median"],
+                            "verdict": v["verdict"], "ratio": v.get("ratio"), "ratio_ci": v.get("ratio_ci"),
+                            "noise": v.get("noise"), "launch_effect": v.get("launch_effect")})
+        out.append(GridWinner(name, point, win, grid["members"][win["config"]], against, win.get("verdict")))
+    return out
+
+
+def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str, str]]) -> str:
+    if not winners:
+        return ""
+    out = io.StringIO()
+    out.write("## Best configuration of each grid\n\n")
+    for w in winners:
+        if w.winner is None:
+            out.write(f"- **{w.grid}**: no winner ({w.why_none}).\n")
+            continue
+        settings = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in w.values.items())
+        runner = w.against[0] if w.against else None
+        if runner is None:
+            lead = "the only member that ended ok"
+        elif w.significant:
+            lead = (f"faster than every other member; the runner-up {runner['config']} by x{runner['ratio']:.3f} "
+                    f"[{runner['ratio_ci'][0]:.3f}, {runner['ratio_ci'][1]:.3f}]")
+        else:
+            tied = [a["config"] for a in w.against if a["verdict"] != "faster"]
+            lead = (f"NOT significantly better than {', '.join(tied[:4])}{' ...' if len(tied) > 4 else ''} "
+                    "(highest median only; apply with care)")
+        paths = files.get(w.grid, {})
+        out.write(f"- **{w.grid}** at point {w.point}: **{w.winner['config']}** ({settings}), "
+                  f"{_f(w.winner['tok_s_median'])} tok/s, {lead}; vs baseline: {w.baseline_verdict}. "
+                  f"Apply: `{paths.get('env', '?')}`; NCCL tuner: `{paths.get('tuner', '?')}`; "
+                  f"evidence: `{paths.get('evidence', '?')}`.\n")
+    return out.getvalue() + "\n"
+
+
+def methods_lines() -> str:
+    return (f"- Launches: a configuration measured in several launches is resampled by {LAUNCH_BOOTSTRAP_METHOD}; "
+            "its per-launch medians' spread joins the noise floor; the A/A control's spread (the baseline's "
+            "launches at the same point, the control at the end included) joins every verdict's noise floor "
+            "at that point.\n"
+            f"- Break-even crossing: {CROSSING_METHOD}.\n")

@@ -1,0 +1,163 @@
+"""A sweep through the whole DAG on the real reference engine: launches, the A/A control, grids, points.
+
+One pipeline run (module fixture) serves every test. Its baseline's A/A
+control launch is slowed by the reference engine's test-only fault
+(``SPECSWEEP_TEST_STEP_DELAY_S``: a fixed sleep per engine step in that launch
+only), so that the same configuration launched twice differs a lot; two
+other configurations differ by a smaller, also fixed, delay. The verdict must
+not call their difference, and would without the A/A floor.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specsweep.report.render import compare_rows, config_rows, explode_points
+from specsweep.testing.workflow import REPO, copy_workflow
+
+pytestmark = pytest.mark.slow
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+CONTROL_DELAY_S = "0.25"  # per step, A/A control launch only
+PAIR_DELAY_S = "0.05"  # per step, one of the pair, every launch: large against load noise
+
+
+def sweep_config() -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["defaults"]["workload"].update(
+        num_prompts=6, output_len=16, repeats=2,
+        warmup={"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 2})
+    config["defaults"]["points"] = [{"concurrency": 1}, {"concurrency": 2}]
+    nospec = config["configurations"]["nospec"]
+    nospec["env"] = {"SPECSWEEP_TEST_STEP_DELAY_S": f"aa={CONTROL_DELAY_S}"}
+    config["configurations"] = {
+        "nospec": nospec,
+        "again": {"description": "the baseline's settings, launched twice", "extends": "nospec", "launches": 2,
+                  "env": {"SPECSWEEP_TEST_STEP_DELAY_S": None}},
+        "same": {"description": "the baseline's settings, with and without a fixed delay", "extends": "nospec",
+                 "axes": [{"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S], "labels": ["d0", "d1"]}]},
+    }
+    return config
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+
+
+def planned_jobs(work: Path) -> list[tuple[str, str, str]]:
+    """(rule, config, launch) of every job a dry run would execute."""
+    result = run(SNAKEMAKE + ["-n", "all"], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if head and head[1] != "all":
+            wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, launch=(\w+))?", block)
+            jobs.append((head[1], wild[1] if wild else "", (wild[2] or "") if wild else ""))
+    return sorted(jobs)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    work = copy_workflow(tmp_path_factory.mktemp("sweep"))
+    (work / "config.yaml").write_text(yaml.safe_dump(sweep_config(), sort_keys=False))
+    t0 = time.monotonic()
+    result = run(SNAKEMAKE + ["all"], work)
+    print(f"sweep pipeline took {time.monotonic() - t0:.0f} s")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work
+
+
+def _summaries(work: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((work / "results").glob("*/summary.json"))]
+
+
+def test_launches_ran_interleaved_with_the_control_last(sweep):
+    launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/launch-*/launch.json")]
+    ran = [(rec["plan_name"], rec["launch"]) for rec in sorted(launches, key=lambda r: r["started_at"])]
+    assert ran == [("nospec", "1"), ("again", "1"), ("same-d0", "1"), ("same-d1", "1"), ("again", "2"),
+                   ("nospec", "aa")]
+    report = (sweep / "results" / "report.md").read_text()
+    assert "ran in the planned interleaved order" in report
+    assert "Launches: 6 server launches of 4 configurations" in report
+
+
+def test_each_launch_measures_every_point_after_one_readiness_wait(sweep):
+    for outcome_path in (sweep / "results").glob("*/launch-*/outcome.json"):
+        outcome = json.loads(outcome_path.read_text())
+        assert outcome["status"] == "ok" and list(outcome["points"]) == ["c1", "c2"], outcome_path
+        log = (outcome_path.parent / "logs" / "benchmark_server.log").read_text()
+        assert log.count("ready after") == 1
+        points = {json.loads(line)["point"] for line in (outcome_path.parent / "requests.jsonl").open()}
+        assert points == {"c1", "c2"}
+    summary = json.loads((sweep / "results" / "again" / "summary.json").read_text())
+    assert [p["point"] for p in summary["points"]] == ["c1", "c2"]
+    assert [e["launch"] for e in summary["points"][0]["launches"]] == ["1", "2"]
+    assert summary["points"][0]["metrics"]["counts"]["ok"] == 24  # 2 launches x 2 repeats x 6 prompts
+
+
+def test_the_aa_control_is_reported_first_and_holds_back_a_smaller_difference(sweep):
+    report = (sweep / "results" / "report.md").read_text()
+    first = report.split("\n\n")[1]
+    assert first.startswith("**A/A control: the same configuration (nospec) launched twice differed by up to ")
+    assert "smaller differences are not called" in first
+    rows, _ = config_rows(explode_points(_summaries(sweep)), "nospec")
+    for point in ("c1", "c2"):
+        by = {r["config"]: r for r in rows if r["point"] == point}
+        aa = by["nospec"]["aa"]
+        assert aa["control"] == "aa" and aa["drift"] < -0.25, aa  # the slowed control: a large launch effect
+        floor = by["same-d0"]["aa_spread"]
+        assert floor >= aa["spread"]  # the largest spread over the points applies at every point
+        d0, d1 = by["same-d0"], by["same-d1"]
+        difference = d0["tok_s_median"] / d1["tok_s_median"] - 1
+        assert 0 < difference < floor, (difference, floor)
+        held = compare_rows(d1, d0, floor)
+        assert held["verdict"] == "no significant difference", held
+        assert held["noise_sources"]["aa_control"] == floor
+        assert compare_rows(d1, d0, None)["verdict"] == "slower", "without the A/A floor it would be called"
+    assert "same-d0 @ c1 vs same-d1 @ c1: no significant difference" in report
+
+
+def test_nothing_reruns_when_nothing_changed(sweep):
+    assert planned_jobs(sweep) == []
+
+
+def _edited(work: Path, mutate) -> None:
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    mutate(config)
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
+    original = (sweep / "config.yaml").read_text()
+    try:
+        _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0]["env.SPECSWEEP_TEST_STEP_DELAY_S"]
+                .__setitem__(1, "0.06"))
+        assert planned_jobs(sweep) == sorted([
+            ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
+            ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""), ("render_report", "", "")])
+        _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0].update(
+            {"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S, "0.01"], "labels": ["d0", "d1", "d05"]}))
+        assert planned_jobs(sweep) == sorted([
+            ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""),
+            ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""), ("render_report", "", "")])
+    finally:
+        (sweep / "config.yaml").write_text(original)
+
+
+def test_one_more_launch_keeps_the_launches_already_measured(sweep):
+    original = (sweep / "config.yaml").read_text()
+    try:
+        _edited(sweep, lambda c: c["configurations"]["again"].update(launches=3))
+        assert planned_jobs(sweep) == sorted([
+            ("benchmark_server", "again", "3"), ("summarize_config", "again", ""), ("render_report", "", "")])
+    finally:
+        (sweep / "config.yaml").write_text(original)

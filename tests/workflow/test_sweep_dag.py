@@ -1,0 +1,63 @@
+"""A sweep's DAG without running servers: job counts, launch priorities, bad axes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from specsweep.testing.workflow import copy_workflow, job_counts
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+SWEEP = ["--configfile", "config/sweep-cpu.yaml"]
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)  # noqa: S603
+
+
+def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "all", *SWEEP], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # 2 backends x 4 accept lengths + the baseline; 3 points each, measured inside each launch
+    assert job_counts(result.stdout) == {"resolve_plan": 9, "preflight_config": 9, "benchmark_server": 10,
+                                         "summarize_config": 9, "render_report": 1, "all": 1}
+    assert "results/best/eagle3.env" in result.stdout and "results/plots/break_even.png" in result.stdout
+
+
+def test_launch_priorities_give_the_interleaved_order(tmp_path):
+    work = copy_workflow(tmp_path)
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["configurations"]["eagle3-shm"]["launches"] = 2
+    config["configurations"]["eagle3-gloo"]["launches"] = 2
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run(SNAKEMAKE + ["-n", "all"], work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = re.findall(r"wildcards: config=([a-z0-9_-]+), launch=(\w+)\n\s+priority: ([0-9.]+)", result.stdout)
+    ran = [(c, lid) for c, lid, _ in sorted(jobs, key=lambda j: -float(j[2]))]
+    assert ran == [("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("eagle3-gloo", "2"),
+                   ("eagle3-shm", "2"), ("nospec", "aa")]
+    assert all(0 < float(p) < 100 for _, _, p in jobs), "below resolve_plan and preflight_config (100)"
+
+
+def test_a_bad_axis_stops_the_run_before_any_job(tmp_path):
+    work = copy_workflow(tmp_path)
+    config = yaml.safe_load((work / "config/sweep-cpu.yaml").read_text())
+    config["configurations"]["eagle3"]["axes"].append({"workload.concurency": [1, 2]})
+    (work / "config/sweep-cpu.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run(SNAKEMAKE + ["all", *SWEEP], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config/sweep-cpu.yaml" in out and "configurations.eagle3.axes[2]" in out and "'concurrency'" in out
+    assert not (work / "results").exists()
+
+
+def test_a_launch_the_sweep_does_not_plan_is_refused(tmp_path):
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "results/eagle3-shm/launch-7/outcome.json"], work)
+    assert result.returncode != 0
+    assert "configuration 'eagle3-shm' has no launch '7'; planned launches: ['1']" in result.stdout + result.stderr
