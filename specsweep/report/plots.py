@@ -235,7 +235,7 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
     crossing as a vertical line with its bootstrap interval shaded; the
     computed break-even (mean over the group) as an ``x`` on the baseline line.
     """
-    title = "Break-even: decode tok/s against accept length (speculation pays right of each crossing)"
+    title = "Break-even: decode tok/s against accept length\n(speculation pays right of each crossing)"
     groups = [g for g in groups if g.rows]
     if not groups:
         _empty(path, title, "no configurations that differ only in accept length\n"
@@ -421,7 +421,7 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     names.append("hatched: profiler trace (rank 0, profiled requests)")
     handles.append(plt.Line2D([], [], marker="|", color="black", ms=12, mew=2.5, ls="none"))
     names.append("micro-benchmark latency x all-reduces per verify")
-    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8, frameon=False)
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
