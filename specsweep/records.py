@@ -17,7 +17,7 @@ point               str                    the workload point of the launch this
 request_id          str                    unique within the run, e.g. ``m1-0007``
 phase               "warmup"|"measured"|   only ``measured`` enters the metrics;
                     "profile"              ``profile``: sent while the engine's profiler
-                                           recorded (results/<config>/profile/requests.jsonl)
+                                           recorded (results/<config>/launch-<launch>/profile/requests.jsonl)
 repeat              int | null             measured round index (null for warmup)
 window              int | null             warmup window index by completion order
                                            (null for measured, and for warmup requests

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import torch
 
-# Format history of the JSON this script prints (results/<config>/allreduce_bench.json "result"):
+# Format history of the JSON this script prints (results/<config>/launch-<launch>/allreduce_bench.json "result"):
 #   1  runner, backend, world_size, device, dtype, model, sizes[], env, torch, seconds.
 FORMAT_VERSION = 1
 

@@ -21,7 +21,7 @@ own file, always, so the DAG sees them: ``allreduce_bench.json`` and
   representative requests of the same workload (``client.run_phase``, phase
   ``profile``, their raw records in ``profile/requests.jsonl``), ``POST
   /stop_profile``, then the wait until every rank's
-  ``*-TP-<rank>*.trace.json.gz`` is complete in ``results/<config>/profile/``
+  ``*-TP-<rank>*.trace.json.gz`` is complete in ``results/<config>/launch-<launch>/profile/``
   (mounted into the container at ``CONTAINER_PROFILE_DIR`` for the docker
   runtime). With ``num_steps`` SGLang stops by itself after that many forward
   steps and then answers ``/stop_profile`` with an error ("Profiling is not in
@@ -61,7 +61,7 @@ from specsweep.serve.payloads import Prompt
 from specsweep.serve.server import Server, free_port
 from specsweep.serve.watchdog import exec_argv
 
-# Format history of results/<config>/profile.json and results/<config>/allreduce_bench.json:
+# Format history of results/<config>/launch-<launch>/profile.json and results/<config>/launch-<launch>/allreduce_bench.json:
 #   1  enabled, status, reason, detail, seconds, settings, and per stage: files, requests (profile) or
 #      argv, result (allreduce_bench, the script's own JSON).
 #   2  + run_id (the server job's, issue 15: summarize_config refuses files of two runs); the profiled
@@ -91,7 +91,7 @@ def settings_of(plan: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def profile_dir(profile_json: Path) -> Path:
-    """``results/<config>/profile/`` beside ``results/<config>/profile.json`` (traces, profiled requests)."""
+    """``results/<config>/launch-<launch>/profile/`` beside ``results/<config>/launch-<launch>/profile.json`` (traces, profiled requests)."""
     return profile_json.with_suffix("")
 
 

@@ -3,7 +3,7 @@
 The micro-benchmark runs in a container of the configuration's image (the
 script mounted read-only, the run's labels on it, so the job's reaper would
 remove it), the server writes its traces into the mounted
-results/<config>/profile/ (handed back to this user), every profiling file
+results/<config>/launch-<launch>/profile/ (handed back to this user), every profiling file
 carries the job's run id, and no container outlives the job.
 """
 
@@ -45,13 +45,13 @@ def profiled(tmp_path_factory, request) -> Path:
 
 
 def test_micro_benchmark_ran_in_the_image(profiled):
-    bench = json.loads((profiled / "results/eagle3-shm/allreduce_bench.json").read_text())
+    bench = json.loads((profiled / "results/eagle3-shm/launch-1/allreduce_bench.json").read_text())
     assert bench["status"] == "ok", bench
     manifest = json.loads((profiled / "results/images/reference.json").read_text())
     argv = bench["argv"]
     assert argv[:3] == ["docker", "run", "--rm"] and manifest["tag"] in argv
     assert argv[argv.index(manifest["tag"]) + 1:][:2] == ["python3", CONTAINER_BENCH_SCRIPT]
-    outcome = json.loads((profiled / "results/eagle3-shm/outcome.json").read_text())
+    outcome = json.loads((profiled / "results/eagle3-shm/launch-1/outcome.json").read_text())
     assert bench["run_id"] == outcome["run_id"]
     assert f"io.specsweep.run={outcome['run_id']}" in argv  # the reaper removes the run's containers
     size = bench["result"]["sizes"][0]
@@ -60,17 +60,17 @@ def test_micro_benchmark_ran_in_the_image(profiled):
 
 
 def test_traces_land_in_the_mounted_directory_and_are_analysed(profiled):
-    prof = json.loads((profiled / "results/eagle3-shm/profile.json").read_text())
+    prof = json.loads((profiled / "results/eagle3-shm/launch-1/profile.json").read_text())
     assert prof["status"] == "ok", prof
     assert prof["start_body"]["output_dir"] == CONTAINER_PROFILE_DIR
-    traces = sorted((profiled / "results/eagle3-shm/profile").glob("*-TP-*.trace.json.gz"))
+    traces = sorted((profiled / "results/eagle3-shm/launch-1/profile").glob("*-TP-*.trace.json.gz"))
     assert [p.name for p in traces] == sorted(prof["files"]) and len(traces) == 2
     assert all(p.stat().st_uid == os.getuid() for p in traces)  # handed back from the container's root
-    s = json.loads((profiled / "results/eagle3-shm/summary.json").read_text())
+    s = json.loads((profiled / "results/eagle3-shm/summary.json").read_text())["points"][0]
     assert s["status"] == "ok" and s["metrics"]["trace_allreduce_per_verify"]["value"] == 20
     assert prof["run_id"] == s["run_id"]
     profiled_requests = [json.loads(line) for line in
-                         (profiled / "results/eagle3-shm/profile/requests.jsonl").read_text().splitlines()]
+                         (profiled / "results/eagle3-shm/launch-1/profile/requests.jsonl").read_text().splitlines()]
     assert profiled_requests and {r["run_id"] for r in profiled_requests} == {s["run_id"]}
     assert s["metrics"]["trace_allreduce_impl"]["value"] == "shm"
     assert container.containers_with_label("io.specsweep.config=eagle3-shm") == []

@@ -58,7 +58,8 @@ def pipeline(tmp_path_factory) -> Path:
 
 
 def summary(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "summary.json").read_text())
+    """The configuration's one point (its first launch carries the profile)."""
+    return json.loads((work / "results" / name / "summary.json").read_text())["points"][0]
 
 
 @pytest.mark.parametrize("name,backend", [("eagle3-gloo", "gloo"), ("eagle3-shm", "shm")])
@@ -85,7 +86,7 @@ def test_trace_comm_share_agrees_with_the_engine_and_counts_2_per_layer(pipeline
     assert m["allreduce_bench_us"]["value"] > 0 and m["profile_seconds"]["value"] > 0
     assert m["allreduce_bench_ms_per_verify"]["value"] == pytest.approx(m["allreduce_bench_us"]["value"] * 20 / 1e3)
     assert p["variant"]["proven"] == [f"all-reduce:{backend}"]
-    assert (pipeline / "results" / name / "profile" / "requests.jsonl").exists()
+    assert (pipeline / "results" / name / "launch-1" / "profile" / "requests.jsonl").exists()
 
 
 def test_kimi_k25_shape_has_122_all_reduces_per_verify(pipeline):
@@ -99,8 +100,8 @@ def test_kimi_k25_shape_has_122_all_reduces_per_verify(pipeline):
 def test_profiling_off_leaves_the_plan_and_records_it(pipeline):
     s = summary(pipeline, "nospec")
     assert "profile" not in s["plan"] and s["profile"] is None
-    assert json.loads((pipeline / "results/nospec/profile.json").read_text())["enabled"] is False
-    assert not (pipeline / "results/nospec/profile").exists()
+    assert json.loads((pipeline / "results/nospec/launch-1/profile.json").read_text())["enabled"] is False
+    assert not (pipeline / "results/nospec/launch-1/profile").exists()
     assert not any(k.startswith("trace_") for k in s["metrics"]["absent"])
 
 
