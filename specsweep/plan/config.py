@@ -86,6 +86,12 @@ def load_schema(path: Path = SCHEMA_PATH) -> dict:
     return copy.deepcopy(_schema_text_cached(Path(path)))
 
 
+def schema_default(key: str) -> Any:
+    """The schema's default of a top-level key (a copy), without copying the whole schema:
+    Snakemake asks for it once per job (``workflow.inputs.agreement_params``)."""
+    return copy.deepcopy(_schema_text_cached(SCHEMA_PATH)["properties"][key].get("default"))
+
+
 def _key_path(parts: Iterable[Any]) -> str:
     out = ""
     for part in parts:

@@ -16,7 +16,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import launches as launch_plan
-from specsweep.plan.config import load_schema
+from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
@@ -123,7 +123,7 @@ def agreement_params(config: Mapping[str, Any]) -> str:
     """Baseline name and agreement threshold (changing the threshold reruns summaries, never a benchmark)."""
     threshold = config.get("agreement_threshold")
     if threshold is None:
-        threshold = load_schema()["properties"]["agreement_threshold"]["default"]
+        threshold = schema_default("agreement_threshold")
     return canonical_json({"baseline": config.get("baseline"), "threshold": threshold})
 
 
