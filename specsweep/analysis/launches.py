@@ -253,7 +253,7 @@ def build_config_summary(
 
 
 def point_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The point summaries of a summary.json (format 5), or the file itself as one point (formats 1 to 4)."""
+    """The point summaries of a summary.json (format 6), or the file itself as one point (formats 1 to 5)."""
     if "points" in summary:
         return [dict(p) for p in summary["points"]]
     return [dict(summary, point=DEFAULT_POINT, workload=(summary.get("plan") or {}).get("workload"), launches=[])]

@@ -4,7 +4,7 @@
 into summary.json (``SUMMARY_FORMAT_VERSION`` 6: one section per point).
 Shape of one::
 
-    {"format_version": 5, "config": name, "run_id": str|null,
+    {"config": name, "run_id": str|null,
      "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
