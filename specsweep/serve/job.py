@@ -452,7 +452,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     watch: ParentWatch | None = None
     owns_files = False  # true once the host lock is ours: before, an orphan of this config may still write them
     stack = contextlib.ExitStack()
-    # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.slurm).
+    # Under Slurm, SIGTERM reaches only the job step's snakemake: ask the scheduler (specsweep.serve.slurm).
     end_watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
         watch = stack.enter_context(watch_parents(log))
