@@ -380,13 +380,17 @@ def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[st
         except LaunchError as exc:
             entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
         except client.BenchmarkError as exc:
-            code = _dead_server_code(server)
-            if code is not None:  # the cause, not the symptom the client saw
-                entry.update(stage=exc.stage, reason="server_exited",
-                             detail=f"server exited with code {code} during {exc.stage}; the client saw "
-                                    f"{exc.reason}: {exc.detail}")
-            else:
-                entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
+            entry.update(_benchmark_failure(exc, server))
+
+
+def _benchmark_failure(exc: client.BenchmarkError, server: Server | None) -> dict[str, Any]:
+    """stage, reason and detail of a failed phase: the server's exit when it died (the cause), else what
+    the client saw (the symptom)."""
+    code = _dead_server_code(server)
+    if code is None:
+        return {"stage": exc.stage, "reason": exc.reason, "detail": exc.detail}
+    return {"stage": exc.stage, "reason": "server_exited",
+            "detail": f"server exited with code {code} during {exc.stage}; the client saw {exc.reason}: {exc.detail}"}
 
 
 def _join_point_records(plan: dict, paths: JobPaths) -> None:
@@ -545,13 +549,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
-        code = _dead_server_code(server)
-        if code is not None:  # the cause, not the symptom the client saw
-            outcome.update(stage=exc.stage, reason="server_exited",
-                           detail=f"server exited with code {code} during {exc.stage}; the client saw "
-                                  f"{exc.reason}: {exc.detail}")
-        else:
-            outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
+        outcome.update(_benchmark_failure(exc, server))
     except Interrupted as exc:
         outcome.update(reason="interrupted", detail=(watch.fired if watch and watch.fired else None)
                        or f"received {exc}")

@@ -9,13 +9,10 @@ from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import build_summary
 from specsweep.records import new_record
 from specsweep.report.render import PLOT_FILES, render_report
+from specsweep.testing.reports import OK, WORKLOAD
 from specsweep.testing.workflow import REPO
 
 MS = 1_000_000
-WORKLOAD = {"endpoint": "generate", "num_prompts": 12, "input_len": 8, "output_len": 33, "concurrency": 1,
-            "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
-            "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8}}
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def records(run: str, gap_ms: float, per_chunk: int, spec: bool) -> list[dict]:

@@ -3,45 +3,20 @@
 from __future__ import annotations
 
 import csv
-import random
 from pathlib import Path
 
 import pytest
 
 from specsweep.analysis.summary import BaselineRun, build_summary
-from specsweep.records import new_record
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 from specsweep.report.plots import _label
 from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
 
-MS = 1_000_000
-WORKLOAD = {
-    "endpoint": "generate", "num_prompts": 12, "input_len": 8, "output_len": 33, "concurrency": 1,
-    "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
-    "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
-}
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: int) -> list[dict]:
-    """Sequential requests of 33 tokens: first token at 50 ms, then chunks every ``gap_ms``."""
-    rng, out, t = random.Random(seed), [], 0
-    for rep in range(2):
-        for i in range(12):
-            chunks, toks = [t + 50 * MS], [1]
-            while sum(toks) < 33:
-                chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.98, 1.02) * MS))
-                toks.append(min(tokens_per_chunk, 33 - sum(toks)))
-            verify = len(chunks) - 1
-            timing = {"draft_s": 0.002 * verify, "verify_s": (gap_ms - 2) / 1e3 * verify,
-                      "verify_comm_s": (gap_ms - 7) / 1e3 * verify, "allreduce_ct": 122 * verify,
-                      "forward_ct": verify} if spec else None
-            out.append(new_record(
-                run_id=run, request_id=f"{run}{rep}{i}", phase="measured", repeat=rep, index=i, endpoint="generate",
-                input_len=8, output_len=33, send_ns=t, chunk_ns=chunks, chunk_tokens=toks, end_ns=chunks[-1],
-                http_status=200, completion_tokens=33, spec_verify_ct=verify if spec else None, timing=timing,
-                status="ok"))
-            t = chunks[-1] + MS
-    return out
+    """Sequential requests of 33 tokens, chunks every ``gap_ms`` (+-2 %), with the engine's timing."""
+    return sequential_records(run, gap_ms, tokens_per_chunk, spec, seed, jitter=0.02, timing=True)
 
 
 def plan(name: str, spec: bool) -> dict:

@@ -4,41 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 from pathlib import Path
 
 import pytest
 
 from specsweep.analysis.summary import build_summary
-from specsweep.records import new_record
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 from specsweep.report.export import tuner_algorithm, tuner_csv
 from specsweep.report.render import config_rows, render_report
 from specsweep.report.sweep import break_even_groups
 
-MS = 1_000_000
-WORKLOAD = {
-    "endpoint": "generate", "num_prompts": 12, "input_len": 8, "output_len": 33, "concurrency": 1,
-    "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
-    "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
-}
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed: int) -> list[dict]:
-    """33-token requests: first token at 50 ms, then a chunk of ``per_chunk`` tokens every ``gap_ms``."""
-    rng, out, t = random.Random(seed), [], 0
-    for rep in range(2):
-        for i in range(12):
-            chunks, toks = [t + 50 * MS], [1]
-            while sum(toks) < 33:
-                chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.995, 1.005) * MS))
-                toks.append(min(per_chunk, 33 - sum(toks)))
-            out.append(new_record(run_id=run, request_id=f"{run}{rep}{i}", phase="measured", repeat=rep, index=i,
-                                  endpoint="generate", input_len=8, output_len=33, send_ns=t, chunk_ns=chunks,
-                                  chunk_tokens=toks, end_ns=chunks[-1], http_status=200, completion_tokens=33,
-                                  spec_verify_ct=len(chunks) - 1 if spec else None, status="ok"))
-            t = chunks[-1] + MS
-    return out
+    """33-token requests: first token at 50 ms, then a chunk of ``per_chunk`` tokens every ``gap_ms`` (+-0.5 %)."""
+    return sequential_records(run, gap_ms, per_chunk, spec, seed, jitter=0.005)
 
 
 def summary(name: str, backend: str, acc: int | None, cycle_ms: float, seed: int) -> dict:
