@@ -5,9 +5,12 @@ One copy helper for every test tier, so that all of them run the same files.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
+
+from specsweep.records import DEFAULT_POINT
 
 #: The repository root (this file is specsweep/testing/workflow.py).
 REPO = Path(__file__).resolve().parents[2]
@@ -41,3 +44,10 @@ def job_counts(output: str) -> dict[str, int]:
         return {}
     table = output.split("Job stats:", 1)[1]
     return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", table, flags=re.M) if m[1] != "total"}
+
+
+def only_point(work: Path, name: str) -> dict:
+    """The summary section of a configuration that declares no workload points (its one, ``default``)."""
+    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
+    assert point["point"] == DEFAULT_POINT, point["point"]
+    return point

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow
+from specsweep.testing.workflow import REPO, copy_workflow, only_point
 
 pytestmark = pytest.mark.slow
 
@@ -73,11 +73,7 @@ def pipeline(tmp_path_factory) -> Path:
     return work
 
 
-def summary(work: Path, name: str) -> dict:
-    """The summary of a configuration's one workload point (these configurations declare no points)."""
-    whole = json.loads((work / "results" / name / "summary.json").read_text())
-    assert [p["point"] for p in whole["points"]] == ["default"]
-    return whole["points"][0]
+summary = only_point  # the one point of a configuration
 
 
 def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
-from specsweep.testing.workflow import REPO, copy_workflow, job_counts
+from specsweep.testing.workflow import REPO, copy_workflow, job_counts, only_point
 
 pytestmark = pytest.mark.slow
 
@@ -57,9 +57,7 @@ def pipeline(tmp_path_factory) -> Path:
     return work
 
 
-def summary(work: Path, name: str) -> dict:
-    """The configuration's one point (its first launch carries the profile)."""
-    return json.loads((work / "results" / name / "summary.json").read_text())["points"][0]
+summary = only_point  # the one point of a configuration
 
 
 @pytest.mark.parametrize("name,backend", [("eagle3-gloo", "gloo"), ("eagle3-shm", "shm")])

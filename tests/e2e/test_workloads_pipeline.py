@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from specsweep.testing.datasets import write_sharegpt
-from specsweep.testing.workflow import copy_workflow, job_counts
+from specsweep.testing.workflow import copy_workflow, job_counts, only_point
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +49,7 @@ def work(tmp_path_factory) -> Path:
     return work
 
 
-def summary(work: Path, name: str) -> dict:
-    """The one workload point of a configuration (these declare no points)."""
-    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
-    return point
+summary = only_point  # the one point of a configuration
 
 
 def test_the_dataset_is_pinned_in_every_plan(work):

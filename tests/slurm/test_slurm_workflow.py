@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow
+from specsweep.testing.workflow import REPO, copy_workflow, only_point
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -102,10 +102,7 @@ def launch(work: Path, name: str) -> dict:
     return json.loads((work / "results" / name / "launch-1" / "launch.json").read_text())
 
 
-def summary(work: Path, name: str) -> dict:
-    """The one workload point of a configuration (these declare no points)."""
-    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
-    return point
+summary = only_point  # the one point of a configuration
 
 
 def test_every_server_job_ran_as_a_slurm_job_the_scheduler_recorded(slurm_run, jobcomp_log):
