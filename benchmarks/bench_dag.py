@@ -9,7 +9,11 @@ eagle3-shm, with 3 workload points per launch):
   * server launches of the sweep (= benchmark_server jobs = configurations x
     launches + the A/A control), against configurations x points (what it
     would cost if every workload point had its own launch);
-  * the import time of what rules/common.smk imports (paid at every start).
+  * the import time of what rules/common.smk imports (paid at every start);
+  * Snakemake alone on a DAG of the same shape: the same jobs per rule and the
+    same edges, but trivial rules (a `shell:` touch, no params, no input
+    functions, no scripts). What the workflow costs above that line is ours;
+    the line itself is Snakemake's floor for this many jobs on this machine.
 Goal: each `snakemake -n` under 3 s. Wall time on a shared machine depends
 on its load; CPU time (user + sys of the snakemake process) is printed too.
 
@@ -87,40 +91,89 @@ def import_cost() -> float:
     """Seconds to import, in a fresh interpreter, what rules/common.smk imports (median of 3)."""
     code = ("import time; t = time.perf_counter(); import specsweep.workflow.inputs, specsweep.plan.config, "
             "specsweep.plan.resolve; print(time.perf_counter() - t)")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     runs = [float(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,  # noqa: S603
-                                 check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout) for _ in range(3)]
+                                 check=True, env={**os.environ, "PYTHONPATH": path}).stdout) for _ in range(3)]
     return statistics.median(runs)
+
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+
+
+def floor_snakefile(configs: int, extra_launches: int) -> str:
+    """A Snakefile with the sweep's DAG shape and nothing else: per configuration a plan, a preflight,
+    a launch and a summary job (plus ``extra_launches`` more launches of the first one: the A/A control),
+    one report over every summary; each job touches its output."""
+    return f"""N = [f"c{{i}}" for i in range({configs})]
+rule all:
+    input: "r/report.md"
+rule report:
+    input: expand("r/{{c}}/summary.json", c=N)
+    output: "r/report.md"
+    shell: "touch {{output}}"
+rule plan:
+    output: "r/{{c}}/plan.json"
+    shell: "touch {{output}}"
+rule preflight:
+    input: "r/{{c}}/plan.json"
+    output: "r/{{c}}/preflight.json"
+    shell: "touch {{output}}"
+rule launch:
+    input: "r/{{c}}/plan.json", "r/{{c}}/preflight.json"
+    output: "r/{{c}}/launch-{{launch}}/outcome.json"
+    shell: "touch {{output}}"
+def launches(wildcards):
+    return [f"r/{{wildcards.c}}/launch-{{i}}/outcome.json" for i in range(1, 2 + ({extra_launches} if wildcards.c == "c0" else 0))]
+rule summary:
+    input: "r/{{c}}/plan.json", launches
+    output: "r/{{c}}/summary.json"
+    shell: "touch {{output}}"
+"""
+
+
+def dry_and_noop(work: Path, rounds: int, real_plans: bool = False) -> tuple[list, list, str]:
+    """Timings of ``snakemake -n all`` with nothing built, then of the no-op rerun once every output the
+    dry run lists exists (created empty, recorded with ``--touch``; with ``real_plans``, plans and
+    preflights are built for real first). Returns (nothing-built runs, no-op runs, the first dry run's output)."""
+    dry = [timed(SNAKEMAKE + ["-n", "all"], work) for _ in range(rounds)]
+    skip_touch: tuple[str, ...] = ()
+    if real_plans:
+        timed(SNAKEMAKE + ["preflight"], work)  # plans and preflights for real: their params metadata
+        skip_touch = ("/plan.json", "/preflight.json")
+    for path in outputs_of_dry_run(dry[0][2]):
+        if path.endswith(skip_touch):
+            continue
+        if path.endswith("/nccl"):  # a directory() output (the launch's NCCL debug files)
+            (work / path).mkdir(parents=True, exist_ok=True)
+            continue
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).touch()
+    timed(SNAKEMAKE + ["--touch", "all"], work)
+    noop = []
+    for _ in range(rounds):
+        wall, cpu, out = timed(SNAKEMAKE + ["-n", "all"], work)
+        if "Nothing to be done" not in out:
+            raise SystemExit(f"expected a no-op rerun, got:\n{out[-3000:]}")
+        noop.append((wall, cpu, out))
+    return dry, noop, dry[0][2]
 
 
 def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-dag-"))
     try:
-        work = copy_workflow(tmp)
+        work = copy_workflow(tmp / "workflow")
         (work / "config.yaml").write_text(yaml.safe_dump(grid_config(n), sort_keys=False))
-        snakemake = [sys.executable, "-m", "snakemake", "--cores", "1"]
-        dry = [timed(snakemake + ["-n", "all"], work) for _ in range(rounds)]
-        counts = job_counts(dry[0][2])
+        dry, noop, first = dry_and_noop(work, rounds, real_plans)
+        counts = job_counts(first)
         configs = counts["summarize_config"]
         launches = counts["benchmark_server"]
+        missing = re.search(r"(\d+) jobs have missing provenance/metadata", noop[-1][2])
 
-        if real_plans:
-            timed(snakemake + ["preflight"], work)  # plans and preflights for real: their params metadata
-        for path in outputs_of_dry_run(dry[0][2]):
-            if real_plans and path.endswith(("/plan.json", "/preflight.json")):
-                continue
-            if path.endswith("/nccl"):  # a directory() output (the launch's NCCL debug files)
-                (work / path).mkdir(parents=True, exist_ok=True)
-                continue
-            (work / path).parent.mkdir(parents=True, exist_ok=True)
-            (work / path).touch()
-        timed(snakemake + ["--touch", "all"], work)
-        noop = []
-        for _ in range(rounds):
-            wall, cpu, out = timed(snakemake + ["-n", "all"], work)
-            if "Nothing to be done" not in out:
-                raise SystemExit(f"expected a no-op rerun, got:\n{out[-3000:]}")
-            noop.append((wall, cpu))
-        missing = re.search(r"(\d+) jobs have missing provenance/metadata", out)
+        floor = tmp / "floor"
+        floor.mkdir()
+        (floor / "Snakefile").write_text(floor_snakefile(configs, launches - configs))
+        floor_dry, floor_noop, floor_first = dry_and_noop(floor, rounds)
+        floor_jobs = sum(v for k, v in job_counts(floor_first).items() if k != "all")
 
         def line(label: str, runs: list) -> str:
             walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
@@ -136,6 +189,9 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
         print(line("no-op rerun (snakemake -n all): ", noop)
               + f"  [plans {'run for real' if real_plans else 'touched'}; jobs without params metadata: "
                 f"{missing[1] if missing else 0}]")
+        print(f"Snakemake alone, same DAG shape ({floor_jobs} trivial jobs, no params/functions/scripts):")
+        print(line("  snakemake -n all, nothing built:", floor_dry))
+        print(line("  no-op rerun (snakemake -n all): ", floor_noop) + "  [touched: no params metadata]")
         print(f"import of what rules/common.smk imports: {import_cost():.2f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,10 +5,10 @@
 # ordering edge between two configurations would also be a rerun edge.
 rule benchmark_server:
     input:
+        # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty
+        unpack(server_inputs),
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
-        image=image_manifest_input,
-        prompts=prompts_input,
     output:
         launch="results/{config}/launch-{launch}/launch.json",
         server_log="results/{config}/launch-{launch}/server.log",
@@ -39,13 +39,13 @@ rule benchmark_server:
 rule summarize_config:
     input:
         # plan, then per file kind of a launch one path per launch, in run order (nccl_logs: directories)
+        # and the baseline's plan and requests, which the output-agreement check compares with
+        # (none for the baseline itself)
         unpack(summary_inputs),
-        # The output-agreement check compares with the baseline's outputs (none for the baseline itself).
-        unpack(baseline_inputs),
     output:
         "results/{config}/summary.json",
     params:
-        agreement=agreement_params,
+        agreement=AGREEMENT,
         # variant, expect, expect_signature: relabelling reruns this and the report, no server.
         labels=summary_labels,
     log:

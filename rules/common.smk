@@ -38,6 +38,8 @@ ORDER = sw.launch_order(SWEEP.config, LAUNCHES)
 SCHEDULE = sw.schedule_of(ORDER, CONFIGS)
 PRIORITIES = sw.priorities_of(ORDER)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
+# The same for every summary: a value, not a function Snakemake calls per job.
+AGREEMENT = sw.agreement_params(config)
 
 
 wildcard_constraints:
@@ -58,24 +60,12 @@ def preflight_parser_input(wildcards):
     return sw.preflight_parser_input(PLANS, config, wildcards.config)
 
 
-def image_manifest_input(wildcards):
-    return sw.image_manifest_input(PLANS, wildcards.config)
-
-
 def config_image_spec_json(wildcards):
     return sw.config_image_spec_json(PLANS, config, wildcards.config)
 
 
-def prompts_input(wildcards):
-    return sw.prompts_input(PLANS, wildcards.config)
-
-
-def baseline_inputs(wildcards):
-    return sw.baseline_inputs(config, wildcards.config)
-
-
-def agreement_params(wildcards):
-    return sw.agreement_params(config)
+def server_inputs(wildcards):
+    return sw.server_inputs(PLANS, wildcards.config)
 
 
 def gpus_of(wildcards):
@@ -87,7 +77,7 @@ def launch_priority(wildcards):
 
 
 def summary_inputs(wildcards):
-    return sw.summary_inputs(SCHEDULE, wildcards.config)
+    return sw.summary_inputs(SCHEDULE, wildcards.config) | sw.baseline_inputs(config, wildcards.config)
 
 
 def summary_labels(wildcards):

@@ -87,8 +87,8 @@ def load_schema(path: Path = SCHEMA_PATH) -> dict:
 
 
 def schema_default(key: str) -> Any:
-    """The schema's default of a top-level key (a copy), without copying the whole schema:
-    Snakemake asks for it once per job (``workflow.inputs.agreement_params``)."""
+    """The schema's default of a top-level key (a copy), without copying the whole schema
+    (``workflow.inputs.agreement_params``)."""
     return copy.deepcopy(_schema_text_cached(SCHEMA_PATH)["properties"][key].get("default"))
 
 

@@ -197,19 +197,30 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     xmax = max(xs) * 1.25
     ymax = max([r["decode_tok_s_run"] for r in pts] + [base_tok or 0]) * 1.25
     a = np.linspace(0, xmax, 200)
+    # Points that land on (nearly) the same spot get one label listing them all, not labels over each other.
+    spots: dict[tuple[int, int], list[tuple[dict[str, Any], Any]]] = {}
+    crossings: dict[int, list[tuple[float, Any]]] = {}
     for i, row in enumerate(pts):
         c = cmap(i % 10)
         ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=_label(row))
-        ax.annotate(_label(row), (row["accept_length"], row["decode_tok_s_run"]), textcoords="offset points",
-                    xytext=(6, 6), fontsize=8, color=FLAG_COLOR if row.get("outputs_differ") else c)
+        spot = (round(row["accept_length"] / xmax * 40), round(row["decode_tok_s_run"] / ymax * 40))
+        spots.setdefault(spot, []).append((row, c))
         cyc = row.get("cycle_time_ms")
         if cyc:
             ax.plot(a, a / (cyc / 1e3), ls=":", color=c, lw=1)
         be = row.get("break_even_accept_length")
         if be is not None and base_tok is not None:
             ax.plot(be, base_tok, "x", color=c, ms=10, mew=2.5)
-            ax.annotate(f"{be:.2f}", (be, base_tok), textcoords="offset points", xytext=(0, -16),
-                        ha="center", fontsize=8, color=c)
+            crossings.setdefault(round(be / xmax * 40), []).append((be, c))
+    for group in spots.values():
+        first, c = group[0]
+        flagged = any(row.get("outputs_differ") for row, _ in group)
+        ax.annotate("\n".join(_label(row) for row, _ in group), (first["accept_length"], first["decode_tok_s_run"]),
+                    textcoords="offset points", xytext=(6, 6), fontsize=8, va="bottom",
+                    color=FLAG_COLOR if flagged else (c if len(group) == 1 else "black"))
+    for group in crossings.values():
+        ax.annotate(" / ".join(f"{be:.2f}" for be, _ in group), (group[0][0], base_tok), textcoords="offset points",
+                    xytext=(0, -16), ha="center", fontsize=8, color=group[0][1] if len(group) == 1 else "black")
     if base_tok is not None:
         ax.axhline(base_tok, color=BASELINE_LINE, ls="--", lw=1.2,
                    label=f"baseline ({baseline['config']}): {base_tok:.1f} tok/s")

@@ -101,6 +101,12 @@ def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any],
     return content_spec_json(config["images"][image]) if image else "null"
 
 
+def server_inputs(plans: Mapping[str, dict], config_name: str) -> dict[str, list[str]]:
+    """benchmark_server's inputs beyond plan and preflight, in one call (Snakemake's cost is per input
+    function and job): ``image`` (its manifest) and ``prompts`` (the selected prompts), each maybe empty."""
+    return {"image": image_manifest_input(plans, config_name), "prompts": prompts_input(plans, config_name)}
+
+
 def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     """A dataset configuration reads its selected prompts (``plan.datasets``; written at plan resolution):
     the workload's, or each point's (a point may select its own)."""
