@@ -3,7 +3,11 @@
 import sys
 from pathlib import Path
 
-from specsweep.workflow.jobs import make_parser_env
+# This checkout's package first: Snakemake appends the workflow's directory to a script's
+# sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
+
+from specsweep.workflow.jobs import make_parser_env  # noqa: E402
 
 with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     sys.stderr = log

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +92,34 @@ def test_unknown_flag_fails_preflight_before_launch(tmp_path):
     assert "eagle3-shm" in log and "speculative-num-stepz" in log
     assert not list((work / "results").glob("*/launch-*/launch.json")), "no server may have been launched"
     assert (work / "results" / "nospec" / "preflight.json").exists(), out
+
+
+def _mark_write_plan(package: Path) -> Path:
+    """Make resolve_plan's job log name the file of the package it ran; returns that file."""
+    jobs = package / "workflow" / "jobs.py"
+    source = jobs.read_text()
+    marker = 'print(f"plan {plan[\'name\']} written", file=log)'
+    assert marker in source
+    jobs.write_text(source.replace(marker, marker + "\n    print(f'package of {__file__}', file=log)"))
+    return jobs
+
+
+def test_jobs_run_the_package_of_their_own_checkout(tmp_path):
+    """A job's script imports specsweep from the checkout it belongs to, not from another version
+    installed on the machine (here: a copy on PYTHONPATH, which comes before the directory Snakemake
+    adds to a script's path), so that what plans a job and what runs it are the same code."""
+    work = copy_workflow(tmp_path / "checkout")
+    installed = tmp_path / "installed"
+    shutil.copytree(work / "specsweep", installed / "specsweep")
+    ours, theirs = _mark_write_plan(work / "specsweep"), _mark_write_plan(installed / "specsweep")
+    assert theirs != ours
+    result = subprocess.run(SNAKEMAKE + ["results/nospec/plan.json"], cwd=work, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": str(installed)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (work / "results" / "nospec" / "logs" / "resolve_plan.log").read_text()
+    used = [Path(line.removeprefix("package of ")).resolve() for line in log.splitlines()
+            if line.startswith("package of ")]
+    assert used == [ours.resolve()], log
 
 
 GPU_MATRIX = ["--configfile", "config/kimi-k25-8gpu.yaml"]
