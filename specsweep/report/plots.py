@@ -89,7 +89,8 @@ def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
-    """Horizontal bars: median output tok/s with 95% bootstrap CI; baseline as a dashed line."""
+    """Horizontal bars: median output tok/s with 95% bootstrap CI; baseline as a dashed line (with several
+    workload points, a dashed mark on each row at the baseline of that row's point)."""
     title = "Output throughput per request (median, 95% bootstrap CI)"
     if not rows:
         _empty(path, title, "no configurations")
@@ -116,7 +117,18 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
             label += f"  (failed: {row.get('reason')})"
         ax.text(right, yi, label, va="center", ha="left", fontsize=8)
         xmax = max(xmax, right * (1.35 if row["status"] == "failed" else 1.0))
-    if baseline is not None and baseline.get("tok_s_median") is not None:
+    if len({r.get("point") for r in rows}) > 1:
+        # Several workload points: each row against the baseline at its own point, not one line for all.
+        marked = False
+        for yi, row in zip(y, rows):
+            base_tok = (row.get("base_row") or {}).get("tok_s_median")
+            if base_tok is not None and (row.get("base_row") or {}).get("status") == "ok":
+                ax.plot([base_tok, base_tok], [yi - 0.45, yi + 0.45], color=BASELINE_LINE, ls="--", lw=1.2,
+                        label=None if marked else f"baseline ({baseline['config'] if baseline else row['base_row']['config']})"
+                                                  " at the row's point")
+                marked = True
+                xmax = max(xmax, base_tok)
+    elif baseline is not None and baseline.get("tok_s_median") is not None:
         ax.axvline(baseline["tok_s_median"], color=BASELINE_LINE, ls="--", lw=1.2,
                    label=f"baseline ({baseline['config']}): {baseline['tok_s_median']:.1f} tok/s")
         xmax = max(xmax, baseline["tok_s_median"])
@@ -184,25 +196,46 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
-    """Decode tok/s vs accept length; break-even where each config's curve meets the baseline."""
+    """Decode tok/s vs accept length; break-even where each config's curve meets the baseline.
+
+    One panel per workload point, each against the baseline at that point (``row["base_row"]``;
+    ``baseline`` where a row names none), so that no point is judged by another point's baseline."""
     title = "Run decode rate vs accept length (speculation pays above the baseline line)"
     pts = [r for r in rows if r.get("accept_length") is not None and r.get("decode_tok_s_run") is not None]
-    base_tok = baseline.get("decode_tok_s_run") if baseline else None
     if not pts:
         _empty(path, title, "no configuration reported an accept length")
         return
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    points = sorted({(r.get("point_index", 0), r.get("point")) for r in pts}, key=lambda p: (p[0], str(p[1])))
+    fig, axes = plt.subplots(1, len(points), figsize=(max(9.0, 6.2 * len(points)), 5.5), squeeze=False)
+    for ax, (_, point) in zip(axes[0], points):
+        here = [r for r in pts if r.get("point") == point]
+        base = next((r["base_row"] for r in here if r.get("base_row") is not None), baseline)
+        base_ok = base if base is not None and base.get("status", "ok") == "ok" else None
+        _accept_length_panel(ax, here, base_ok, len(points) > 1)
+        if len(points) > 1:
+            ax.set_title(f"point {point}", fontsize=10)
+    if len(points) > 1:
+        fig.suptitle(title, fontsize=11)
+    else:
+        axes[0][0].set_title(title, fontsize=11)
+    _save(fig, path)
+
+
+def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str, Any] | None, per_point: bool) -> None:
     cmap = plt.get_cmap("tab10")
+    base_tok = baseline.get("decode_tok_s_run") if baseline else None
     xs = [r["accept_length"] for r in pts] + [r["break_even_accept_length"] for r in pts if r.get("break_even_accept_length") is not None]
     xmax = max(xs) * 1.25
     ymax = max([r["decode_tok_s_run"] for r in pts] + [base_tok or 0]) * 1.25
     a = np.linspace(0, xmax, 200)
+    # In a panel of one point the point is in the title, not in every label.
+    name = (lambda r: _label({**r, "label": None})) if per_point else _label
     # Points that land on (nearly) the same spot get one label listing them all, not labels over each other.
     spots: dict[tuple[int, int], list[tuple[dict[str, Any], Any]]] = {}
     crossings: dict[int, list[tuple[float, Any]]] = {}
     for i, row in enumerate(pts):
         c = cmap(i % 10)
-        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9, label=_label(row))
+        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9)
         spot = (round(row["accept_length"] / xmax * 40), round(row["decode_tok_s_run"] / ymax * 40))
         spots.setdefault(spot, []).append((row, c))
         cyc = row.get("cycle_time_ms")
@@ -215,12 +248,14 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     for group in spots.values():
         first, c = group[0]
         flagged = any(row.get("outputs_differ") for row, _ in group)
-        ax.annotate("\n".join(_label(row) for row, _ in group), (first["accept_length"], first["decode_tok_s_run"]),
+        ax.annotate("\n".join(name(row) for row, _ in group), (first["accept_length"], first["decode_tok_s_run"]),
                     textcoords="offset points", xytext=(6, 6), fontsize=8, va="bottom",
                     color=FLAG_COLOR if flagged else (c if len(group) == 1 else "black"))
-    for group in crossings.values():
-        ax.annotate(" / ".join(f"{be:.2f}" for be, _ in group), (group[0][0], base_tok), textcoords="offset points",
-                    xytext=(0, -16), ha="center", fontsize=8, color=group[0][1] if len(group) == 1 else "black")
+    # The computed break-even of each configuration, as a number where a few fit (else the table has them).
+    if sum(len(group) for group in crossings.values()) <= 4:
+        for group in crossings.values():
+            ax.annotate(" / ".join(f"{be:.2f}" for be, _ in group), (group[0][0], base_tok), textcoords="offset points",
+                        xytext=(0, -16), ha="center", fontsize=8, color=group[0][1] if len(group) == 1 else "black")
     if base_tok is not None:
         ax.axhline(base_tok, color=BASELINE_LINE, ls="--", lw=1.2,
                    label=f"baseline ({baseline['config']}): {base_tok:.1f} tok/s")
@@ -232,10 +267,8 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     ax.set_ylim(0, ymax)
     ax.set_xlabel("accept length (completion tokens / verify)")
     ax.set_ylabel("decode tok/s: sum(tokens - 1) / sum(decode time)")
-    ax.set_title(title, fontsize=11)
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     ax.grid(alpha=0.3)
-    _save(fig, path)
 
 
 def plot_break_even(groups: list[Any], path: Path) -> None:
