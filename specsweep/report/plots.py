@@ -68,6 +68,14 @@ def _save(fig: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _legend_below(ax: Any, handles: list[Any], labels: list[str], ncol: int, gap_in: float = 0.6) -> None:
+    """A legend under the x-axis label, ``gap_in`` inches below the axes whatever the figure's height
+    (an offset in axes fractions grows with a tall figure into a blank page)."""
+    axes_in = ax.figure.get_figheight() * 0.8
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -gap_in / axes_in), ncol=ncol,
+              fontsize=8, frameon=False)
+
+
 def _height(n: int) -> float:
     return max(3.0, 1.2 + 0.45 * n)
 
@@ -146,8 +154,7 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
                    "hatched: status fallback / failed"))
     base_handles, base_labels = ax.get_legend_handles_labels()
     labels = base_labels + [k if k.startswith("hatched") else f"verdict: {k}" for _, k in legend]
-    ax.legend(base_handles + [h for h, _ in legend], labels, loc="upper center", bbox_to_anchor=(0.5, -0.14),
-              ncol=3, fontsize=8, frameon=False)
+    _legend_below(ax, base_handles + [h for h, _ in legend], labels, ncol=3)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
 
@@ -189,7 +196,7 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
     handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
     labels = [f"{k} (engine)" for k in PART_COLORS] + ["cycle time measured by client"]
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+    _legend_below(ax, handles, labels, ncol=2)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
@@ -403,6 +410,22 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> None:
 TRACE_COLORS = {"compute": "#ff7f0e", "communication": "#d62728", "idle": "#c7c7c7"}
 
 
+def _comm_split_bars(row: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """The bars of one row in plot_comm_split: (source, [(part, ms), ...]) for each source it has."""
+    bars = []
+    if row.get("verify_comm_ms") is not None and row.get("verify_compute_ms") is not None:
+        bars.append(("engine", [("compute", row["verify_compute_ms"]), ("communication", row["verify_comm_ms"])]))
+    agreement = (row.get("profile") or {}).get("agreement") or {}
+    if agreement.get("engine_verify_ms") is not None:
+        bars.append(("engine, profiled", [("compute", agreement["engine_verify_ms"] - agreement["engine_comm_ms"]),
+                                          ("communication", agreement["engine_comm_ms"])]))
+    if row.get("trace_verify_ms") is not None:
+        bars.append(("trace", [("compute", row.get("trace_verify_compute_ms") or 0.0),
+                               ("communication", row.get("trace_verify_comm_ms") or 0.0),
+                               ("idle", row.get("trace_verify_idle_ms") or 0.0)]))
+    return bars
+
+
 def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     """Per configuration, stacked bars of ms per verify: the engine's own ``timing`` of the measured repeats
     and of the profiled requests (the difference is the profiler's overhead), and the profiler trace
@@ -414,22 +437,14 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     if not shown:
         _empty(path, title, "no configuration has a verify split\n(engine timing absent and profiling off)")
         return
-    fig, ax = plt.subplots(figsize=(9.5, max(3.0, 1.6 + 1.3 * len(shown))))
+    rows_bars = [(row, _comm_split_bars(row)) for row in reversed(shown)]
+    n_bars = sum(len(bars) for _, bars in rows_bars)
+    fig, ax = plt.subplots(figsize=(9.5, max(3.0, 1.6 + 0.42 * n_bars + 0.2 * len(shown))))
     labels, ys = [], []
     y = 0.0
     xmax = 0.0
-    for row in reversed(shown):
-        bars = []
-        if row.get("verify_comm_ms") is not None and row.get("verify_compute_ms") is not None:
-            bars.append(("engine", [("compute", row["verify_compute_ms"]), ("communication", row["verify_comm_ms"])]))
+    for row, bars in rows_bars:
         agreement = (row.get("profile") or {}).get("agreement") or {}
-        if agreement.get("engine_verify_ms") is not None:
-            bars.append(("engine, profiled", [("compute", agreement["engine_verify_ms"] - agreement["engine_comm_ms"]),
-                                              ("communication", agreement["engine_comm_ms"])]))
-        if row.get("trace_verify_ms") is not None:
-            bars.append(("trace", [("compute", row.get("trace_verify_compute_ms") or 0.0),
-                                   ("communication", row.get("trace_verify_comm_ms") or 0.0),
-                                   ("idle", row.get("trace_verify_idle_ms") or 0.0)]))
         for source, parts in bars:
             left = 0.0
             for name, v in parts:
@@ -450,14 +465,13 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
             if source == "trace" and bench is not None:
                 ax.plot(bench, y, marker="|", color="black", ms=16, mew=2.5, ls="none")
             xmax = max(xmax, left, bench or 0.0)
-            labels.append(f"{row['config']} ({source})" if source != "engine" else
-                          f"{row['config']} (engine, measured)")
+            labels.append(f"{_label(row)} ({source if source != 'engine' else 'engine, measured'})")
             ys.append(y)
             y += 1.0
         y += 0.5
     ax.set_yticks(ys)
     ax.set_yticklabels(labels, fontsize=8)
-    ax.set_xlim(0, xmax * 1.6 if xmax > 0 else 1)
+    ax.set_xlim(0, xmax * 1.6 if xmax > 0 else 1)  # room for the text after each bar
     ax.set_xlabel("ms per verify forward (decode forward without speculation)")
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", linewidth=0.5) for c in TRACE_COLORS.values()]
     names = list(TRACE_COLORS)
@@ -465,7 +479,7 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     names.append("hatched: profiler trace (rank 0, profiled requests)")
     handles.append(plt.Line2D([], [], marker="|", color="black", ms=12, mew=2.5, ls="none"))
     names.append("micro-benchmark latency x all-reduces per verify")
-    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
+    _legend_below(ax, handles, names, ncol=2)
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
