@@ -5,7 +5,8 @@ Per grid ``<grid>`` (``report.sweep.best_of_grids`` picks the winner):
 * ``results/best/<grid>.env``: the environment the winner was measured with
   (``KEY=VALUE`` lines, for ``docker run --env-file`` or ``set -a; .
   file``); the keys the grid varied first, a key the winner removed (axis
-  value null) as a comment; the winner's server flags as comments.
+  value null) as a comment; the winner's server flags as comments; a
+  simulated accept length (``SGLANG_SIMULATE_ACC_LEN``) only as a comment.
 * ``results/best/<grid>.nccl-tuner.csv``: the winner's NCCL algorithm and
   protocol for all-reduce, in the CSV format of NCCL's example tuner plugin
   (NVIDIA/nccl ``plugins/tuner/example``: ``plugin.c`` parses
@@ -38,7 +39,9 @@ from specsweep.report.sweep import GridWinner
 # Format history of results/best/<grid>.json:
 #   1  grid, point, winner, significant, settings, env, server_args, argv, tok_s_median, tok_s_ci,
 #      against, baseline_verdict, method.
-BEST_FORMAT_VERSION = 1
+#   2  + compared_at (the simulated accept length the members were compared at, {} without such an
+#      axis; no longer in settings), wins_at and accept_lengths (None without such an axis).
+BEST_FORMAT_VERSION = 2
 TUNER_SOURCE = "NVIDIA/nccl plugins/tuner/example (plugin.c, README.md)"
 #: NCCL_ALGO values -> (collective, tuner algorithm). A bare algorithm applies to every collective;
 #: the tuner line is written for all-reduce, the collective of tensor parallelism.
@@ -110,7 +113,9 @@ def env_file(winner: GridWinner) -> str:
     row = winner.winner or {}
     plan = row.get("plan") or {}
     env: dict[str, str] = plan.get("env") or {}
-    varied = [k.split(".", 1)[1] for k in winner.values if k.startswith("env.")]
+    # A simulated accept length is how the sweep measured, not a setting to apply: a comment only.
+    what_if = {k.split(".", 1)[1]: v for k, v in winner.compared_at.items()}
+    varied = [k.split(".", 1)[1] for k in winner.values if k.startswith("env.") and k not in winner.compared_at]
     standing = ("significantly faster than every other member" if winner.significant
                 else "highest median, but NOT significantly better than every other member")
     out = [f"# specsweep: best configuration of grid {winner.grid} at point {winner.point}: {row.get('config')}\n",
@@ -118,7 +123,11 @@ def env_file(winner: GridWinner) -> str:
            "# The settings the grid varied:\n"]
     for key in varied:
         out.append(_env_line(key, env[key]) if key in env else f"# {key} unset (the library's default)\n")
-    rest = [k for k in sorted(env) if k not in varied]
+    for key, value in what_if.items():
+        out.append(f"# Compared at {key}={value}: a simulated accept length, a what-if of the sweep, not a setting "
+                   f"(leave {key} unset). The same settings were the fastest at {len(winner.wins_at or [])} of "
+                   f"{len(winner.accept_lengths or [])} accept lengths ({', '.join(map(str, winner.wins_at or []))}).\n")
+    rest = [k for k in sorted(env) if k not in varied and k not in what_if]
     if rest:
         out.append("# The rest of the environment it was measured with:\n")
         out.extend(_env_line(k, env[k]) for k in rest)
@@ -152,7 +161,10 @@ def write_exports(winners: list[GridWinner], best_dir: Path | str) -> dict[str, 
             "winner": row.get("config"),
             "why_none": w.why_none,
             "significant": w.significant,
-            "settings": w.values,
+            "settings": {k: v for k, v in w.values.items() if k not in w.compared_at},
+            "compared_at": w.compared_at,
+            "wins_at": w.wins_at,
+            "accept_lengths": w.accept_lengths,
             "env": plan.get("env"),
             "server_args": plan.get("server_args"),
             "argv": plan.get("argv"),

@@ -333,7 +333,11 @@ def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compa
 
 @dataclass
 class GridWinner:
-    """The best member of a grid at its first point, and what it won by."""
+    """The best member of a grid at its first point, and what it won by.
+
+    A grid that varies the simulated accept length (``ACC_KEY``) varies a what-if, not a setting: its
+    members are compared at the winner's accept length only (``compared_at``), and ``wins_at`` lists the
+    accept lengths at which the winner's other settings were the fastest."""
 
     grid: str
     point: str
@@ -342,6 +346,9 @@ class GridWinner:
     against: list[dict[str, Any]]
     baseline_verdict: str | None
     why_none: str | None = None
+    compared_at: dict[str, Any] = field(default_factory=dict)
+    wins_at: list[Any] | None = None
+    accept_lengths: list[Any] | None = None
 
     @property
     def significant(self) -> bool:
@@ -349,10 +356,12 @@ class GridWinner:
 
 
 def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
-    """The winner of each grid (highest median tok/s among its ok members at the grid's first point)."""
+    """The winner of each grid (highest median tok/s among its ok members at the grid's first point;
+    with an accept-length axis, against the members at the winner's accept length: ``GridWinner``)."""
     out = []
     for name, grid in sorted(grids.items()):
-        members = [r for r in rows if r["config"] in grid["members"]]
+        values = grid["members"]
+        members = [r for r in rows if r["config"] in values]
         first_point = min((r["point_index"] for r in members), default=0)
         at = [r for r in members if r["point_index"] == first_point]
         ok = [r for r in at if r["status"] == "ok" and r["tok_s_median"] is not None]
@@ -361,13 +370,25 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
             out.append(GridWinner(name, point, None, {}, [], None, why_none="no member ended ok"))
             continue
         win = max(ok, key=lambda r: r["tok_s_median"])
+        held, wins_at, accs = {}, None, None
+        if any(ACC_KEY in values[r["config"]] for r in ok):
+            held = {ACC_KEY: values[win["config"]].get(ACC_KEY)}
+            rest = {k: v for k, v in values[win["config"]].items() if k != ACC_KEY}
+            accs = sorted({values[r["config"]].get(ACC_KEY) for r in ok}, key=lambda v: float(v or 0))
+            wins_at = []
+            for acc in accs:
+                best = max((r for r in ok if values[r["config"]].get(ACC_KEY) == acc), key=lambda r: r["tok_s_median"])
+                if {k: v for k, v in values[best["config"]].items() if k != ACC_KEY} == rest:
+                    wins_at.append(acc)
+            ok = [r for r in ok if values[r["config"]].get(ACC_KEY) == held[ACC_KEY]]
         against = []
         for other in sorted((r for r in ok if r is not win), key=lambda r: -r["tok_s_median"]):
             v = compare(win, other, win.get("aa_spread"))
             against.append({"config": other["config"], "tok_s_median": other["tok_s_median"],
                             "verdict": v["verdict"], "ratio": v.get("ratio"), "ratio_ci": v.get("ratio_ci"),
                             "noise": v.get("noise"), "launch_effect": v.get("launch_effect")})
-        out.append(GridWinner(name, point, win, grid["members"][win["config"]], against, win.get("verdict")))
+        out.append(GridWinner(name, point, win, values[win["config"]], against, win.get("verdict"),
+                              compared_at=held, wins_at=wins_at, accept_lengths=accs))
     return out
 
 
@@ -380,7 +401,7 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
         if w.winner is None:
             out.write(f"- **{w.grid}**: no winner ({w.why_none}).\n")
             continue
-        settings = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in w.values.items())
+        settings = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in w.values.items() if k not in w.compared_at)
         runner = w.against[0] if w.against else None
         if runner is None:
             lead = "the only member that ended ok"
@@ -391,6 +412,11 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
             tied = [a["config"] for a in w.against if a["verdict"] != "faster"]
             lead = (f"NOT significantly better than {', '.join(tied[:4])}{' ...' if len(tied) > 4 else ''} "
                     "(highest median only; apply with care)")
+        if w.compared_at:
+            acc = w.compared_at[ACC_KEY]
+            lead += (f", compared at the simulated accept length {ACC_ENV}={acc} (a what-if of the sweep, not a "
+                     f"setting); these settings are the fastest at {len(w.wins_at or [])} of the "
+                     f"{len(w.accept_lengths or [])} accept lengths measured")
         paths = files.get(w.grid, {})
         out.write(f"- **{w.grid}** at point {w.point}: **{w.winner['config']}** ({settings}), "
                   f"{_f(w.winner['tok_s_median'])} tok/s, {lead}; vs baseline: {w.baseline_verdict}. "
