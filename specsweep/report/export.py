@@ -119,8 +119,9 @@ def env_file(winner: GridWinner) -> str:
     standing = ("significantly faster than every other member" if winner.significant
                 else "highest median, but NOT significantly better than every other member")
     out = [f"# specsweep: best configuration of grid {winner.grid} at point {winner.point}: {row.get('config')}\n",
-           f"# {standing} (evidence: {winner.grid}.json)\n",
-           "# The settings the grid varied:\n"]
+           f"# {standing} (evidence: {winner.grid}.json)\n"]
+    if varied:
+        out.append("# The environment the grid varied:\n")
     for key in varied:
         out.append(_env_line(key, env[key]) if key in env else f"# {key} unset (the library's default)\n")
     for key, value in what_if.items():
