@@ -15,14 +15,13 @@ from specsweep.analysis.metrics import (
 )
 from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.records import new_record
+from specsweep.testing.reports import MS, OK
 
-MS = 1_000_000
 WORKLOAD = {
     "endpoint": "chat", "num_prompts": 4, "input_len": 64, "output_len": 6, "concurrency": 1,
     "request_rate": None, "repeats": 1, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
     "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 0},
 }
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def rec(i: int, output: list[int] | None, *, run: str = "r", key: str | None = None, hist: list[int] | None = None,

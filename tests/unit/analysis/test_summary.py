@@ -10,14 +10,13 @@ import pytest
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION, build_summary, speculative_algorithm
 from specsweep.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from specsweep.records import new_record
+from specsweep.testing.reports import MS, OK
 
-MS = 1_000_000
 WORKLOAD = {
     "endpoint": "generate", "num_prompts": 4, "input_len": 8, "output_len": 8, "concurrency": 1,
     "request_rate": None, "repeats": 1, "seed": 0, "temperature": 0.0, "request_timeout_s": 10,
     "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
 }
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def plan(spec: str | None = "EAGLE3") -> dict:
