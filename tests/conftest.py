@@ -25,12 +25,37 @@ def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """GPU tests run only when asked for (`-m gpu`): then they fail, never skip, without a GPU.
+#: Markers that a tier's folder implies: a test under tests/<folder>/ needs what
+#: the folder's name says, whether or not its module repeats the marker.
+FOLDER_MARKERS = {
+    "e2e": ("slow",),
+    "docker": ("docker", "slow"),
+    "slurm": ("slurm", "slow"),
+    "workflow": ("slow",),
+}
 
-    CI has no GPU; its run deselects them, which pytest reports as deselected,
+
+def _folder_markers(item: pytest.Item) -> tuple[str, ...]:
+    try:
+        rel = Path(str(item.path)).resolve().relative_to(REPO / "tests")
+    except ValueError:
+        return ()
+    return FOLDER_MARKERS.get(rel.parts[0], ()) if len(rel.parts) > 1 else ()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from the folder, then: GPU tests run only when asked for (`-m gpu`).
+
+    Every test of tests/docker, tests/slurm, tests/e2e and tests/workflow gets
+    its folder's markers (FOLDER_MARKERS), so `-m 'not slow'` is the fast tier
+    whatever a module declares. GPU tests fail, never skip, without a GPU; CI
+    has no GPU and its run deselects them, which pytest reports as deselected,
     not as passed or skipped.
     """
+    for item in items:
+        for name in _folder_markers(item):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)
     if "gpu" in (config.getoption("markexpr") or ""):
         return
     gpu = [item for item in items if item.get_closest_marker("gpu")]
