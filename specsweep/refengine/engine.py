@@ -88,9 +88,12 @@ class Engine:
         chunk_tokens: int,
         metrics: Any = None,
         step_delay_s: float = 0.0,
+        step_slowdown: float = 0.0,
     ) -> None:
         self.driver = driver
-        self.step_delay_s = step_delay_s  # test-only fault (refengine.faults); 0 outside tests
+        # test-only faults (refengine.faults); 0 outside tests
+        self.step_delay_s = step_delay_s
+        self.step_slowdown = step_slowdown
         self.eos = eos_token_id
         self.k = spec_steps
         self.simulate = simulate_acc_len
@@ -309,8 +312,6 @@ class Engine:
             self._spec_cycle(live)
         else:
             self._decode(live)
-        if self.step_delay_s:
-            time.sleep(self.step_delay_s)
         self.lifetime["steps"] += 1
         if self.profile_steps_left is not None:
             self.profile_steps_left -= 1
@@ -330,6 +331,7 @@ class Engine:
         dt = time.perf_counter() - t0
         graph = self.driver.last_graph
         ct, comm_s = self.comm.stats()
+        self._test_fault(t0)
         for r, tok in zip(reqs, toks):
             r.verify_ct += 1
             self._account(r, 0.0, 0.0, 0, 0, dt, comm_s, ct, graph)
@@ -363,6 +365,7 @@ class Engine:
         t2 = time.perf_counter()
         graph = self.driver.last_graph
         ct, comm_s = self.comm.stats()
+        self._test_fault(t0)
         accepted_total = 0
         for r, d, y in zip(reqs, drafts, target):
             n = len(r.tokens) - 1
@@ -375,6 +378,15 @@ class Engine:
             self._emit(r, y[:length])
         if self.metrics:
             self.metrics.observe_step(t1 - t0, t2 - t1, comm_s, ct, accepted_total / len(reqs))
+
+    def _test_fault(self, t0: float) -> None:
+        """The test-only faults (``refengine.faults``): after a step's compute, before its tokens go
+        out, sleep the fixed delay plus ``step_slowdown`` x the step's own duration since ``t0``."""
+        pause = self.step_delay_s
+        if self.step_slowdown:
+            pause += self.step_slowdown * (time.perf_counter() - t0)
+        if pause:
+            time.sleep(pause)
 
     def _account(self, r: Request, draft_s: float, draft_comm: float | None, draft_ct: int, draft_fw: int,
                  verify_s: float, comm_s: float | None, ct: int, graph: bool) -> None:

@@ -1,19 +1,31 @@
 """Test-only faults of the reference engine: never set them outside tests.
 
-``SPECSWEEP_TEST_STEP_DELAY_S`` adds a fixed sleep after every engine step
-(one decode step, or one speculation cycle), which slows a launch by a known
-amount without changing what it computes. It exists so that a test can make
-two launches of the same configuration differ by a fixed factor (issue 19:
-the verdict must then not call a smaller difference between two other
-configurations). Forms:
+Both slow a launch by a known amount without changing what it computes:
 
-* ``0.004``: every launch of the configuration sleeps 4 ms per step;
+* ``SPECSWEEP_TEST_STEP_DELAY_S`` adds a fixed sleep to every engine step
+  (one decode step, or one speculation cycle). It exists so that a test can
+  make two launches of the same configuration differ by a fixed factor (the
+  verdict must then not call a smaller difference between two other
+  configurations).
+* ``SPECSWEEP_TEST_STEP_SLOWDOWN`` adds a sleep of that fraction of the step's
+  own measured duration (``0.05``: every step takes 5 % longer), so that a
+  positive control is slowed by the same relative amount on any device and
+  model: the verdict must call it.
+
+The sleep falls between a step's compute and the emission of its tokens, so
+it lies inside the client's decode time of every step, the last one
+included; the engine's own timers (``draft_s``, ``verify_s``) leave it out.
+
+Forms of either variable:
+
+* ``0.004``: every launch of the configuration gets it;
 * ``aa=0.004`` or ``1=0,aa=0.004``: per launch id, from the launch's
   ``SPECSWEEP_LAUNCH`` (set by the server job, ``serve.job.LAUNCH_ENV``);
-  a launch not named sleeps 0.
+  a launch not named gets 0.
 
-The server logs a warning when a fault is active, so a result made with one
-cannot pass unnoticed.
+The server logs a warning when a fault is active, and the launch's provenance
+records every ``SPECSWEEP_`` variable, so a result made with one cannot pass
+unnoticed.
 """
 
 from __future__ import annotations
@@ -21,31 +33,50 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 STEP_DELAY_ENV = "SPECSWEEP_TEST_STEP_DELAY_S"
+STEP_SLOWDOWN_ENV = "SPECSWEEP_TEST_STEP_SLOWDOWN"
 LAUNCH_ENV = "SPECSWEEP_LAUNCH"  # = specsweep.serve.job.LAUNCH_ENV
+MAX_DELAY_S = 10.0
+MAX_SLOWDOWN = 1.0
 
 
 def step_delay_s(env: Mapping[str, str]) -> float:
-    """The per-step delay this process must add (0.0 when the fault is not set). Raises ValueError when malformed."""
-    text = (env.get(STEP_DELAY_ENV) or "").strip()
+    """The fixed per-step delay this process must add, seconds (0.0 when not set). Raises ValueError when malformed."""
+    return _per_launch(env, STEP_DELAY_ENV, "a number of seconds", 0.0, MAX_DELAY_S, upper_closed=False)
+
+
+def step_slowdown(env: Mapping[str, str]) -> float:
+    """The fraction of each step's own duration this process must add (0.0 when not set), in [0, 1].
+    Raises ValueError when malformed."""
+    return _per_launch(env, STEP_SLOWDOWN_ENV, "a fraction of the step time", 0.0, MAX_SLOWDOWN, upper_closed=True)
+
+
+def _per_launch(env: Mapping[str, str], name: str, what: str, low: float, high: float, upper_closed: bool) -> float:
+    text = (env.get(name) or "").strip()
     if not text:
         return 0.0
     if "=" not in text:
-        return _seconds(text)
+        return _value(name, text, what, low, high, upper_closed)
     launch = env.get(LAUNCH_ENV)
-    delays = {}
+    values = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"{STEP_DELAY_ENV}={text!r}: expected '<seconds>' or '<launch>=<seconds>,...'")
-        delays[key.strip()] = _seconds(value)
-    return delays.get(launch or "", 0.0)
+            raise ValueError(f"{name}={text!r}: expected '<value>' or '<launch>=<value>,...' "
+                             f"(<value>: {what} in {_interval(low, high, upper_closed)})")
+        values[key.strip()] = _value(name, value, what, low, high, upper_closed)
+    return values.get(launch or "", 0.0)
 
 
-def _seconds(text: str) -> float:
+def _interval(low: float, high: float, upper_closed: bool) -> str:
+    return f"[{low:g}, {high:g}{']' if upper_closed else ')'}"
+
+
+def _value(name: str, text: str, what: str, low: float, high: float, upper_closed: bool) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{STEP_DELAY_ENV}: {text!r} is not a number of seconds") from None
-    if not 0 <= value < 10:
-        raise ValueError(f"{STEP_DELAY_ENV}: {value} is outside [0, 10) seconds")
+        raise ValueError(f"{name}: {text.strip()!r} is not {what} (allowed: {_interval(low, high, upper_closed)})") from None
+    inside = low <= value <= high if upper_closed else low <= value < high
+    if not inside:  # NaN lands here too
+        raise ValueError(f"{name}: {value:g} is outside {_interval(low, high, upper_closed)}")
     return value

@@ -26,7 +26,7 @@ from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
 from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
 from .config import ModelConfig, load_config
 from .engine import Engine, Request
-from .faults import LAUNCH_ENV, STEP_DELAY_ENV, step_delay_s
+from .faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
 from .http import ServerState, build_app
 from .metrics import Metrics
 from .spec import parse_simulate_acc_len
@@ -175,6 +175,8 @@ def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backe
         "all_reduce_backend": backend,
         "world_size": world_size,
         "simulate_acc_len": simulate,
+        # test-only faults in effect (refengine.faults): 0 outside tests
+        "test_faults": {"step_delay_s": engine.step_delay_s, "step_slowdown": engine.step_slowdown},
         "cuda_graph": _graph_info(graphs),
         "model_config": cfg.to_dict(),
         "versions": versions(),
@@ -269,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
         k = ns.speculative_num_steps if ns.speculative_algorithm != "NONE" else None
         simulate = parse_simulate_acc_len(env.get("SGLANG_SIMULATE_ACC_LEN"), k)
         step_delay = step_delay_s(env)
+        slowdown = step_slowdown(env)
     except ValueError as exc:
         log.error("%s", exc)
         return 1
     if step_delay:
         log.warning("TEST-ONLY FAULT: %s adds %.4f s per step to this launch (%s=%s)", STEP_DELAY_ENV, step_delay,
                     LAUNCH_ENV, env.get(LAUNCH_ENV))
+    if slowdown:
+        log.warning("TEST-ONLY FAULT: %s adds %.1f %% of each step's own duration to every step of this launch "
+                    "(%s=%s)", STEP_SLOWDOWN_ENV, 100 * slowdown, LAUNCH_ENV, env.get(LAUNCH_ENV))
     if ns.device == "cuda":
         import torch
 
@@ -328,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         if graph_report is not None:
             _log_graphs(graph_report)
         engine = Engine(driver, cfg.eos_token_id, k, simulate, ns.random_seed, ns.max_running_requests,
-                        context, CHUNK_TOKENS, metrics, step_delay_s=step_delay)
+                        context, CHUNK_TOKENS, metrics, step_delay_s=step_delay, step_slowdown=slowdown)
         tokenizer = ByteTokenizer(cfg.vocab_size, cfg.eos_token_id)
         state = ServerState(
             engine=engine, tokenizer=tokenizer, metrics=metrics, model_name=ns.served_model_name,
