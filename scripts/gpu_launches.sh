@@ -52,4 +52,9 @@ for summary in results/*/summary.json; do
     cp "$launch/launch.json" "$launch/outcome.json" "$out/$name/$(basename "$launch")/"
   done
 done
-echo "results in $out"
+# Everything the summaries are computed from (raw records, plans, preflights,
+# launch.json, outcome.json, server and NCCL logs, summaries), so that they
+# can be recomputed later with other statistics: results.tar.gz, unpacked
+# with `tar -xzf results.tar.gz` into a checkout's root.
+tar -czf "$out/results.tar.gz" results
+echo "results in $out ($(du -h "$out/results.tar.gz" | cut -f1) results.tar.gz)"

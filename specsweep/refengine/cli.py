@@ -71,6 +71,9 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     p.add_argument("--skip-server-warmup", action="store_true", help="do not run the one-request warmup before ready")
     p.add_argument("--disable-cuda-graph", action="store_true",
                    help="run every forward eager (CUDA graphs are on by default with --device cuda, as in SGLang)")
+    p.add_argument("--disable-prefill-cuda-graph", action="store_true",
+                   help="run prefill forwards eager while the decode phase replays CUDA graphs (by default prompts "
+                        "are padded to a captured bucket length and replayed too)")
     p.add_argument("--disable-graph-comm-timing", action="store_true",
                    help="capture no timing events around the all-reduces inside CUDA graphs (a little faster; "
                         "verify_comm_s is then null over several ranks)")

@@ -38,7 +38,7 @@ log = logging.getLogger("specsweep.refengine")
 
 TIMING_KEYS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
 EXTRA_TIMING_KEYS = ("prefill_s", "prefill_comm_s", "draft_comm_s", "draft_allreduce_ct", "draft_forward_ct",
-                     "verify_graph_ct")
+                     "verify_graph_ct", "prefill_graph_ct")
 GRAPH_COMM_ABSENT = ("all-reduces replayed inside a CUDA graph were counted but not timed: no timing events "
                      "could be captured with them (see cuda_graph.comm_untimed in /server_info; run with "
                      "--disable-cuda-graph to time them in-engine, or split a profiler trace)")
@@ -260,9 +260,11 @@ class Engine:
             logits = self.driver.call(("target", ids, segs, "last", PREFILL))
             toks = logits.argmax(dim=-1).tolist()
             dt = time.perf_counter() - t0
+            graph = self.driver.last_graph
             _, comm_s = self.comm.stats()
             for i, (r, s, n) in enumerate(batch):
                 r.timing["prefill_s"] += dt
+                r.timing["prefill_graph_ct"] += int(graph)  # type: ignore[operator]
                 _add_comm(r, "prefill_comm_s", comm_s)
                 if s + n == len(r.input_ids):
                     del pending[id(r)]
@@ -292,10 +294,12 @@ class Engine:
             if self.driver.model.device.type == "cuda":
                 torch.cuda.synchronize()
             dt = time.perf_counter() - t0
+            graph = self.driver.last_graph
             _, comm_s = self.comm.stats()
             for r, s, n in batch:
                 r.draft_len = s + n
                 r.timing["prefill_s"] += dt
+                r.timing["prefill_graph_ct"] += int(graph)  # type: ignore[operator]
                 _add_comm(r, "prefill_comm_s", comm_s)
                 if r.draft_len >= pending[id(r)]:
                     del pending[id(r)]

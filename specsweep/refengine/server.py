@@ -151,11 +151,14 @@ def _num_threads(env: dict[str, str], world_size: int) -> int:
 
 def rank_setup(ns: argparse.Namespace, cfg: ModelConfig, draft_cfg: ModelConfig | None, comm_spec: Any,
                spec_steps: int | None, context: int, num_threads: int) -> RankSetup:
-    """What every rank builds from the resolved arguments (CUDA graphs: ``cli.cuda_graph_enabled``)."""
+    """What every rank builds from the resolved arguments (CUDA graphs: ``cli.cuda_graph_enabled``; prefill
+    graphs with them unless --disable-prefill-cuda-graph, up to one prefill chunk)."""
+    graphs = cuda_graph_enabled(ns)
     return RankSetup(cfg=cfg, draft_cfg=draft_cfg, comm=comm_spec, device=ns.device, dtype=ns.dtype,
                      seed=ns.random_seed, with_draft=spec_steps is not None, num_threads=num_threads,
-                     cuda_graph=cuda_graph_enabled(ns), graph_comm_timing=not ns.disable_graph_comm_timing,
-                     max_running=ns.max_running_requests, context_length=context, spec_steps=spec_steps)
+                     cuda_graph=graphs, graph_comm_timing=not ns.disable_graph_comm_timing,
+                     max_running=ns.max_running_requests, context_length=context, spec_steps=spec_steps,
+                     prefill_graph_tokens=CHUNK_TOKENS if graphs and not ns.disable_prefill_cuda_graph else 0)
 
 
 def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backend: str, world_size: int,
@@ -190,14 +193,22 @@ def _graph_info(report: dict[str, Any] | None) -> dict[str, Any]:
     if report is None:
         return {"enabled": False}
     return {"enabled": True, "graphs": len(report["captured"]), "capture_s": round(report["capture_s"], 3),
-            **report["plan"], "failed": report["failed"], "comm_untimed": report["comm_untimed"]}
+            **report["plan"], "failed": report["failed"], "comm_untimed": report["comm_untimed"],
+            "pools": report.get("pools", 1)}
 
 
 def _log_graphs(report: dict[str, Any]) -> None:
     plan = report["plan"]
-    log.info("CUDA graphs: %d captured (%s x batch %s x kv length %s) in %.1f s; prefill and other shapes run eager",
-             len(report["captured"]), "/".join(plan["kinds"]), ",".join(map(str, plan["batch_sizes"])),
-             ",".join(map(str, plan["kv_buckets"])), report["capture_s"])
+    if plan["prefill_kinds"]:
+        prefill = (f"{'/'.join(plan['prefill_kinds'])} padded to {','.join(map(str, plan['prefill_buckets']))} "
+                   f"tokens (at most {plan['prefill_tokens']} a graph)")
+    else:
+        prefill = "none (prefill runs eager)"
+    log.info("CUDA graphs: %d captured in %.1f s: decode %s x batch %s x kv length %s; prefill %s; other shapes "
+             "run eager", len(report["captured"]), report["capture_s"], "/".join(plan["kinds"]),
+             ",".join(map(str, plan["batch_sizes"])), ",".join(map(str, plan["kv_buckets"])), prefill)
+    if report.get("pools", 1) > 1:
+        log.warning("CUDA graphs: %d memory pools (a failed capture leaves its pool unusable)", report["pools"])
     for key, err in report["failed"].items():
         log.warning("CUDA graph capture failed for %s, which runs eager: %s", key, err)
     if report["comm_untimed"]:

@@ -30,7 +30,7 @@ from .comm import CommSpec, make_communicator
 from .config import ModelConfig
 from .cudagraph import GraphRunner, make_plan, pool_capacity
 from .model import TPModel
-from .trace import GRAPH_REPLAY, annotate
+from .trace import DRAFT_PREFILL, GRAPH_REPLAY, PREFILL, annotate
 
 log = logging.getLogger("specsweep.refengine")
 
@@ -59,6 +59,7 @@ class RankSetup:
     with_draft: bool
     num_threads: int
     cuda_graph: bool = False  # capture the decode-phase forwards (CUDA only; see cudagraph)
+    prefill_graph_tokens: int = 0  # > 0: capture prefill graphs too, up to this many tokens (the prefill chunk)
     graph_comm_timing: bool = True  # timing events around the all-reduces inside graphs (rank 0)
     max_running: int = 16
     context_length: int = 4096
@@ -89,7 +90,7 @@ def build_graphs(model: TPModel, setup: RankSetup) -> GraphRunner | None:
     """This rank's graph runner (nothing captured yet), or None when graphs are off."""
     if not setup.cuda_graph:
         return None
-    plan = make_plan(setup.max_running, setup.context_length, setup.spec_steps)
+    plan = make_plan(setup.max_running, setup.context_length, setup.spec_steps, setup.prefill_graph_tokens)
     return GraphRunner(model, plan, logits=model.rank == 0, time_comm=setup.graph_comm_timing)
 
 
@@ -97,8 +98,10 @@ class Executor:
     """Executes commands on one rank's model; identical on every rank.
 
     Forwards run as a replayed CUDA graph when ``graphs`` holds one for the
-    call's shape (the same decision on every rank: it depends on the segments
-    only), eager otherwise. ``last_graph`` says which the latest forward took.
+    call's phase and shape (the same decision on every rank: it depends on the
+    phase and the segments only, never on the logits mode, which differs
+    between rank 0 and the followers), eager otherwise. ``last_graph`` says
+    which the latest forward took.
     """
 
     def __init__(self, model: TPModel, graphs: GraphRunner | None = None) -> None:
@@ -113,11 +116,15 @@ class Executor:
         m = self.model
         if op == "target":
             _, ids, segs, logits, phase = cmd
+            kind = "prefill" if phase == PREFILL else "target"
             with annotate(phase):
-                return self._forward("target", ids, segs, logits, lambda: m.forward_target(ids, segs, logits))
+                return self._forward(kind, ids, segs, logits, lambda: m.forward_target(ids, segs, logits))
         if op == "draft":
             _, ids, segs, source, logits, phase = cmd
-            kind = "draft_extend" if source == "target" else "draft_step"
+            if phase == DRAFT_PREFILL and source == "target":
+                kind = "draft_prefill"
+            else:
+                kind = "draft_extend" if source == "target" else "draft_step"
             with annotate(phase):
                 return self._forward(kind, ids, segs, logits, lambda: m.forward_draft(ids, segs, source, logits))
         if op == "alloc":

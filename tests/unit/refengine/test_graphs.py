@@ -8,6 +8,7 @@ forwards. The ``gpu`` tests capture and replay real CUDA graphs.
 
 from __future__ import annotations
 
+import collections
 import re
 from multiprocessing import Pipe
 
@@ -20,7 +21,7 @@ from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
 from specsweep.refengine.comm import make_communicator, prepare_spec
 from specsweep.refengine.config import ModelConfig, load_config
 from specsweep.refengine.cudagraph import (GraphKey, GraphRunner, capture_batch_sizes, graph_key, kv_buckets,
-                                           make_plan, pack_inputs, pool_capacity)
+                                           make_plan, pack_inputs, pool_capacity, prefill_buckets)
 from specsweep.refengine.engine import GRAPH_COMM_ABSENT, Engine, Request, _add_comm
 from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.server import rank_setup
@@ -55,7 +56,11 @@ def test_setup_carries_the_decision_to_every_rank() -> None:
     assert _setup(["--device", "cuda"])[1].graph_comm_timing
     assert not _setup(["--device", "cuda", "--disable-graph-comm-timing"])[1].graph_comm_timing
     assert not _setup(["--device", "cuda", "--disable-cuda-graph"])[1].cuda_graph
+    assert _setup(["--device", "cuda"])[1].prefill_graph_tokens == 1024  # one prefill chunk
+    assert _setup(["--device", "cuda", "--disable-prefill-cuda-graph"])[1].prefill_graph_tokens == 0
+    assert _setup(["--device", "cuda", "--disable-cuda-graph"])[1].prefill_graph_tokens == 0
     ns, setup = _setup([])
+    assert setup.prefill_graph_tokens == 0
     assert not setup.cuda_graph
     model = build_rank(0, setup, timed=True)
     assert build_graphs(model, setup) is None and model.pool_capacity is None  # cpu: eager, per-slot caches
@@ -82,6 +87,19 @@ def test_plan_sizes() -> None:
     assert len(spec.keys()) == 3 * 5 * 7
     assert make_plan(16, 4096, 1).kinds == (("target", 2), ("draft_extend", 2))  # k=1: no chain step
     assert make_plan(16, 4096, None).kinds == (("target", 1),)
+    assert spec.prefill_kinds == () and spec.prefill_buckets == ()  # prefill graphs only when asked for
+    assert prefill_buckets(1024, 4096) == (16, 32, 64, 128, 256, 512, 1024)
+    assert prefill_buckets(1024, 100) == (16, 32, 64, 100)
+    assert prefill_buckets(0, 4096) == ()
+    full = make_plan(16, 4096, 3, prefill_tokens=1024)
+    assert full.prefill_kinds == ("prefill", "draft_prefill") and full.kinds == spec.kinds
+    assert make_plan(16, 4096, None, prefill_tokens=1024).prefill_kinds == ("prefill",)  # no draft to prefill
+    # batch x bucket <= 1024: 5 batch sizes at 16..64 tokens, 4 at 128, 3 at 256, 2 at 512, 1 at 1024
+    prefill = [k for k in full.keys() if k.kind == "prefill"]
+    assert len(prefill) == 5 + 5 + 5 + 4 + 3 + 2 + 1
+    assert all(k.batch * k.n <= 1024 and k.kv_len == max(64, k.n) for k in prefill)
+    assert len(full.keys()) == 2 * len(prefill) + 3 * 5 * 7
+    assert full.keys()[0] == GraphKey("prefill", 1024, 1, 1024)  # the largest first: the pool is reused
 
 
 def test_graph_key_decides_graph_or_eager() -> None:
@@ -101,6 +119,23 @@ def test_graph_key_decides_graph_or_eager() -> None:
     nospec = make_plan(4, 256, None)
     assert graph_key(nospec, "target", [Segment(0, 9, 1)]) == GraphKey("target", 1, 1, 64)
     assert graph_key(nospec, "draft_step", [Segment(0, 9, 1)]) is None
+    assert graph_key(plan, "prefill", [Segment(0, 0, 9)]) is None  # no prefill graphs planned
+
+
+def test_graph_key_for_prefill() -> None:
+    plan = make_plan(16, 4096, 3, prefill_tokens=1024)
+    assert graph_key(plan, "prefill", [Segment(0, 0, 65)]) == GraphKey("prefill", 128, 1, 128)
+    assert graph_key(plan, "prefill", [Segment(0, 0, 64)]) == GraphKey("prefill", 64, 1, 64)
+    assert graph_key(plan, "draft_prefill", [Segment(0, 0, 63)]) == GraphKey("draft_prefill", 64, 1, 64)
+    assert graph_key(plan, "prefill", [Segment(0, 0, 3)]) == GraphKey("prefill", 16, 1, 64)
+    # three prompts of one forward: padded to the longest, the batch to 4
+    assert graph_key(plan, "prefill", [Segment(0, 0, 100), Segment(1, 0, 7), Segment(2, 0, 128)]) == \
+        GraphKey("prefill", 128, 4, 128)
+    assert graph_key(plan, "prefill", [Segment(i, 0, 100) for i in range(9)]) is None  # 16 x 128 > 1024 tokens
+    assert graph_key(plan, "prefill", [Segment(0, 0, 1025)]) is None  # longer than one chunk
+    assert graph_key(plan, "prefill", [Segment(0, 1024, 500)]) is None  # a later chunk: past the kv bucket
+    assert graph_key(plan, "prefill", [Segment(0, 20, 30)]) == GraphKey("prefill", 32, 1, 64)  # still fits
+    assert graph_key(plan, "target", [Segment(0, 0, 9)]) is None  # decode graphs never take a prompt
 
 
 def test_pack_inputs_layout_and_padding() -> None:
@@ -125,19 +160,40 @@ def _model(pool: bool, seed: int = 0, device: str = "cpu", comm=None, max_slots:
     return m
 
 
-def _engine(k: int | None, graphs: str, device: str = "cpu", max_running: int = 4, comm=None) -> Engine:
-    """graphs: 'off' (per-slot caches, eager), 'static' (pool + fixed-shape forwards run directly), 'cuda'."""
+CHUNK = 16  # the test engines' prefill chunk
+PREFILL_TOKENS = 4 * CHUNK  # the largest prefill graph (batch x bucket): one chunk of up to 4 prompts fits
+
+
+def _engine(k: int | None, graphs: str, device: str = "cpu", max_running: int = 4, comm=None,
+            prefill: bool = True) -> Engine:
+    """graphs: 'off' (per-slot caches, eager), 'static' (pool + fixed-shape forwards run directly), 'cuda';
+    prefill: prefill graphs too (as the server by default), else prefill runs eager."""
     model = _model(pool=graphs != "off", device=device, comm=comm, max_slots=max_running)
     runner = None
     if graphs != "off":
-        runner = GraphRunner(model, make_plan(max_running, CONTEXT, k), logits=True, capture=graphs == "cuda")
+        plan = make_plan(max_running, CONTEXT, k, prefill_tokens=PREFILL_TOKENS if prefill else 0)
+        runner = GraphRunner(model, plan, logits=True, capture=graphs == "cuda")
     driver = Driver(model, [], runner)
     report = driver.capture_graphs()  # what the server does at start (None with graphs off)
     if runner is not None:
         assert report is not None and not report["failed"]
         assert len(report["captured"]) == len(runner.plan.keys()) == report["kept_per_rank"][0]
     return Engine(driver, eos_token_id=256, spec_steps=k, simulate_acc_len=None, seed=0,
-                  max_running=max_running, context_length=CONTEXT, chunk_tokens=16)
+                  max_running=max_running, context_length=CONTEXT, chunk_tokens=CHUNK)
+
+
+def _count_prefill_calls(engine: Engine) -> collections.Counter:
+    """Count the engine's prefill commands by phase (the real Driver.call still runs them)."""
+    counts: collections.Counter = collections.Counter()
+    call = engine.driver.call
+
+    def counting(cmd: tuple):
+        if cmd[0] in ("target", "draft") and cmd[-1] in (trace.PREFILL, trace.DRAFT_PREFILL):
+            counts[cmd[-1]] += 1
+        return call(cmd)
+
+    engine.driver.call = counting  # type: ignore[method-assign]
+    return counts
 
 
 def _generate_all(engine: Engine, prompts: list[list[int]], max_new: int) -> list[dict]:
@@ -154,15 +210,57 @@ def _generate_all(engine: Engine, prompts: list[list[int]], max_new: int) -> lis
 
 
 @pytest.mark.parametrize("k", [3, 1, None])
-def test_static_forwards_give_the_eager_tokens(k: int | None) -> None:
-    """Three requests decoded together (batch 3, padded to 4): the fixed-shape path gives eager's tokens."""
+@pytest.mark.parametrize("prefill", [True, False])
+def test_static_forwards_give_the_eager_tokens(k: int | None, prefill: bool) -> None:
+    """Three requests prefilled and decoded together (batch 3, padded to 4; prompts of 9, 3 and 35 tokens in
+    chunks of 16, so later chunks start past 0): the fixed-shape path gives eager's tokens."""
     eager = _generate_all(_engine(k, "off"), PROMPTS, 20)
-    static = _generate_all(_engine(k, "static"), PROMPTS, 20)
+    engine = _engine(k, "static", prefill=prefill)
+    calls = _count_prefill_calls(engine)
+    static = _generate_all(engine, PROMPTS, 20)
     for e, s in zip(eager, static):
         assert s["output_ids"] == e["output_ids"]
         t = s["meta_info"]["timing"]
         assert t["verify_graph_ct"] == t["forward_ct"] > 0  # every decode-phase target forward took the graph path
-        assert e["meta_info"]["timing"]["verify_graph_ct"] == 0
+        assert (t["prefill_graph_ct"] > 0) == prefill
+        assert e["meta_info"]["timing"]["verify_graph_ct"] == e["meta_info"]["timing"]["prefill_graph_ct"] == 0
+    replays = engine.driver.executor.graphs.replays_by_kind
+    # every prefill forward (these prompts fit the graphs) took the graph path, or none did
+    assert replays["prefill"] == (calls[trace.PREFILL] if prefill else 0) and calls[trace.PREFILL] >= 3
+    assert replays["draft_prefill"] == (calls[trace.DRAFT_PREFILL] if prefill and k else 0)
+
+
+def test_static_prefill_matches_eager_logits_and_state() -> None:
+    """Two prompts in one prefill forward (padded to 16 tokens, batch 2), then the draft's prefill: logits,
+    KV entries, aux features and draft state agree with the eager forwards."""
+    a, b = _model(pool=True), _model(pool=True)
+    runner = GraphRunner(b, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=False)
+    runner.capture()
+    p0, p1 = PROMPTS[0], PROMPTS[1]
+    for m in (a, b):
+        m.alloc(0, 64)
+        m.alloc(2, 64)
+    ids, segs = p0 + p1, [Segment(0, 0, len(p0)), Segment(2, 0, len(p1))]
+    want = a.forward_target(ids, segs, "last")
+    key = runner.lookup("prefill", segs)
+    assert key == GraphKey("prefill", 16, 2, 64)
+    got = runner.run(key, ids, segs, "last")
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    for slot, n in ((0, len(p0)), (2, len(p1))):
+        torch.testing.assert_close(b.pool_k[:, slot, :, :n], a.pool_k[:, slot, :, :n], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(b.pool_feats[slot, :n], a.pool_feats[slot, :n], atol=1e-4, rtol=1e-4)
+    dids, dsegs = p0[:-1] + p1[:-1], [Segment(0, 0, len(p0) - 1), Segment(2, 0, len(p1) - 1)]
+    assert a.forward_draft(dids, dsegs, "target", "none") is None
+    dkey = runner.lookup("draft_prefill", dsegs)
+    assert dkey == GraphKey("draft_prefill", 16, 2, 64)
+    assert runner.run(dkey, dids, dsegs, "none") is None
+    for slot, n in ((0, len(p0) - 1), (2, len(p1) - 1)):
+        torch.testing.assert_close(b.pool_dk[slot, :, :n], a.pool_dk[slot, :, :n], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(b.pool_draft_hidden[slot], a.pool_draft_hidden[slot], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="cannot give logits='all'"):
+        runner.run(key, ids, segs, "all")
+    with pytest.raises(ValueError, match="cannot give logits='last'"):
+        runner.run(dkey, dids, dsegs, "last")
 
 
 def test_static_forward_matches_eager_logits_and_state() -> None:
@@ -324,33 +422,95 @@ def test_followers_get_no_logits() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [3, None])
 def test_cuda_graphs_give_the_eager_tokens(k: int | None) -> None:
-    """Replayed CUDA graphs (float32) produce exactly the tokens of the eager engine, batch of 3 padded to 4."""
+    """Replayed CUDA graphs (float32), prefill included, produce exactly the tokens of the eager engine, batch of 3
+    padded to 4."""
     eager = _generate_all(_engine(k, "off", device="cuda"), PROMPTS, 24)
-    graphs = _generate_all(_engine(k, "cuda", device="cuda"), PROMPTS, 24)
+    engine = _engine(k, "cuda", device="cuda")
+    calls = _count_prefill_calls(engine)
+    graphs = _generate_all(engine, PROMPTS, 24)
     for e, g in zip(eager, graphs):
         assert g["output_ids"] == e["output_ids"]
         t = g["meta_info"]["timing"]
         assert t["verify_graph_ct"] == t["forward_ct"] > 0
+        assert t["prefill_graph_ct"] > 0
         assert t["allreduce_ct"] == 2 * SMALL.num_hidden_layers * t["forward_ct"]  # counted inside replays
         assert t["verify_comm_s"] == 0.0  # one rank: no collective runs, eager or replayed
+    replays = engine.driver.executor.graphs.replays_by_kind
+    assert replays["prefill"] == calls[trace.PREFILL] and replays["draft_prefill"] == calls[trace.DRAFT_PREFILL]
 
 
 @pytest.mark.gpu
 def test_cuda_graph_replay_matches_eager_logits() -> None:
+    """A prompt prefilled by a replayed prefill graph (35 tokens padded to 64), then a verify replayed on the cache
+    that graph wrote: logits as eager's, the same greedy tokens."""
     a, b = _model(pool=True, device="cuda"), _model(pool=True, device="cuda")
-    runner = GraphRunner(b, make_plan(4, CONTEXT, 3), logits=True, capture=True)
+    runner = GraphRunner(b, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=True)
     report = runner.capture()
-    assert not report["failed"] and len(report["captured"]) == len(runner.plan.keys())
+    assert not report["failed"] and len(report["captured"]) == len(runner.plan.keys()) and report["pools"] == 1
     prompt = PROMPTS[2]
+    p = len(prompt)
     for m in (a, b):
         m.alloc(0, 64)
-        m.forward_target(prompt, [Segment(0, 0, len(prompt))], "last")
-    p = len(prompt)
+    prefill = (prompt, [Segment(0, 0, p)])
+    want = a.forward_target(*prefill, "last")
+    key = runner.lookup("prefill", prefill[1])
+    assert key == GraphKey("prefill", 64, 1, 64)
+    got = runner.run(key, *prefill, "last")
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+    draft = (prompt[:-1], [Segment(0, 0, p - 1)])
+    a.forward_draft(*draft, "target", "none")
+    assert runner.run(runner.lookup("draft_prefill", draft[1]), *draft, "none") is None
+    torch.testing.assert_close(b.pool_draft_hidden[0], a.pool_draft_hidden[0], atol=1e-3, rtol=1e-3)
     verify = ([prompt[-1], 11, 12, 13], [Segment(0, p - 1, 4)])
     want = a.forward_target(*verify, "all")
     got = runner.run(runner.lookup("target", verify[1]), *verify, "all")
     torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
     assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+class _OneCaptureFails(GraphRunner):
+    """A real runner whose forward for one key does what a capture must not (read a device value on the host)."""
+
+    broken: GraphKey | None = None
+
+    def _forward(self, key: GraphKey, logits: bool):
+        out = super()._forward(key, logits)
+        if key == self.broken and torch.cuda.is_current_stream_capturing():
+            self.buffers[key.kind, key.n].packed[0].item()  # "operation not permitted when stream is capturing"
+        return out
+
+
+@pytest.mark.gpu
+def test_a_failed_capture_does_not_fail_the_captures_after_it() -> None:
+    """One capture fails: it is reported with its own error, the graphs before and after it are captured (in a
+    fresh memory pool, not the one the failed capture left recording) and replay as eager computes."""
+    m = _model(pool=True, device="cuda")
+    runner = _OneCaptureFails(m, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=True)
+    keys = runner.plan.keys()
+    runner.broken = keys[1]
+    report = runner.capture()
+    assert list(report["failed"]) == [str(tuple(keys[1]))], report["failed"]
+    assert "already recording" not in report["failed"][str(tuple(keys[1]))]
+    assert len(report["captured"]) == len(keys) - 1 and report["pools"] == 2
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()  # the failed capture's stream is not left current
+    ref = _model(pool=True, device="cuda")
+    for model in (m, ref):
+        model.alloc(0, 64)
+        model.forward_target(PROMPTS[0], [Segment(0, 0, len(PROMPTS[0]))], "none")
+    segs = [Segment(0, len(PROMPTS[0]) - 1, 4)]
+    got = runner.run(runner.lookup("target", segs), [PROMPTS[0][-1], 1, 2, 3], segs, "all")
+    want = ref.forward_target([PROMPTS[0][-1], 1, 2, 3], segs, "all")
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.gpu
+def test_capture_after_an_engine_dropped_in_the_same_process() -> None:
+    """An engine with graphs, used and dropped (its scheduler thread keeps it in a reference cycle, so only the
+    garbage collector frees it), then a second engine captures every graph."""
+    _generate_all(_engine(3, "cuda", device="cuda"), PROMPTS, 8)
+    engine = _engine(3, "cuda", device="cuda")  # asserts that nothing failed and everything was kept
+    assert engine.driver.executor.graphs.pools == 1
 
 
 def _graph_comm_timing(rank: int, comm) -> tuple:
@@ -429,3 +589,23 @@ def test_h200_trace_fixture_is_what_its_readme_says() -> None:
     per_launch = sorted(kernels[e["args"]["correlation"]] for e in launches)
     assert per_launch == [38, 38, 38, 38, 48, 48, 2737, 2737]
     assert not any("nccl" in e.get("name", "").lower() for e in events)  # TP=1: nothing communicates
+
+
+def test_a_capture_error_names_its_first_cause() -> None:
+    from specsweep.refengine.cudagraph import _error_chain
+
+    try:
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        except RuntimeError:
+            raise RuntimeError("operation failed due to a previous error during capture") from None
+    except RuntimeError as exc:
+        assert _error_chain(exc) == "RuntimeError: operation failed due to a previous error during capture"
+    try:
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        except RuntimeError:
+            raise RuntimeError("operation failed due to a previous error during capture")
+    except RuntimeError as exc:
+        assert _error_chain(exc) == ("RuntimeError: operation not permitted when stream is capturing; then "
+                                     "RuntimeError: operation failed due to a previous error during capture")
