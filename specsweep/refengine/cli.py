@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .affinity import AFFINITY_MODES
 from .config import DEFAULT_MODEL_PATH, config_errors, load_config, read_raw_config, tp_errors
 
 BACKENDS = ("gloo", "shm", "nccl", "symm_mem")
@@ -77,6 +78,9 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     p.add_argument("--disable-graph-comm-timing", action="store_true",
                    help="capture no timing events around the all-reduces inside CUDA graphs (a little faster; "
                         "verify_comm_s is then null over several ranks)")
+    p.add_argument("--cpu-affinity", default="auto", choices=list(AFFINITY_MODES),
+                   help="auto: on --device cpu pin every rank to cores of its own when the host has ranks x cores "
+                        "per rank + 1 (the rest left to the client); none: never pin")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 

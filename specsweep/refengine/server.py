@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from . import __version__
+from .affinity import Placement, available_cores, pin_rank, plan_placement
 from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
 from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
 from .config import ModelConfig, load_config
@@ -116,7 +117,7 @@ class RankSet:
             msg = c.recv()
             if msg[0] != "ready":
                 raise RuntimeError(f"rank {rank} failed during startup:\n{msg[1]}")
-            infos.append({"rank": rank, "pid": msg[1], "backend": msg[2]})
+            infos.append({"rank": rank, "pid": msg[1], "backend": msg[2], "cores": msg[3]})
         return infos
 
     def unlink_shm(self) -> None:
@@ -142,15 +143,26 @@ class RankSet:
         self.unlink_shm()
 
 
-def _num_threads(env: dict[str, str], world_size: int) -> int:
-    """Intra-op threads per rank: OMP_NUM_THREADS if set, else the cores shared evenly."""
+def _omp_threads(env: dict[str, str]) -> int | None:
     if env.get("OMP_NUM_THREADS", "").isdigit() and int(env["OMP_NUM_THREADS"]) > 0:
         return int(env["OMP_NUM_THREADS"])
+    return None
+
+
+def _num_threads(env: dict[str, str], world_size: int, placement: Placement | None = None) -> int:
+    """Intra-op threads per rank: OMP_NUM_THREADS if set, else the cores of a pinned rank, else the cores
+    shared evenly."""
+    omp = _omp_threads(env)
+    if omp is not None:
+        return omp
+    if placement is not None and placement.pinned:
+        return placement.cores_per_rank()  # type: ignore[return-value]
     return max(1, (os.cpu_count() or 1) // world_size)
 
 
 def rank_setup(ns: argparse.Namespace, cfg: ModelConfig, draft_cfg: ModelConfig | None, comm_spec: Any,
-               spec_steps: int | None, context: int, num_threads: int) -> RankSetup:
+               spec_steps: int | None, context: int, num_threads: int,
+               placement: Placement | None = None) -> RankSetup:
     """What every rank builds from the resolved arguments (CUDA graphs: ``cli.cuda_graph_enabled``; prefill
     graphs with them unless --disable-prefill-cuda-graph, up to one prefill chunk)."""
     graphs = cuda_graph_enabled(ns)
@@ -158,12 +170,13 @@ def rank_setup(ns: argparse.Namespace, cfg: ModelConfig, draft_cfg: ModelConfig 
                      seed=ns.random_seed, with_draft=spec_steps is not None, num_threads=num_threads,
                      cuda_graph=graphs, graph_comm_timing=not ns.disable_graph_comm_timing,
                      max_running=ns.max_running_requests, context_length=context, spec_steps=spec_steps,
-                     prefill_graph_tokens=CHUNK_TOKENS if graphs and not ns.disable_prefill_cuda_graph else 0)
+                     prefill_graph_tokens=CHUNK_TOKENS if graphs and not ns.disable_prefill_cuda_graph else 0,
+                     placement=placement)
 
 
 def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backend: str, world_size: int,
                  rank_infos: list[dict[str, Any]], simulate: float | None,
-                 graphs: dict[str, Any] | None = None) -> dict[str, Any]:
+                 graphs: dict[str, Any] | None = None, placement: dict[str, Any] | None = None) -> dict[str, Any]:
     info = resolved_args_dict(ns)
     state: dict[str, Any] = {"last_gen_throughput": engine.gen_throughput(), "step_count": engine.lifetime["steps"],
                              "num_requests": engine.lifetime["requests"]}
@@ -181,6 +194,7 @@ def _server_info(ns: argparse.Namespace, cfg: ModelConfig, engine: Engine, backe
         # test-only faults in effect (refengine.faults): 0 outside tests
         "test_faults": {"step_delay_s": engine.step_delay_s, "step_slowdown": engine.step_slowdown},
         "cuda_graph": _graph_info(graphs),
+        "cpu_placement": placement,
         "model_config": cfg.to_dict(),
         "versions": versions(),
         "environment": effective_environment(dict(os.environ)),
@@ -315,18 +329,22 @@ def main(argv: list[str] | None = None) -> int:
     except (CommError, ValueError) as exc:
         log.error("%s", exc)
         return 1
-    setup = rank_setup(ns, cfg, draft_cfg, comm_spec, k, context, _num_threads(env, world))
+    placement = plan_placement(ns.cpu_affinity, world, ns.device, available_cores(), _omp_threads(env))
+    setup = rank_setup(ns, cfg, draft_cfg, comm_spec, k, context, _num_threads(env, world, placement), placement)
     # Until the event loop takes over SIGTERM/SIGINT, turn them into SystemExit so that the
     # ``finally`` below still reaps the ranks and removes the shm segment.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_on_signal)
     log.info("starting %d rank(s): model %s, speculative %s, simulate_acc_len=%s, %d thread(s) per rank",
              world, ns.model_path, ns.speculative_algorithm, simulate, setup.num_threads)
+    log.info("CPU placement (--cpu-affinity %s): %s", ns.cpu_affinity, placement.describe())
+    rank0_cores = pin_rank(placement, 0)  # before any thread of rank 0 starts: they inherit its cores
     ranks = RankSet(setup, world)
     try:
         try:
             model = build_rank(0, setup, timed=True)
             rank_infos = ranks.wait_ready(timeout_s=600)
+            placement_info = {**placement.to_dict(), "rank_cores": [rank0_cores] + [r["cores"] for r in rank_infos]}
         except (CommError, RuntimeError, ValueError) as exc:
             log.error("startup failed: %s", exc)
             ranks.kill()
@@ -350,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         state = ServerState(
             engine=engine, tokenizer=tokenizer, metrics=metrics, model_name=ns.served_model_name,
             server_info=lambda: _server_info(ns, cfg, engine, model.comm.name, world, rank_infos, simulate,
-                                             graph_report))
+                                             graph_report, placement_info))
         engine.start()
         try:
             asyncio.run(_serve(ns, state, engine, ranks.shutting_down.set))

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .affinity import Placement, pin_rank
 from .comm import CommSpec, make_communicator
 from .config import ModelConfig
 from .cudagraph import GraphRunner, make_plan, pool_capacity
@@ -64,6 +65,7 @@ class RankSetup:
     max_running: int = 16
     context_length: int = 4096
     spec_steps: int | None = None
+    placement: Placement | None = None  # the cores of every rank (refengine.affinity); None: not pinned
 
 
 def set_parent_death_signal() -> None:
@@ -179,9 +181,10 @@ def follower_main(rank: int, setup: RankSetup, conn: Connection, parent_pid: int
         os._exit(1)  # rank 0 died while this process was still starting: PDEATHSIG came too late
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to rank 0, which shuts us down in order
     try:
+        cores = pin_rank(setup.placement, rank) if setup.placement is not None else sorted(os.sched_getaffinity(0))
         model = build_rank(rank, setup, timed=False)
         graphs = build_graphs(model, setup)
-        conn.send(("ready", os.getpid(), model.comm.describe()))
+        conn.send(("ready", os.getpid(), model.comm.describe(), cores))
     except Exception:
         msg = traceback.format_exc()
         print(f"[rank {rank}] startup failed:\n{msg}", file=sys.stderr, flush=True)
