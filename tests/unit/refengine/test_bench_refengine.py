@@ -47,3 +47,30 @@ def test_untimed_comm_is_none_with_the_engines_reason_and_prints(bench, capsys):
     bench.print_server_table([row], "test")
     out = capsys.readouterr().out
     assert "eagle3-nccl" in out and "all-reduce not timed: verify_comm_s" in out
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_affinity_bench_figures():
+    bench = _load("bench_cpu_affinity")
+    assert bench.cycle_ms(_meta(0.01, verify_ct=4)) == pytest.approx(0.06 / 4 * 1e3)
+    s = bench.spread([10.0, 11, 12, 13, 14, 15, 16, 17, 18, 30])
+    assert s["median"] == 14.5 and s["max_min"] == 3.0 and s["n"] == 10
+    assert s["p90_p10_rel"] == pytest.approx((s["p90"] - s["p10"]) / 14.5) and s["p10"] < 11 < 18 < s["p90"]
+
+
+def test_prefill_graphs_bench_figures():
+    bench = _load("bench_prefill_graphs")
+    metas = [_meta(0.01), _meta(0.01)]
+    for m, prefill in zip(metas, (0.004, 0.006)):
+        m["timing"]["prefill_s"] = prefill
+        m["timing"]["prefill_graph_ct"] = 2
+    row = bench.per_launch(metas)
+    assert row == {"prefill_ms": pytest.approx(5.0), "e2e_ms": pytest.approx(100.0),
+                   "cycle_ms": pytest.approx(15.0), "prefill_graph_ct": 4}
+    assert bench.launch_range([10.0, 12.0, 11.0]) == pytest.approx(0.2)
