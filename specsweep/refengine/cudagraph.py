@@ -49,7 +49,9 @@ memory pool for good (``CUDAGraph::capture_end`` throws at
 ``cudaStreamEndCapture`` before its ``endAllocateToPool``: pytorch
 ``aten/src/ATen/cuda/CUDAGraph.cpp``:147-163 at 00cbb1f8), so every later
 capture into the same pool would fail with "beginAllocateToPool: already
-recording to mempool_id": after a failure the next captures use a fresh pool.
+recording to mempool_id": after a failure the next captures use a fresh pool
+(and the failed graph object is kept: the allocators' stale entries for it
+hold a pointer to it, ``create_allocate_filter`` in the same file).
 Python's cyclic garbage collector stays off while the graphs are captured
 (after one full collection): torch no longer collects in ``torch.cuda.graph``
 unless ``torch.compiler.config.force_cudagraph_gc`` is set
@@ -303,6 +305,7 @@ class GraphRunner:
         self.replays = 0
         self.replays_by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.pools = 0  # memory pools the captures used (1 unless a capture failed)
+        self._failed_graphs: list[Any] = []
 
     # ------------------------------------------------------------ forwards
     def _forward(self, key: GraphKey, logits: bool) -> torch.Tensor | None:
@@ -365,7 +368,9 @@ class GraphRunner:
                         self.failed[key] = _error_chain(exc)
                         log.warning("CUDA graph capture failed for %s: %s; those shapes run eager", key,
                                     self.failed[key])
-                        del graph
+                        # Kept alive: the allocators' stale capture entries call back into this object
+                        # (their filters hold a pointer to it); its pool is never used again.
+                        self._failed_graphs.append(graph)
                         # torch.cuda.graph's exit leaves the capture stream current when capture_end throws
                         torch.cuda.set_stream(main)
                         torch.cuda.synchronize(self.model.device)
