@@ -155,7 +155,8 @@ def report_params(
 ) -> str:
     """What the report shows beyond the summaries (no benchmark reruns): baseline, descriptions,
     expectations, the grids (members and their axis values), the planned launch order, the
-    positive control (``plan.controls.control_params``: its name, twin and slowdown)."""
+    positive control (``plan.controls.control_params``: its name, twin and slowdown), the smallest
+    effect the report says whether the design resolves."""
     params: dict[str, Any] = {"baseline": config.get("baseline"),
                               "descriptions": {name: labels[name]["description"] for name in names},
                               "expects": {name: labels[name]["expect"] for name in names},
@@ -167,6 +168,8 @@ def report_params(
     control = control_params(config)
     if control:
         params["positive_control"] = control
+    effect = config.get("smallest_effect")
+    params["smallest_effect"] = effect if effect is not None else schema_default("smallest_effect")
     return canonical_json(params)
 
 
