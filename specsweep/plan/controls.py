@@ -60,7 +60,8 @@ def expand_control(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` (grids already expanded) with the positive control added as a configuration.
 
     Raises ``ValueError(problems)`` when ``of`` is not a configuration or the
-    generated name is already one (the caller names the file).
+    generated name is already another one (the caller names the file); a
+    config that already holds the control as generated is returned as it is.
     """
     control = positive_control(config)
     if control is None:
@@ -70,8 +71,6 @@ def expand_control(config: Mapping[str, Any]) -> dict[str, Any]:
     if of not in configurations:
         raise ValueError([f"{KEY}.of: {of!r} is not a configuration (a grid member by its full name); "
                           f"allowed: {sorted(configurations)}"])
-    if name in configurations:
-        raise ValueError([f"{KEY}: the control's name {name!r} is already a configuration; rename that one"])
     percent = f"{round(control['slowdown'] * 100, 6):g}"
     entry = {
         "extends": of,
@@ -79,6 +78,10 @@ def expand_control(config: Mapping[str, Any]) -> dict[str, Any]:
         "description": f"Positive control: {of} with every engine step slowed by {percent} % of its own duration "
                        f"(test-only fault {STEP_SLOWDOWN_ENV}); the verdict must call it slower than {of}",
     }
+    if configurations.get(name) == entry:
+        return dict(config)  # already expanded: a config checked twice
+    if name in configurations:
+        raise ValueError([f"{KEY}: the control's name {name!r} is already a configuration; rename that one"])
     return {**config, "configurations": {**configurations, name: entry}}
 
 

@@ -336,7 +336,7 @@ def _verdict_cell(r: dict[str, Any], smallest_effect: float | None = None) -> st
     if v is None or "ratio" not in v:
         return r["verdict"] if v is None else comparison_text(v)
     text = comparison_text(v)
-    if r.get("launches_needed") is not None:
+    if r.get("launches_needed") is not None and v["verdict"] == "no significant difference":
         text += f"; {r['launches_needed']} launches each would see {_pct(smallest_effect)}"
     return text
 

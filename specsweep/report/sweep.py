@@ -185,7 +185,7 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
             out.write(f"{head}: called slower, as it must be ({judged}): this sweep sees a {_pct(slowdown)} "
                       "slowdown.\n")
         else:
-            need = launches_needed(twin["noise"][PRIMARY_VERDICT], slowdown / (1 + slowdown) if slowdown else 0)
+            need = launches_needed(twin["noise"][PRIMARY_VERDICT], slowdown)  # |log ratio| = log(1 + slowdown)
             out.write(f"{head}: **NOT called slower ({v['verdict']}; {judged}): this sweep cannot see a "
                       f"{_pct(slowdown)} effect**" + (f"; {need} launches per configuration would (80 % power)"
                                                        if need else "") + ".\n")
