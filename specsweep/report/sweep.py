@@ -20,7 +20,7 @@ nothing is measured or recomputed from records.
 * Points (``concurrency_table``): tok/s per user and per GPU against the
   point, with the baseline at the same point.
 * Grids (``best_of_grids``): the winner of each grid with the evidence it won
-  by (its verdict against every other member, the A/A floor included).
+  by (its decode verdict against every other member).
 """
 
 from __future__ import annotations
