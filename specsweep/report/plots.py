@@ -114,7 +114,8 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     for yi, row in zip(y, rows):
         tok = row.get(BASELINE_TOK_S)
         if tok is None:
-            ax.text(0, yi, f" no tok/s: {row['status']}: {row.get('reason') or row['absent'].get(BASELINE_TOK_S, 'no tok/s')}",
+            why = row.get("reason") or row["absent"].get(BASELINE_TOK_S, "no tok/s")
+            ax.text(0, yi, f" no tok/s: {row['status']}: {why}",
                     va="center", ha="left", fontsize=9, color="#d62728")
             continue
         color = VERDICT_COLORS.get(row.get("verdict", ""), "#7f7f7f")

@@ -162,7 +162,8 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
                    smallest_effect: float | None, compare: Any) -> str:
     """The positive control at every point: the slowed copy against its twin; it must be called slower."""
     if not positive:
-        return "Positive control: none (`positive_control` not set): whether the sweep sees a known effect is untested.\n\n"
+        return ("Positive control: none (`positive_control` not set): whether the sweep sees a known effect is "
+                "untested.\n\n")
     name, of, slowdown = positive["name"], positive["of"], float(positive["slowdown"])
     out = io.StringIO()
     for members in _point_rows(rows):
@@ -383,7 +384,8 @@ def concurrency_table(rows: Sequence[dict[str, Any]]) -> str:
     out.write("decode tok/s per user = the decode rate (the verdicts' statistic); tok/s per GPU = aggregate output "
               "tok/s (median over repeats) / GPUs (on a CPU run: / TP ranks). The baseline's values are at the same "
               "point.\n\n")
-    out.write("| config | point | concurrency | decode tok/s per user | baseline per user | tok/s per GPU | baseline per GPU "
+    out.write("| config | point | concurrency | decode tok/s per user | baseline per user | tok/s per GPU "
+              "| baseline per GPU "
               "| verdict vs baseline |\n|---|---|---|---|---|---|---|---|\n")
     for r in shown:
         out.write(f"| {r['config']} | {r['point']} | {r['concurrency']} | {_f(r[BASELINE_TOK_S])} | "
