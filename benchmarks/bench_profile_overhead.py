@@ -6,9 +6,8 @@ configuration several times in one process, alternating the plan without
 pair, so drift of this shared machine's load hits both alike). Prints, per
 job, the measured repeats' median per-request tok/s and cycle time, and the
 profiling stages' seconds; then the comparison of all "on" requests against
-all "off" ones with the report's own verdict (bootstrap CI of the ratio of
-medians plus the repeat-disagreement noise floor,
-``analysis.stats.compare_to_baseline``).
+all "off" ones with the report's own verdict on the decode rate (each job
+a launch, the launch variance pooled over both sides: ``analysis.stats.compare``).
 
 The profiling stages run before launch (micro-benchmark) and after the
 measured repeats (trace), so the claim under test is that neither leaks into
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specsweep.analysis.metrics import compute_metrics  # noqa: E402
-from specsweep.analysis.stats import VERDICT_METHOD, compare_to_baseline  # noqa: E402
+from specsweep.analysis.stats import VERDICT_METHOD, Sample, compare, pooled_noise  # noqa: E402
 from specsweep.files import read_json, read_jsonl  # noqa: E402
 from specsweep.plan.config import load_config  # noqa: E402
 from specsweep.plan.resolve import resolve_plans  # noqa: E402
@@ -54,6 +53,7 @@ def job(plan: dict, out: Path) -> dict:
     prof, bench = read_json(paths.profile), read_json(paths.allreduce_bench)
     return {
         "samples": m["samples"]["output_tok_s"]["values"],
+        "decode": m["samples"]["decode_tok_s"]["values"],
         "repeat_medians": m["output_tok_s"]["per_repeat_median"],
         "tok_s": m["output_tok_s"]["p50"],
         "cycle_ms": (m.get("cycle_time_ms") or {}).get("value"),
@@ -91,6 +91,7 @@ def main() -> int:
             order = (("off", base), ("on", on)) if i % 2 == 0 else (("on", on), ("off", base))
             for label, plan in order:
                 r = job(plan, Path(tmp) / f"{i}-{label}")
+                r["launch"] = f"{i}-{label}"
                 runs.append((label, r))
                 cyc = f"{r['cycle_ms']:.2f}" if r["cycle_ms"] is not None else "n/a"
                 stages = (f"bench {r['bench_s']:.1f} s, trace stage {r['profile_s']:.1f} s ({r['profile_status']})"
@@ -99,11 +100,12 @@ def main() -> int:
                       f"{[round(x, 2) for x in r['repeat_medians']]}, cycle {cyc} ms, job {r['wall_s']:.0f} s, "
                       f"{stages}", flush=True)
     pooled = {k: [s for label, r in runs if label == k for s in r["samples"]] for k in ("off", "on")}
-    medians = {k: [m for label, r in runs if label == k for m in r["repeat_medians"]] for k in ("off", "on")}
-    v = compare_to_baseline(pooled["on"], pooled["off"], medians["on"], medians["off"], seed=0)
+    sides = {k: Sample([d for label, r in runs if label == k for d in r["decode"]],
+                       [r["launch"] for label, r in runs if label == k for _ in r["decode"]]) for k in ("off", "on")}
+    v = compare(sides["on"], sides["off"], pooled_noise(list(sides.values())))
     print(f"\nmeasured repeats, profiling on vs off ({len(pooled['on'])} vs {len(pooled['off'])} requests): "
           f"median {statistics.median(pooled['on']):.2f} vs {statistics.median(pooled['off']):.2f} tok/s, "
-          f"ratio {v.get('ratio', float('nan')):.3f} CI {v.get('ratio_ci')}, verdict: {v['verdict']}")
+          f"decode ratio {v.get('ratio', float('nan')):.3f} CI {v.get('ratio_ci')}, verdict: {v['verdict']}")
     print(f"  (verdict method: {VERDICT_METHOD})")
     on_runs = [r for label, r in runs if label == "on"]
     print(f"profiling stages per configuration: trace stage {statistics.mean(r['profile_s'] for r in on_runs):.1f} s "

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Issue 19 on one GPU: config/refengine-gpu.yaml at TP=1 with two launches
 # per configuration, interleaved, plus the baseline's A/A control (the
-# overlay config/refengine-gpu-launches.yaml): 5 configurations x 2 launches
-# + 1 = 11 launches. The four speculative configurations are physically the
-# same at TP=1 (no all-reduce), so their pairwise verdicts must be "no
-# significant difference"; the report's first lines give the launch effect,
+# overlay config/refengine-gpu-launches.yaml, with a +5 % positive control
+# eagle3-nccl-slow5): 6 configurations x 2 launches + 1 = 13 launches. The
+# four speculative configurations are physically the same at TP=1 (no
+# all-reduce), so their pairwise verdicts must be "no significant
+# difference", the positive control must be called slower than eagle3-nccl;
+# the report's first lines give the launch effect,
 # its Launches table what the replication cost.
 #
 #   scripts/gpu_launches.sh [OUT_DIR]

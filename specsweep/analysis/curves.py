@@ -5,15 +5,19 @@ speculative tok/s rises with accept length; the baseline's tok/s is a
 horizontal line. The measured break-even is where the curve crosses it:
 
 * point estimate (``crossing``): the piecewise-linear curve through the
-  points (accept length, median tok/s), sorted by accept length, crosses the
-  baseline's median between the last point below it and the first point at
+  points (accept length, decode rate), sorted by accept length, crosses the
+  baseline's decode rate between the last point below it and the first point at
   or above it; the crossing is interpolated linearly between those two
   points. When every point lies above (below) the baseline, the crossing is
   below (above) the measured range and only that is said.
-* uncertainty (``crossing_interval``): percentile bootstrap. Each resample
-  draws every point's median (its requests resampled, hierarchically by
-  launch where it has several) and the baseline's median, and computes the
-  crossing as above. The interval is the (1-level)/2 and (1+level)/2
+  The decode rate is the verdicts' statistic (``metrics.decode_rate``: the
+  geometric mean over launches of each launch's median decode tok/s).
+* uncertainty (``crossing_interval``): parametric bootstrap under the
+  verdicts' launch model (``stats.pooled_noise``). Each resample draws one
+  variance scale df / chi2(df) shared by every point (the pooled variance is
+  one estimate) and, for every point and the baseline, its log decode rate
+  as the estimate + a normal draw of variance var x scale / launches; then
+  the crossing as above. The interval is the (1-level)/2 and (1+level)/2
   quantiles (type 7) over all resamples, a resample without a crossing in
   range counting as below or above the range; a bound that falls outside the
   range is reported open (``None``, with ``low_open`` / ``high_open``).
@@ -26,21 +30,19 @@ the measured curve.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from specsweep.analysis.stats import (
-    BOOTSTRAP_RESAMPLES,
-    CI_LEVEL,
-    hierarchical_bootstrap_medians,
-)
+from specsweep.analysis.stats import BOOTSTRAP_RESAMPLES, CI_LEVEL, Noise
 
 CROSSING_METHOD = (
-    "linear interpolation between the two measured accept lengths whose median tok/s lie on either side "
-    "of the baseline's median; interval: percentile bootstrap of that crossing (each point's and the "
-    "baseline's requests resampled, by launch where there are several)"
+    "linear interpolation between the two measured accept lengths whose decode rates lie on either side "
+    "of the baseline's; interval: parametric bootstrap of that crossing under the verdicts' launch model "
+    "(a variance scale df / chi2(df) shared by the points, each point's and the baseline's log decode rate "
+    "drawn normal around its estimate with the pooled launch variance / its launches)"
 )
 
 
@@ -82,29 +84,30 @@ def _crossing_x(x: np.ndarray, y: np.ndarray, y0: float) -> float:
 
 def crossing_interval(
     xs: Sequence[float],
-    samples: Sequence[Sequence[float]],
-    launches: Sequence[Sequence[Any] | None],
-    baseline: Sequence[float],
-    baseline_launches: Sequence[Any] | None,
+    estimates: Sequence[float],
+    units: Sequence[int],
+    baseline: float,
+    baseline_units: int,
+    noise: Noise,
     seed: int,
     n_resamples: int = BOOTSTRAP_RESAMPLES,
     level: float = CI_LEVEL,
-) -> dict[str, Any]:
-    """Bootstrap interval of the crossing (module docstring).
+) -> dict[str, Any] | None:
+    """Bootstrap interval of the crossing (module docstring); None when ``noise`` has no variance.
 
-    ``samples[i]`` are the per-request tok/s at ``xs[i]``, ``launches[i]``
-    their launch labels (None: one launch); ``baseline`` the baseline's.
+    ``estimates[i]``: the decode rate at ``xs[i]`` from ``units[i]`` launches
+    (rounds, when ``noise.unit`` is ``round``); ``baseline``: the baseline's.
     """
+    if noise.var is None:
+        return None
     rng = np.random.default_rng(seed)
     order = np.argsort(np.asarray(xs, dtype=float), kind="stable")
     x = np.asarray(xs, dtype=float)[order]
-    meds = np.stack([
-        hierarchical_bootstrap_medians(samples[i], launches[i] if launches[i] is not None else [None] * len(samples[i]),
-                                       rng, n_resamples)
-        for i in order
-    ], axis=1)
-    base = hierarchical_bootstrap_medians(
-        baseline, baseline_launches if baseline_launches is not None else [None] * len(baseline), rng, n_resamples)
+    scale = noise.df / rng.chisquare(noise.df, size=(n_resamples, 1))
+    sd = np.sqrt(noise.var * scale / np.asarray(units, dtype=float)[order][None, :])
+    meds = np.exp(np.log(np.asarray(estimates, dtype=float)[order])[None, :] + sd * rng.standard_normal(sd.shape))
+    base = np.exp(math.log(baseline) + np.sqrt(noise.var * scale[:, 0] / baseline_units)
+                  * rng.standard_normal(n_resamples))
     cross = np.sort(np.array([_crossing_x(x, meds[b], base[b]) for b in range(n_resamples)]))
     lo = _quantile_or_open(cross, (1 - level) / 2)
     hi = _quantile_or_open(cross, (1 + level) / 2)

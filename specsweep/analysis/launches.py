@@ -23,9 +23,9 @@ The A/A control (launch ``aa`` of the baseline) is pooled like any launch of
 the baseline when it succeeded; when it failed, that is a warning on the
 baseline (the launch effect stays unknown), not a failure of the baseline.
 
-summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 6)::
+summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 7)::
 
-    {"format_version": 6, "config": name, "status": worst point status,
+    {"format_version": 7, "config": name, "status": worst point status,
      "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
      "reason", "started_at", "ended_at", "wall_s", "ready_s"}],
      "points": [<point summary>]}
@@ -33,7 +33,7 @@ summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 6)::
 A point summary is a version-5 summary (``analysis.summary``) plus
 ``point``, ``workload``, ``launches`` (per launch: ``launch``, ``control``,
 ``status``, ``run_id``, ``n_ok``, ``tok_s_median``, ``decode_tok_s_median``,
-``per_repeat_median``, ``repeats``) and ``samples[...]["launch"]`` (the
+``ttft_ms_median``, ``per_repeat_median``, ``repeats``) and ``samples[...]["launch"]`` (the
 launch of every sample), and its ``plan`` has that point's workload.
 """
 
@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specsweep.analysis.metrics import compute_metrics
-from specsweep.analysis.stats import compare_to_baseline, group_medians, repeat_noise
+from specsweep.analysis.metrics import PRIMARY_VERDICT, compute_metrics
+from specsweep.analysis.stats import Noise, Sample, compare, launch_estimate
 from specsweep.analysis.summary import (
     SUMMARY_FORMAT_VERSION,
     BaselineRun,
@@ -128,6 +128,7 @@ def _launch_entry(launch: LaunchFiles, summary: dict[str, Any], offset: int) -> 
         "n_ok": m["counts"]["ok"],
         "tok_s_median": tok.get("p50"),
         "decode_tok_s_median": decode.get("p50"),
+        "ttft_ms_median": (m.get("ttft_ms") or {}).get("p50"),
         "per_repeat_median": tok.get("per_repeat_median") or [],
         "repeats": [offset + r for r in repeats],
     }
@@ -253,43 +254,47 @@ def build_config_summary(
 
 
 def point_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The point summaries of a summary.json (format 6), or the file itself as one point (formats 1 to 5)."""
+    """The point summaries of a summary.json (formats 6 and 7), or the file itself as one point (formats 1 to 5)."""
     if "points" in summary:
         return [dict(p) for p in summary["points"]]
     return [dict(summary, point=DEFAULT_POINT, workload=(summary.get("plan") or {}).get("workload"), launches=[])]
 
 
-def aa_control(point_summary: Mapping[str, Any], seed: int) -> dict[str, Any] | None:
-    """The A/A result of the baseline at one point: how far its launches' medians lie apart.
+def point_sample(point_summary: Mapping[str, Any], metric: str = PRIMARY_VERDICT) -> Sample | None:
+    """The per-request values of ``metric`` at one point with the launch and round of each (None: not kept)."""
+    sample = ((point_summary.get("metrics") or {}).get("samples") or {}).get(metric)
+    if not sample or not sample.get("values"):
+        return None
+    return Sample(sample["values"], sample.get("launch"), sample.get("repeat"))
 
-    ``spread`` = max / min - 1 of the per-launch medians of output tok/s
-    (every launch of the baseline, the control included): the launch-to-launch
-    noise floor. ``drift`` = control median / first launch's median - 1 (the
-    start and the end of the sweep). ``comparison``: the control against the
-    first launch by ``stats.compare_to_baseline``. None without a control that
-    ended ok.
+
+def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
+               metric: str = PRIMARY_VERDICT) -> dict[str, Any] | None:
+    """The A/A result of the baseline at one point: its control launch against its first launch.
+
+    ``launch_medians``: each ok launch's median of ``metric`` (the primary
+    verdict's, decode tok/s); ``drift`` = control / first launch - 1 (the
+    start and the end of the sweep); ``comparison``: the control against the
+    first launch by ``stats.compare`` under ``noise`` (the point's pooled
+    launch variance, which these launches are part of): it must not be
+    called. None without a control that ended ok or without samples.
     """
-    entries = [e for e in point_summary.get("launches") or [] if e["status"] == "ok" and e["tok_s_median"]]
+    entries = [e for e in point_summary.get("launches") or [] if e["status"] == "ok"]
     control = next((e for e in entries if e["control"]), None)
     first = next((e for e in entries if not e["control"]), None)
-    if control is None or first is None:
+    sample = point_sample(point_summary, metric)
+    if control is None or first is None or sample is None:
         return None
-    sample = (point_summary["metrics"].get("samples") or {}).get("output_tok_s") or {}
-    values, launch_of, repeat_of = sample.get("values") or [], sample.get("launch") or [], sample.get("repeat") or []
-
-    def side(launch_id: str) -> tuple[list[float], list[float]]:
-        vals = [v for v, lid in zip(values, launch_of) if lid == launch_id]
-        reps = [r for r, lid in zip(repeat_of, launch_of) if lid == launch_id]
-        return vals, list(group_medians(vals, reps).values())
-
-    c_vals, c_reps = side(control["launch"])
-    f_vals, f_reps = side(first["launch"])
-    medians = [e["tok_s_median"] for e in entries]
-    return {
+    c_side, f_side = sample.select(control["launch"]), sample.select(first["launch"])
+    medians = {e["launch"]: launch_estimate(sample.select(e["launch"]).values) for e in entries}
+    if medians[control["launch"]] is None or medians[first["launch"]] is None:
+        return None
+    out = {
+        "metric": metric,
         "first": first["launch"],
         "control": control["launch"],
-        "launch_medians": {e["launch"]: e["tok_s_median"] for e in entries},
-        "spread": repeat_noise(medians),
-        "drift": control["tok_s_median"] / first["tok_s_median"] - 1,
-        "comparison": compare_to_baseline(c_vals, f_vals, c_reps, f_reps, seed=seed),
+        "launch_medians": medians,
+        "drift": medians[control["launch"]] / medians[first["launch"]] - 1,
     }
+    out["comparison"] = compare(c_side, f_side, noise) if noise is not None else {"verdict": "insufficient samples"}
+    return out

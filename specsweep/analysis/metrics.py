@@ -36,6 +36,7 @@ from specsweep.analysis.stats import (
     WARMUP_CRITERION,
     bootstrap_median_ci,
     distribution,
+    launch_estimate,
     per_repeat_medians,
     windows_converged,
 )
@@ -222,6 +223,23 @@ def decode_tok_s_weighted(records: Sequence[dict[str, Any]]) -> Value:
     if total <= 0:
         return Absent("total decode time is 0")
     return sum(r["completion_tokens"] - 1 for r in decoding) / (total / 1e3)
+
+
+def decode_rate(records: Sequence[dict[str, Any]]) -> Value:
+    """A configuration's decode rate, tok/s: the geometric mean over its launches (records grouped by
+    ``run_id``, one per launch) of each launch's median per-request ``decode_tok_s``; one launch: that
+    median (``stats.launch_estimate``). The statistic the verdicts compare, and the baseline tok/s
+    of the break-even (``BASELINE_TOK_S``)."""
+    values, runs = [], []
+    for r in records:
+        v = decode_tok_s(r)
+        if not isinstance(v, Absent):
+            values.append(v)
+            runs.append(r.get("run_id"))
+    if not values:
+        return Absent("no ok measured request had a decode time (2 or more tokens in 2 or more chunks)")
+    est = launch_estimate(values, runs)
+    return Absent("no positive decode rate") if est is None else est
 
 
 def _timing_records(records: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]] | Absent:
@@ -482,9 +500,9 @@ def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) 
     ``cycle_time_s x baseline_tok_s`` (DOMAIN: 0.030 s x 82 tok/s = 2.46).
 
     Speculation pays iff ``accept_length > break_even``, because its decode
-    rate is ``accept_length / cycle_time_s``. ``baseline_tok_s`` must be the
-    baseline's decode rate (tok/s excluding TTFT), matching a cycle time
-    that counts decode only.
+    rate is ``accept_length / cycle_time_s``. ``baseline_tok_s`` is the
+    baseline's ``decode_rate`` (``BASELINE_TOK_S``: tok/s excluding TTFT),
+    matching a cycle time that counts decode only.
     """
     return cycle_time_ms_value / 1e3 * baseline_tok_s
 
@@ -709,7 +727,10 @@ class Metric:
     ``spec_only``: exists only under speculation (not listed as absent
     otherwise). ``required``: ``"always"``, ``"speculation"`` or ``None``: a
     required metric that is absent fails the configuration (``missing_metric``).
-    ``columns``: its report/CSV columns.
+    ``columns``: its report/CSV columns. ``verdict``: the label of the verdict
+    the report gives on this metric against the baseline (``PRIMARY_VERDICT``
+    first; per-request kind with ``ci``, so that its samples are kept);
+    ``lower_is_better``: a time, so a smaller value is "faster".
     """
 
     name: str
@@ -721,6 +742,8 @@ class Metric:
     required: str | None = None
     ci: bool = False
     columns: tuple[Column, ...] = ()
+    verdict: str | None = None
+    lower_is_better: bool = False
 
 
 def _timing(key: str) -> Callable[[Sequence[dict[str, Any]]], Value]:
@@ -733,14 +756,15 @@ def _metrics(*entries: Metric) -> dict[str, Metric]:
 
 METRICS: dict[str, Metric] = _metrics(
     Metric("output_tok_s", output_tok_s, "tok/s", "completion_tokens / e2e_s per request", "per_request",
-           required="always", ci=True,
+           required="always", ci=True, verdict="end-to-end",
            columns=(Column("tok_s_median", "output_tok_s", "p50"), Column("tok_s_ci_low", "output_tok_s", "ci_low"),
                     Column("tok_s_ci_high", "output_tok_s", "ci_high"))),
     Metric("decode_tok_s", decode_tok_s, "tok/s", "(completion_tokens - 1) / decode_s per request", "per_request",
-           ci=True, columns=(Column("decode_tok_s_median", "decode_tok_s", "p50"),
+           ci=True, verdict="decode", columns=(Column("decode_tok_s_median", "decode_tok_s", "p50"),
                              Column("decode_tok_s_ci_low", "decode_tok_s", "ci_low"),
                              Column("decode_tok_s_ci_high", "decode_tok_s", "ci_high"))),
-    Metric("ttft_ms", ttft_ms, "ms", "first token chunk - send", "per_request",
+    Metric("ttft_ms", ttft_ms, "ms", "first token chunk - send", "per_request", ci=True, verdict="TTFT",
+           lower_is_better=True,
            columns=(Column("ttft_p50_ms", "ttft_ms", "p50"), Column("ttft_p99_ms", "ttft_ms", "p99"))),
     Metric("tpot_ms", tpot_ms, "ms", "decode_ms / (completion_tokens - 1)", "per_request",
            columns=(Column("tpot_p50_ms", "tpot_ms", "p50"),)),
@@ -759,6 +783,11 @@ METRICS: dict[str, Metric] = _metrics(
            columns=(Column("accept_length", "accept_length", "value"),)),
     Metric("cycle_time_ms", cycle_time_weighted_ms, "ms", "sum(decode_ms) / sum(spec_verify_ct)", "run",
            spec_only=True, required="speculation", columns=(Column("cycle_time_ms", "cycle_time_ms", "value"),)),
+    Metric("decode_rate", decode_rate, "tok/s",
+           "geometric mean over launches of each launch's median per-request decode tok/s "
+           "((completion_tokens - 1) / decode_s); one launch: that median. The statistic of the verdicts, "
+           "and the baseline tok/s of the break-even (cycle time x the baseline's decode rate)", "run",
+           columns=(Column("decode_rate", "decode_rate", "value"),)),
     Metric("decode_tok_s_weighted", decode_tok_s_weighted, "tok/s", "sum(completion_tokens - 1) / sum(decode_s)",
            "run", columns=(Column("decode_tok_s_run", "decode_tok_s_weighted", "value"),)),
     Metric("draft_ms_per_cycle", _timing("draft_s"), "ms", "sum(timing.draft_s) / sum(spec_verify_ct) x 1e3", "run",
@@ -832,6 +861,14 @@ METRICS: dict[str, Metric] = _metrics(
 
 #: Every metric column of the report and CSV, in table order.
 METRIC_COLUMNS: tuple[Column, ...] = tuple(c for m in METRICS.values() for c in m.columns)
+#: The metric of the primary verdict (speculation and communication change decode, not prefill).
+PRIMARY_VERDICT = "decode_tok_s"
+#: Metrics with a verdict against the baseline, the primary first: (metric, label, lower_is_better).
+VERDICT_METRICS: tuple[tuple[str, str, bool], ...] = tuple(sorted(
+    ((m.name, m.verdict, m.lower_is_better) for m in METRICS.values() if m.verdict),
+    key=lambda v: v[0] != PRIMARY_VERDICT))
+#: The one "baseline tok/s": the baseline's ``decode_rate`` (break-even, pays?, every plot, the report).
+BASELINE_TOK_S = "decode_rate"
 #: Metrics that exist only under speculation (not listed as absent for a non-speculative config).
 SPEC_ONLY_METRICS = frozenset(m.name for m in METRICS.values() if m.spec_only)
 

@@ -100,7 +100,11 @@ from specsweep.records import validate_record
 #      format_version, plus point, workload, launches>]}; a point pooled over
 #      several launches has run_id null (each launch's run_id is in its launches);
 #      "profile" is the first regular launch's, in its first point only.
-SUMMARY_FORMAT_VERSION = 6
+#   7  verdicts on decode: metric decode_rate (geometric mean over launches of each launch's median
+#      decode tok/s: the verdicts' statistic and the baseline tok/s); ttft_ms gains median_ci,
+#      per_repeat_median and its samples (with their launches), for its own verdict; launch entries
+#      gain ttft_ms_median.
+SUMMARY_FORMAT_VERSION = 7
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from specsweep.plan.controls import expand_control
 from specsweep.plan.grid import Expansion, expand_axes
 from specsweep.plan.names import NAME_PATTERN, NAME_RULE
 
@@ -184,7 +185,8 @@ def check_config(config: Mapping, source: str, schema: Mapping | None = None) ->
 
     Order: the schema on the file as written (axes included), then the grids
     expanded (``plan.grid.expand_axes``: axis keys, values and generated
-    names), then the semantic checks on the configurations that will run.
+    names), then the positive control added (``plan.controls.expand_control``),
+    then the semantic checks on the configurations that will run.
     """
     return check_sweep(config, source, schema).config
 
@@ -197,6 +199,7 @@ def check_sweep(config: Mapping, source: str, schema: Mapping | None = None) -> 
         raise ConfigError(source, problems)
     try:
         expansion = expand_axes(copy.deepcopy(dict(config)), schema)
+        expansion = Expansion(config=expand_control(expansion.config), grids=expansion.grids)
     except ValueError as exc:
         raise ConfigError(source, list(exc.args[0])) from None
     problems = semantic_problems(expansion.config)

@@ -25,6 +25,7 @@ from typing import Any
 from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
 from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
+from specsweep.plan.controls import control_problems
 from specsweep.plan.datasets import DatasetError, resolve_prompts
 from specsweep.plan.points import resolve_points
 from specsweep.plan.tokenizer import TokenizerError
@@ -171,7 +172,8 @@ def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool =
                   ) -> tuple[dict[str, dict], dict[str, int]]:
     """Plans of every configuration and its launch count (``launches``), by name.
 
-    A dataset that cannot be used, or points that cannot be named, are one
+    A dataset that cannot be used, points that cannot be named, or a positive
+    control of an engine without the step-slowdown fault are one
     ``ConfigError`` naming ``source`` and every problem.
     """
     merger = _Merger(config)
@@ -189,6 +191,7 @@ def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool =
             problems.extend(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
             continue
         launches[name] = int(entry.get("launches", 1))
+    problems += control_problems(config, plans)
     if problems:
         raise ConfigError(source, problems)
     return plans, launches

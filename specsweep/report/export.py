@@ -21,7 +21,7 @@ Per grid ``<grid>`` (``report.sweep.best_of_grids`` picks the winner):
   would silently be a different setting. Otherwise the file holds only
   comments saying why (the env file is then the way to apply the winner).
 * ``results/best/<grid>.json``: the evidence: the winner, its settings, its
-  median tok/s and interval, its verdict against every other member and
+  decode rate, end-to-end median tok/s and interval, its verdict against every other member and
   against the baseline, the method.
 """
 
@@ -41,7 +41,10 @@ from specsweep.report.sweep import GridWinner
 #      against, baseline_verdict, method.
 #   2  + compared_at (the simulated accept length the members were compared at, {} without such an
 #      axis; no longer in settings), wins_at and accept_lengths (None without such an axis).
-BEST_FORMAT_VERSION = 2
+#   3  the winner is the member of the highest decode rate (the statistic the verdicts compare, now on
+#      decode); + decode_rate; each entry of against carries decode_rate and threshold (the half-width of
+#      its verdict's interval) instead of noise.
+BEST_FORMAT_VERSION = 3
 TUNER_SOURCE = "NVIDIA/nccl plugins/tuner/example (plugin.c, README.md)"
 #: NCCL_ALGO values -> (collective, tuner algorithm). A bare algorithm applies to every collective;
 #: the tuner line is written for all-reduce, the collective of tensor parallelism.
@@ -169,6 +172,7 @@ def write_exports(winners: list[GridWinner], best_dir: Path | str) -> dict[str, 
             "env": plan.get("env"),
             "server_args": plan.get("server_args"),
             "argv": plan.get("argv"),
+            "decode_rate": row.get("decode_rate"),
             "tok_s_median": row.get("tok_s_median"),
             "tok_s_ci": [row.get("tok_s_ci_low"), row.get("tok_s_ci_high")],
             "against": w.against,

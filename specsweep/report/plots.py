@@ -1,11 +1,12 @@
 """Report figures (matplotlib, Agg backend), drawn from ``report.render.config_rows`` (row keys = CSV column names).
 
-* ``plot_tok_s``: median per-request output tok/s per configuration with its
-  bootstrap CI and the baseline's median as a line.
+* ``plot_tok_s``: the decode rate per configuration (``metrics.BASELINE_TOK_S``,
+  the statistic of the verdicts that colour the bars) with its 95 % interval,
+  and the baseline's as a line.
 * ``plot_cycle_time``: engine-reported time per speculation cycle split into
   draft / verify compute / verify communication, with the client-measured
   cycle time as a marker.
-* ``plot_accept_length``: decode tok/s against accept length; each
+* ``plot_accept_length``: decode rate against accept length; each
   configuration's constant-cycle-time curve ``tok/s = accept / cycle_s``
   meets the baseline line at its break-even accept length (marked ``x``).
 * ``plot_comm_split``: per configuration the verify forward split into
@@ -30,6 +31,8 @@ from typing import Any
 
 import matplotlib
 
+from specsweep.analysis.metrics import BASELINE_TOK_S
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -46,6 +49,8 @@ VERDICT_COLORS = {
 BASELINE_LINE = "#000000"
 #: The flag of a configuration whose greedy outputs differ from the baseline's (report table and plots).
 OUTPUTS_DIFFER = "outputs differ from the baseline"
+#: Where each row keeps its decode rate's interval (``report.render.rate_interval``).
+RATE_CI = ("decode_rate_ci_low", "decode_rate_ci_high")
 FLAG_COLOR = "#d62728"
 PART_COLORS = {"draft": "#9467bd", "verify compute": "#ff7f0e", "verify communication": "#d62728"}
 
@@ -97,9 +102,9 @@ def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
-    """Horizontal bars: median output tok/s with 95% bootstrap CI; baseline as a dashed line (with several
+    """Horizontal bars: the decode rate with its 95% interval; baseline as a dashed line (with several
     workload points, a dashed mark on each row at the baseline of that row's point)."""
-    title = "Output throughput per request (median, 95% bootstrap CI)"
+    title = "Decode rate (geometric mean of launch medians, 95% interval; bars coloured by the decode verdict)"
     if not rows:
         _empty(path, title, "no configurations")
         return
@@ -107,15 +112,16 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     y = np.arange(len(rows))[::-1]
     xmax = 0.0
     for yi, row in zip(y, rows):
-        tok = row.get("tok_s_median")
+        tok = row.get(BASELINE_TOK_S)
         if tok is None:
-            ax.text(0, yi, f" no tok/s: {row['status']}: {row.get('reason') or row['absent'].get('output_tok_s', 'no tok/s')}",
+            why = row.get("reason") or row["absent"].get(BASELINE_TOK_S, "no tok/s")
+            ax.text(0, yi, f" no tok/s: {row['status']}: {why}",
                     va="center", ha="left", fontsize=9, color="#d62728")
             continue
         color = VERDICT_COLORS.get(row.get("verdict", ""), "#7f7f7f")
         hatch = "//" if row["status"] != "ok" else None
         ax.barh(yi, tok, color=color, alpha=0.8, hatch=hatch, edgecolor="black", linewidth=0.5)
-        lo, hi = row.get("tok_s_ci_low"), row.get("tok_s_ci_high")
+        lo, hi = row.get(RATE_CI[0]), row.get(RATE_CI[1])
         right = tok
         if lo is not None and hi is not None:
             ax.errorbar(tok, yi, xerr=[[tok - lo], [hi - tok]], fmt="none", ecolor="black", capsize=4)
@@ -129,25 +135,25 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
         # Several workload points: each row against the baseline at its own point, not one line for all.
         marked = False
         for yi, row in zip(y, rows):
-            base_tok = (row.get("base_row") or {}).get("tok_s_median")
+            base_tok = (row.get("base_row") or {}).get(BASELINE_TOK_S)
             if base_tok is not None and (row.get("base_row") or {}).get("status") == "ok":
                 ax.plot([base_tok, base_tok], [yi - 0.45, yi + 0.45], color=BASELINE_LINE, ls="--", lw=1.2,
                         label=None if marked else f"baseline ({baseline['config'] if baseline else row['base_row']['config']})"
                                                   " at the row's point")
                 marked = True
                 xmax = max(xmax, base_tok)
-    elif baseline is not None and baseline.get("tok_s_median") is not None:
-        ax.axvline(baseline["tok_s_median"], color=BASELINE_LINE, ls="--", lw=1.2,
-                   label=f"baseline ({baseline['config']}): {baseline['tok_s_median']:.1f} tok/s")
-        xmax = max(xmax, baseline["tok_s_median"])
+    elif baseline is not None and baseline.get(BASELINE_TOK_S) is not None:
+        ax.axvline(baseline[BASELINE_TOK_S], color=BASELINE_LINE, ls="--", lw=1.2,
+                   label=f"baseline ({baseline['config']}): {baseline[BASELINE_TOK_S]:.1f} tok/s")
+        xmax = max(xmax, baseline[BASELINE_TOK_S])
     ax.set_yticks(y)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_yticklabels([_label(r) for r in rows])
     _color_flagged(ax, rows)
     ax.set_xlim(0, xmax * 1.12 if xmax > 0 else 1)
-    ax.set_xlabel("output tok/s per request (completion tokens / end-to-end latency)")
+    ax.set_xlabel("decode tok/s (per request: tokens after the first / decode time)")
     ax.set_title(title)
-    used = {r.get("verdict") for r in rows if r.get("tok_s_median") is not None}
+    used = {r.get("verdict") for r in rows if r.get(BASELINE_TOK_S) is not None}
     legend = [(plt.Rectangle((0, 0), 1, 1, facecolor=c, alpha=0.8, edgecolor="black", linewidth=0.5), k)
               for k, c in VERDICT_COLORS.items() if k in used]
     legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
@@ -207,8 +213,8 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
 
     One panel per workload point, each against the baseline at that point (``row["base_row"]``;
     ``baseline`` where a row names none), so that no point is judged by another point's baseline."""
-    title = "Run decode rate vs accept length (speculation pays above the baseline line)"
-    pts = [r for r in rows if r.get("accept_length") is not None and r.get("decode_tok_s_run") is not None]
+    title = "Decode rate vs accept length (speculation pays above the baseline line)"
+    pts = [r for r in rows if r.get("accept_length") is not None and r.get(BASELINE_TOK_S) is not None]
     if not pts:
         _empty(path, title, "no configuration reported an accept length")
         return
@@ -230,10 +236,10 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
 
 def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str, Any] | None, per_point: bool) -> None:
     cmap = plt.get_cmap("tab10")
-    base_tok = baseline.get("decode_tok_s_run") if baseline else None
+    base_tok = baseline.get(BASELINE_TOK_S) if baseline else None
     xs = [r["accept_length"] for r in pts] + [r["break_even_accept_length"] for r in pts if r.get("break_even_accept_length") is not None]
     xmax = max(xs) * 1.25
-    ymax = max([r["decode_tok_s_run"] for r in pts] + [base_tok or 0]) * 1.25
+    ymax = max([r[BASELINE_TOK_S] for r in pts] + [base_tok or 0]) * 1.25
     a = np.linspace(0, xmax, 200)
     # In a panel of one point the point is in the title, not in every label.
     name = (lambda r: _label({**r, "label": None})) if per_point else _label
@@ -242,8 +248,8 @@ def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str,
     crossings: dict[int, list[tuple[float, Any]]] = {}
     for i, row in enumerate(pts):
         c = cmap(i % 10)
-        ax.plot(row["accept_length"], row["decode_tok_s_run"], "o", color=c, ms=9)
-        spot = (round(row["accept_length"] / xmax * 40), round(row["decode_tok_s_run"] / ymax * 40))
+        ax.plot(row["accept_length"], row[BASELINE_TOK_S], "o", color=c, ms=9)
+        spot = (round(row["accept_length"] / xmax * 40), round(row[BASELINE_TOK_S] / ymax * 40))
         spots.setdefault(spot, []).append((row, c))
         cyc = row.get("cycle_time_ms")
         if cyc:
@@ -255,7 +261,7 @@ def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str,
     for group in spots.values():
         first, c = group[0]
         flagged = any(row.get("outputs_differ") for row, _ in group)
-        ax.annotate("\n".join(name(row) for row, _ in group), (first["accept_length"], first["decode_tok_s_run"]),
+        ax.annotate("\n".join(name(row) for row, _ in group), (first["accept_length"], first[BASELINE_TOK_S]),
                     textcoords="offset points", xytext=(6, 6), fontsize=8, va="bottom",
                     color=FLAG_COLOR if flagged else (c if len(group) == 1 else "black"))
     # The computed break-even of each configuration, as a number where a few fit (else the table has them).
@@ -273,7 +279,7 @@ def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str,
     ax.set_xlim(0, xmax)
     ax.set_ylim(0, ymax)
     ax.set_xlabel("accept length (completion tokens / verify)")
-    ax.set_ylabel("decode tok/s: sum(tokens - 1) / sum(decode time)")
+    ax.set_ylabel("decode rate, tok/s (geometric mean of launch medians)")
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     ax.grid(alpha=0.3)
 
@@ -301,16 +307,16 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
         for i, g in enumerate(g for g in groups if g.point == point):
             c = cmap(i % 10)
             xs = [r["accept_length"] for r in g.rows]
-            ys = [r["decode_tok_s_median"] for r in g.rows]
-            lo = [r["decode_tok_s_median"] - (r.get("decode_tok_s_ci_low") or r["decode_tok_s_median"]) for r in g.rows]
-            hi = [(r.get("decode_tok_s_ci_high") or r["decode_tok_s_median"]) - r["decode_tok_s_median"] for r in g.rows]
+            ys = [r[BASELINE_TOK_S] for r in g.rows]
+            lo = [r[BASELINE_TOK_S] - (r.get(RATE_CI[0]) or r[BASELINE_TOK_S]) for r in g.rows]
+            hi = [(r.get(RATE_CI[1]) or r[BASELINE_TOK_S]) - r[BASELINE_TOK_S] for r in g.rows]
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=c, capsize=3, label=g.label)
             if g.base is not None and not drawn_base:
                 b = g.base
-                ax.axhline(b["decode_tok_s_median"], color=BASELINE_LINE, ls="--", lw=1.2,
-                           label=f"baseline {b['config']}: {b['decode_tok_s_median']:.1f} tok/s")
-                if b.get("decode_tok_s_ci_low") is not None:
-                    ax.axhspan(b["decode_tok_s_ci_low"], b["decode_tok_s_ci_high"], color="#000000", alpha=0.08)
+                ax.axhline(b[BASELINE_TOK_S], color=BASELINE_LINE, ls="--", lw=1.2,
+                           label=f"baseline {b['config']}: {b[BASELINE_TOK_S]:.1f} tok/s")
+                if b.get(RATE_CI[0]) is not None:
+                    ax.axhspan(b[RATE_CI[0]], b[RATE_CI[1]], color="#000000", alpha=0.08)
                 drawn_base = True
             cr, iv = g.crossing or {}, g.interval or {}
             if cr.get("x") is not None:
@@ -318,14 +324,14 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
                 lo_x = iv.get("low") if iv.get("low") is not None else min(xs)
                 hi_x = iv.get("high") if iv.get("high") is not None else max(xs)
                 ax.axvspan(lo_x, hi_x, color=c, alpha=0.10)
-                ax.annotate(f"crossing {cr['x']:.2f}", (cr["x"], g.base["decode_tok_s_median"]),
+                ax.annotate(f"crossing {cr['x']:.2f}", (cr["x"], g.base[BASELINE_TOK_S]),
                             textcoords="offset points", xytext=(4, 8 + 12 * i), fontsize=8, color=c)
             if g.computed and g.base is not None:
-                ax.plot(g.computed_mean, g.base["decode_tok_s_median"], "x", color=c, ms=11, mew=2.5)
-        ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% bootstrap CI)")
+                ax.plot(g.computed_mean, g.base[BASELINE_TOK_S], "x", color=c, ms=11, mew=2.5)
+        ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% interval)")
         ax.plot([], [], "x", color="black", mew=2.5, label="computed: cycle time x baseline tok/s")
         ax.set_xlabel("accept length (completion tokens / verify)")
-        ax.set_ylabel("decode tok/s per request (median, 95% CI)")
+        ax.set_ylabel("decode rate, tok/s (95% interval)")
         ax.set_title(f"point {point}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", framealpha=0.9)

@@ -2,9 +2,15 @@
 
 The break-even accept length of a configuration is its cycle time x the
 baseline's decode rate; speculation pays only when
-``accept_length > cycle_time_s x baseline_tok_s``. The baseline's decode
-rate (1 / TPOT, TTFT excluded) is used because the cycle time counts decode
-only (``metrics.cycle_time_weighted_ms``).
+``accept_length > cycle_time_s x baseline_tok_s``. Baseline tok/s is one
+number everywhere (break-even, pays?, every plot, the report text): the
+baseline's ``decode_rate`` (``metrics.BASELINE_TOK_S``: TTFT excluded, because
+the cycle time counts decode only), the statistic the verdicts compare.
+
+Verdicts: the primary one on the decode rate (``metrics.PRIMARY_VERDICT``),
+the end-to-end tok/s and TTFT each judged on their own
+(``metrics.VERDICT_METRICS``), all by ``stats.compare`` under the launch
+variance pooled over every configuration at the point (``stats.pooled_noise``).
 """
 
 from __future__ import annotations
@@ -16,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.analysis.metrics import (
+    BASELINE_TOK_S,
     METRIC_COLUMNS,
     METRICS,
     NOT_COMPARABLE,
+    PRIMARY_VERDICT,
     SPEC_ONLY_METRICS,
+    VERDICT_METRICS,
     break_even_accept_length,
     column_value,
 )
@@ -29,10 +38,16 @@ from specsweep.analysis.stats import (
     CI_LEVEL,
     CI_METHOD,
     PERCENTILE_METHOD_NAME,
+    POWER_METHOD,
     VERDICT_METHOD,
-    compare_to_baseline,
+    Noise,
+    Sample,
+    compare,
+    estimate_interval,
+    launches_needed,
+    pooled_noise,
 )
-from specsweep.analysis.launches import aa_control, point_summaries
+from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.export import write_exports
@@ -47,8 +62,7 @@ from specsweep.report.plots import (
     plot_tok_s,
 )
 from specsweep.report.sweep import (
-    aa_floor,
-    aa_lines,
+    control_lines,
     best_of_grids,
     best_section,
     break_even_groups,
@@ -75,9 +89,16 @@ ID_COLUMNS = ("config", "point", "concurrency", "launches", "description", "stat
               "n_ok", "n_error", "n_incomplete")
 #: Columns of the comparison with the baseline (after the metric columns); the
 #: baseline is the baseline's row at the same workload point.
-COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "noise_floor", "aa_spread",
+#: Statuses whose measurements enter the verdicts (and the pooled launch variance).
+COMPARED = ("ok", "fallback")
+#: CSV prefix of each secondary verdict (after the primary one, which has the plain names).
+SECONDARY = tuple((metric, label, lower, label.lower().replace("-", "_")) for metric, label, lower
+                  in VERDICT_METRICS if metric != PRIMARY_VERDICT)
+COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "threshold", "p_value", "detectable",
+                      "launches_needed", "launch_sd", "launch_df", "decode_rate_ci_low", "decode_rate_ci_high",
+                      *(f"{prefix}_{k}" for *_, prefix in SECONDARY for k in ("verdict", "ratio", "threshold")),
                       "break_even_accept_length", "speculation_pays", "warmup_converged", "devices",
-                      "tok_s_per_gpu", "baseline_tok_s_median", "baseline_tok_s_per_gpu")
+                      "tok_s_per_gpu", "baseline_tok_s", "baseline_tok_s_per_gpu")
 #: summary.csv: one row per configuration; metric columns come from ``metrics.METRICS``.
 CSV_COLUMNS = (*ID_COLUMNS, *(c.name for c in METRIC_COLUMNS), *COMPARISON_COLUMNS)
 
@@ -95,6 +116,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
     workload = summary.get("workload") or plan.get("workload") or {}
     samples = (m.get("samples") or {})
     tok_sample = samples.get("output_tok_s") or {}
+    verdict_samples = {metric: point_sample(summary, metric) for metric, _, _ in VERDICT_METRICS}
     launch_entries = summary.get("launches") or []
     row: dict[str, Any] = {
         "config": summary["config"],
@@ -106,9 +128,8 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "plan": plan,
         "workload": workload,
         "sample_launches": tok_sample.get("launch"),
-        "decode_samples": (samples.get("decode_tok_s") or {}).get("values") or [],
-        "decode_launches": (samples.get("decode_tok_s") or {}).get("launch"),
         "summary": summary,
+        "verdict_samples": verdict_samples,
         "description": summary.get("description", ""),
         "status": summary["status"],
         # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
@@ -161,28 +182,42 @@ def agreement_cell(r: dict[str, Any]) -> str:
     return "n/a"
 
 
+def _point_key(r: dict[str, Any]) -> str:
+    return canonical_json(r["workload"])
+
+
 def config_rows(
-    summaries: list[dict[str, Any]], baseline: str | None
+    summaries: list[dict[str, Any]], baseline: str | None, smallest_effect: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """One row per configuration (sorted by name, baseline first) with verdict and break-even.
+    """One row per configuration (sorted by name, baseline first) with verdicts and break-even.
 
     Returns ``(rows, baseline_row)``; ``baseline_row`` is None when no baseline
     is named or it is not among the summaries. A baseline that did not end
-    ``ok`` gives no verdicts and no break-even (``no baseline``).
+    ``ok`` gives no verdicts and no break-even (``no baseline``). Every row
+    carries its point's pooled launch variance per verdict metric
+    (``row["noise"]``); ``smallest_effect``: the difference the user wants
+    resolved, for the launches each row would need (``launches_needed``).
     """
     rows = sorted((_row(s) for s in summaries),
                   key=lambda r: (r["config"] != baseline, r["config"], r["point_index"], r["point"]))
-    base_rows = {canonical_json(r["workload"]): r for r in rows if r["config"] == baseline}
+    base_rows = {_point_key(r): r for r in rows if r["config"] == baseline}
     base = next((r for r in rows if r["config"] == baseline), None)
-    for b in base_rows.values():
-        b["aa"] = aa_control(b["summary"], seed=int(b["seed"])) if b["status"] == "ok" else None
-    floor = aa_floor(list(base_rows.values()))
+    by_point: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        point_base = base_rows.get(canonical_json(r["workload"]))
+        by_point.setdefault(_point_key(r), []).append(r)
+    for members in by_point.values():
+        noise = {metric: pooled_noise([r["verdict_samples"][metric] for r in members
+                                       if r["status"] in COMPARED and r["verdict_samples"][metric] is not None])
+                 for metric, _, _ in VERDICT_METRICS}
+        for r in members:
+            r["noise"] = noise
+    for b in base_rows.values():
+        b["aa"] = aa_control(b["summary"], b["noise"][PRIMARY_VERDICT]) if b["status"] == "ok" else None
+    for r in rows:
+        point_base = base_rows.get(_point_key(r))
         base_ok = point_base is not None and point_base["status"] == "ok"
         r["base_row"] = point_base
-        r["aa_spread"] = floor
-        r["comparison"] = None
+        r["comparisons"] = {}
         if r["config"] == baseline:
             r["verdict"] = "baseline"
         elif r["status"] in ("failed", "contaminated"):
@@ -192,35 +227,60 @@ def config_rows(
         elif not base_ok:
             r["verdict"] = "no baseline"
         else:
-            v = compare_rows(r, point_base, r["aa_spread"])
-            r["comparison"], r["verdict"] = v, v["verdict"]
+            r["comparisons"] = {metric: compare_rows(r, point_base, metric) for metric, _, _ in VERDICT_METRICS}
+            r["verdict"] = r["comparisons"][PRIMARY_VERDICT]["verdict"]
+        r["comparison"] = r["comparisons"].get(PRIMARY_VERDICT)
         v = r["comparison"] or {}
         r["ratio"] = v.get("ratio")
         r["ratio_ci_low"], r["ratio_ci_high"] = v.get("ratio_ci") or [None, None]
-        r["noise_floor"] = v.get("noise")
+        r["threshold"], r["p_value"], r["detectable"] = v.get("threshold"), v.get("p_value"), v.get("detectable")
+        noise = r["noise"][PRIMARY_VERDICT]
+        r["launch_sd"], r["launch_df"] = noise.sd, noise.df
+        r["launches_needed"] = (launches_needed(noise, smallest_effect)
+                                if smallest_effect and v.get("detectable") is not None
+                                and v["detectable"] > smallest_effect else None)
+        r["decode_rate_ci_low"], r["decode_rate_ci_high"] = rate_interval(r, noise)
+        for metric, _, _, prefix in SECONDARY:
+            c = r["comparisons"].get(metric) or {}
+            r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == "baseline" else None)
+            r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
         r["devices"], r["device_kind"] = devices_of(r["plan"])
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
-        r["baseline_tok_s_median"] = point_base["tok_s_median"] if base_ok else None
+        r["baseline_tok_s"] = point_base[BASELINE_TOK_S] if base_ok else None
         r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"])[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
         if r["cycle_time_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
-        elif not base_ok or point_base["decode_tok_s_run"] is None:
-            r["break_even_why"] = "no baseline decode tok/s" + (" at this point" if point_base is None else "")
+        elif r["baseline_tok_s"] is None:
+            r["break_even_why"] = "no baseline decode rate" + (" at this point" if point_base is None else "")
         else:
-            r["break_even_accept_length"] = break_even_accept_length(r["cycle_time_ms"],
-                                                                     point_base["decode_tok_s_run"])
+            r["break_even_accept_length"] = break_even_accept_length(r["cycle_time_ms"], r["baseline_tok_s"])
             if r["accept_length"] is not None:
                 r["speculation_pays"] = r["accept_length"] > r["break_even_accept_length"]
     return rows, base
 
 
-def compare_rows(r: dict[str, Any], other: dict[str, Any], aa_noise: float | None) -> dict[str, Any]:
-    """``stats.compare_to_baseline`` of two rows' per-request tok/s, launches and A/A floor included."""
-    return compare_to_baseline(r["samples"], other["samples"], r["repeat_medians"], other["repeat_medians"],
-                               seed=int(r["seed"]), launches=r["sample_launches"],
-                               baseline_launches=other["sample_launches"], aa_noise=aa_noise)
+def compare_rows(r: dict[str, Any], other: dict[str, Any], metric: str = PRIMARY_VERDICT) -> dict[str, Any]:
+    """``stats.compare`` of two rows at one point on ``metric`` (default the primary verdict's), under
+    the point's pooled launch variance (``row["noise"]``)."""
+    lower = next(lower for name, _, lower in VERDICT_METRICS if name == metric)
+    a, b = r["verdict_samples"].get(metric), other["verdict_samples"].get(metric)
+    if a is None or b is None:
+        return {"verdict": "insufficient samples", "method": VERDICT_METHOD,
+                "note": f"no {metric} samples on {'this side' if a is None else 'the other side'}"}
+    return compare(a, b, r["noise"][metric], lower_is_better=lower)
+
+
+def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float | None]:
+    """The row's decode rate with its 95 % interval under the pooled launch variance
+    (``stats.estimate_interval``)."""
+    sample: Sample | None = r["verdict_samples"].get(PRIMARY_VERDICT)
+    rate = r.get(BASELINE_TOK_S)
+    if sample is None or rate is None or noise.var is None:
+        return None, None
+    got = estimate_interval(rate, len(sample.groups(by_repeat=noise.unit == "round")), noise)
+    return got if got is not None else (None, None)
 
 
 def devices_of(plan: dict[str, Any]) -> tuple[int, str]:
@@ -250,16 +310,46 @@ def _f(v: float | None, fmt: str = "{:.1f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
 
-def _verdict_cell(r: dict[str, Any]) -> str:
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:.1f} %"
+
+
+def comparison_text(v: dict[str, Any] | None, smallest_effect: float | None = None) -> str:
+    """A verdict with the interval and the threshold it was judged by: ``faster (x1.595 [1.514, 1.682], +-5.3 %)``;
+    a difference not called that the design could not have seen says what would (``smallest_effect``)."""
+    if not v:
+        return "n/a"
+    if "ratio" not in v:
+        return v["verdict"] + (f" ({v['note']})" if v.get("note") else "")
+    lo, hi = v["ratio_ci"]
+    text = f"{v['verdict']} (x{v['ratio']:.3f} [{lo:.3f}, {hi:.3f}], called beyond +-{v['threshold'] * 100:.1f} %"
+    if v.get("family"):
+        text += f", Holm over {v['family']}"
+    text += ")"
+    if v["verdict"] == "no significant difference" and v.get("detectable") is not None:
+        text += f"; sees >= {_pct(v['detectable'])} (80 % power)"
+    return text
+
+
+def _verdict_cell(r: dict[str, Any], smallest_effect: float | None = None) -> str:
     v = r.get("comparison")
     if v is None or "ratio" not in v:
-        return r["verdict"]
-    lo, hi = v["ratio_ci"]
-    return f"{v['verdict']} (x{v['ratio']:.3f} [{lo:.3f}, {hi:.3f}])"
+        return r["verdict"] if v is None else comparison_text(v)
+    text = comparison_text(v)
+    if r.get("launches_needed") is not None and v["verdict"] == "no significant difference":
+        text += f"; {r['launches_needed']} launches each would see {_pct(smallest_effect)}"
+    return text
+
+
+def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
+    v = r["comparisons"].get(metric)
+    if r["verdict"] == "baseline" or v is None or "ratio" not in v:
+        return value
+    return f"{value}: {v['verdict']} (x{v['ratio']:.3f}, +-{v['threshold'] * 100:.1f} %)"
 
 
 def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str,
-              head: str = "", tail: str = "") -> str:
+              head: str = "", tail: str = "", smallest_effect: float | None = None) -> str:
     """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results."""
     out = io.StringIO()
     w = out.write
@@ -269,50 +359,65 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         w(f"Baseline: **none** ({'not named in config.yaml' if baseline is None else f'{baseline!r} has no summary'}); "
           "no verdicts and no break-even.\n\n")
     else:
-        w(f"Baseline: **{base['config']}** (status {base['status']}), median output {_f(base['tok_s_median'])} tok/s, "
-          f"run decode rate {_f(base['decode_tok_s_run'])} tok/s.\n\n")
+        w(f"Baseline: **{base['config']}** (status {base['status']}): baseline tok/s = its decode rate, "
+          f"{_f(base[BASELINE_TOK_S])} tok/s (defined under *Methods*); its end-to-end median "
+          f"{_f(base['tok_s_median'])} tok/s (TTFT included) is judged on its own.\n\n")
     w("## When speculation pays\n\n")
     w("Single-stream throughput of speculative decoding is `accept_length / cycle_time_s` (a cycle = the draft "
       "steps + one verify), so speculation pays only when\n\n")
     w(f"    {FORMULA}\n\n")
     w("Break-even accept length = cycle time x baseline tok/s (e.g. 0.030 s x 82 tok/s = 2.46). Here cycle time = "
       "decode time / spec_verify_ct measured by the client (decode time = last token chunk - first token chunk; "
-      "the first token comes from prefill), and baseline tok/s = the baseline's run decode rate = "
-      "sum(completion tokens - 1) / sum(decode time), because the cycle time counts decode only. Accept length, "
-      "cycle time and decode rate are all run totals, so `pays?` agrees with comparing decode rates.\n\n")
+      "the first token comes from prefill), and baseline tok/s = the baseline's decode rate (the geometric mean "
+      "over its launches of each launch's median per-request decode tok/s), TTFT excluded because the cycle time "
+      "counts decode only. The same number is the baseline of the verdicts, of `pays?` and of every plot.\n\n")
     w("## Results\n\n")
-    head = ["config", "status", "tok/s median [95% CI]", "verdict vs baseline (ratio [CI])", "accept length",
-            "cycle ms", "verify ms", "comm share", "TTFT p50/p99 ms", "ITL p50/p99 ms", "break-even accept",
-            "pays?", "outputs vs baseline", "ok/err/inc"]
+    w("The verdict that answers \"does this configuration make decoding faster\" is on the decode rate (per request: "
+      "tokens after the first / decode time): speculation and communication change decode, while prefill is the "
+      "same work with or without them. End-to-end tok/s and TTFT are judged on their own, each against the "
+      "baseline's, by the same method.\n\n")
+    secondary = {label: metric for metric, label, _ in VERDICT_METRICS if metric != PRIMARY_VERDICT}
+    head = ["config", "status", "decode tok/s [95% CI]", "decode verdict vs baseline (ratio [CI], threshold)",
+            "cycle ms", "accept length", "break-even accept", "pays?", "end-to-end tok/s: verdict",
+            "TTFT p50 / p99 ms: verdict", "verify ms", "comm share", "ITL p50/p99 ms", "outputs vs baseline",
+            "ok/err/inc"]
     w("| " + " | ".join(head) + " |\n")
     w("|" + "---|" * len(head) + "\n")
     for r in rows:
-        tok = _f(r["tok_s_median"])
-        if r["tok_s_median"] is not None and r["tok_s_ci_low"] is not None:
-            tok += f" [{r['tok_s_ci_low']:.1f}, {r['tok_s_ci_high']:.1f}]"
+        tok = _f(r[BASELINE_TOK_S])
+        if r[BASELINE_TOK_S] is not None and r["decode_rate_ci_low"] is not None:
+            tok += f" [{r['decode_rate_ci_low']:.1f}, {r['decode_rate_ci_high']:.1f}]"
         pays = "n/a" if r["speculation_pays"] is None else ("yes" if r["speculation_pays"] else "no")
         be = (_f(r["break_even_accept_length"], "{:.2f}") if r["break_even_accept_length"] is not None
               else f"n/a ({r['break_even_why']})")
         cells = [
-            f"**{row_label(r)}**" if r["config"] == baseline else row_label(r), r["status"], tok, _verdict_cell(r),
-            _f(r["accept_length"], "{:.2f}"), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["verify_ms"], "{:.2f}"),
+            f"**{row_label(r)}**" if r["config"] == baseline else row_label(r), r["status"], tok,
+            _verdict_cell(r, smallest_effect), _f(r["cycle_time_ms"], "{:.2f}"), _f(r["accept_length"], "{:.2f}"),
+            be, pays, _secondary_cell(r, secondary.get("end-to-end", ""), _f(r["tok_s_median"])),
+            _secondary_cell(r, secondary.get("TTFT", ""), f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}"),
+            _f(r["verify_ms"], "{:.2f}"),
             _f(r["comm_share"] and r["comm_share"] * 100, "{:.0f}%") if r["comm_share"] is not None else "n/a",
-            f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])}", f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}",
-            be, pays, agreement_cell(r), f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
+            f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}", agreement_cell(r),
+            f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
         ]
         w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
       "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests. "
       "A configuration with several workload points has a row per point (`config @ point`), compared with the "
-      "baseline at the same point.\n\n")
+      "baseline at the same point. *threshold*: a ratio beyond 1 +- it is called (the half-width of the 95 % "
+      "interval); *sees >= X*: the smallest difference this design detects with 80 % power.\n\n")
     w(tail)
     w("## Methods\n\n")
-    w("- tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end latency; "
-      "the median over all measured requests of all repeats. At concurrency > 1 see also "
-      "`aggregate_tok_s_median` in summary.csv (median over repeats of total tokens / wall time).\n")
-    w(f"- CI: {CI_METHOD}, {CI_LEVEL:.0%}, {BOOTSTRAP_RESAMPLES} resamples, seeded with the workload seed.\n")
+    w(f"- decode tok/s (the primary verdict's statistic and baseline tok/s): {METRICS[BASELINE_TOK_S].definition}; "
+      f"per request {METRICS[PRIMARY_VERDICT].definition}.\n")
+    w("- end-to-end tok/s: per-request output throughput = completion tokens (server-reported) / end-to-end "
+      "latency (TTFT included), the median over all measured requests of all repeats (its CI: "
+      f"{CI_METHOD}, {CI_LEVEL:.0%}, {BOOTSTRAP_RESAMPLES} resamples, seeded with the workload seed). At "
+      "concurrency > 1 see also `aggregate_tok_s_median` in summary.csv (median over repeats of total tokens / "
+      "wall time).\n")
     w(f"- Percentiles: {PERCENTILE_METHOD_NAME}.\n")
-    w(f"- Verdict: {VERDICT_METHOD}.\n")
+    w(f"- Verdict (decode, end-to-end and TTFT alike, each on its own samples): {VERDICT_METHOD}.\n")
+    w(f"- Power: {POWER_METHOD}.\n")
     w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
       "TPOT = decode time / (completion tokens - 1).\n")
     w("- accept length = sum(completion tokens) / sum(spec_verify_ct) over this run's measured requests "
@@ -492,12 +597,14 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` under ``plots_dir`` and,
     for every grid of ``sweep["grids"]``, its best-configuration files under ``best_dir``.
 
-    ``summaries`` are summary.json files (format 1 or 2); ``sweep`` holds the
-    grids and the planned launch order (``workflow.inputs.report_params``).
+    ``summaries`` are summary.json files (formats 1 to 7); ``sweep`` holds the
+    grids, the planned launch order, the positive control and the smallest
+    effect to resolve (``workflow.inputs.report_params``).
     """
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
-    rows, base = config_rows(explode_points(summaries), baseline)
+    effect = sweep.get("smallest_effect")
+    rows, base = config_rows(explode_points(summaries), baseline, effect)
     write_text_atomic(csv_path, _csv(rows))
     plots_dir = Path(plots_dir)
     plots_rel = Path(os.path.relpath(plots_dir, Path(md_path).parent)).as_posix()
@@ -507,11 +614,12 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     if best_dir is not None:
         rel = Path(os.path.relpath(best_dir, Path(md_path).parent)).as_posix()
         files = {g: {k: f"{rel}/{Path(v).name}" for k, v in f.items()} for g, f in files.items()}
-    head = (aa_lines(rows, baseline, bool(sweep.get("aa_control", True))) + launch_lines(summaries, sweep.get("launch_order"))
-            + break_even_table(groups))
+    head = (control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
+                          compare_rows)
+            + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
             + launch_table(summaries))
-    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail))
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
     plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
     plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])

@@ -4,9 +4,12 @@ Everything here reads the rows of ``report.render.config_rows`` (one per
 configuration and workload point) and the summary files' launch sections;
 nothing is measured or recomputed from records.
 
-* A/A control (``aa_lines``): the report's first lines. The baseline launched
-  again at the end of the sweep; its launch-to-launch spread (max / min - 1 of
-  the per-launch medians) is part of every verdict's noise floor at that point.
+* The rule and the controls (``control_lines``): the report's first lines.
+  The rule the verdicts use (the launch variance pooled at each point, the
+  threshold and the smallest difference the design sees), the A/A control
+  (the baseline launched again at the end of the sweep: it must not be
+  called) and the positive control (a configuration with a known injected
+  slowdown: it must be called slower than its twin).
 * Launches (``launch_lines``, ``launch_table``): how many launches, how long,
   and whether they ran in the planned interleaved order (from ``started_at``).
 * Break-even curves (``break_even_groups``): rows at one point that differ
@@ -17,7 +20,7 @@ nothing is measured or recomputed from records.
 * Points (``concurrency_table``): tok/s per user and per GPU against the
   point, with the baseline at the same point.
 * Grids (``best_of_grids``): the winner of each grid with the evidence it won
-  by (its verdict against every other member, the A/A floor included).
+  by (its decode verdict against every other member).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
-from specsweep.analysis.stats import LAUNCH_BOOTSTRAP_METHOD
+from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
+from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
 from specsweep.files import canonical_json
 
 ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
@@ -52,55 +56,141 @@ def row_label(row: Mapping[str, Any]) -> str:
     return row["config"] if row["point"] == "default" else f"{row['config']} @ {row['point']}"
 
 
-# ------------------------------------------------------------------ A/A control
+# ---------------------------------------------------------- the rule and the controls
 
 
-def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool) -> str:
-    """The report's first lines: what the A/A control found, and what that means for the verdicts."""
-    base_rows = [r for r in rows if r["config"] == baseline]
-    if baseline is None or not base_rows:
-        return "A/A control: none (no baseline): the launch-to-launch effect is unknown and no verdict is called.\n\n"
-    found = [(r, r.get("aa")) for r in base_rows]
-    if not any(aa for _, aa in found):
-        why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
-        return (f"A/A control: {why}: the launch-to-launch effect is unknown; verdicts rest on the spread "
-                "between repeats (and between launches where a configuration has several).\n\n")
-    floor = aa_floor(base_rows)
-    per_point = [(r["point"], aa) for r, aa in found if aa]
+def _units(row: Mapping[str, Any], noise: Noise) -> int | None:
+    sample = (row.get("verdict_samples") or {}).get(PRIMARY_VERDICT)
+    return len(sample.groups(by_repeat=noise.unit == "round")) if sample is not None else None
+
+
+def _point_rows(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["point_index"]):
+        by.setdefault(r["point"], []).append(r)
+    return list(by.values())
+
+
+def rule_line(members: Sequence[dict[str, Any]], baseline: str | None, smallest_effect: float | None) -> str:
+    """The rule the verdicts at one point use, with the threshold and the smallest difference it sees."""
+    noise: Noise = members[0]["noise"][PRIMARY_VERDICT]
+    if noise.var is None:
+        return ("no verdicts: nothing was replicated (one launch and one round per configuration), so there is no "
+                "variance to judge a difference by")
+    if noise.unit == "round":
+        return (f"**no configuration was launched twice, so the launch effect is unknown: the verdicts judge by the "
+                f"rounds within launches (SD {_pct(noise.sd)}, {noise.df} degrees of freedom), and a "
+                "launch-to-launch difference would be called as a real one** (set `launches: 2` or more, or keep "
+                "the A/A control)")
+    base = next((r for r in members if r["config"] == baseline), None)
+    others = [u for u in (_units(r, noise) for r in members if r["config"] != baseline) if u]
+    typical = int(statistics.median(others)) if others else 1
+    base_units = (_units(base, noise) if base is not None else None) or typical
+    beyond = called_beyond(noise, typical, base_units)
+    sees = detectable(noise, typical, base_units)
+    text = (f"the launch-to-launch variance pooled over {noise.units} launches of {noise.sides} configurations "
+            f"(the A/A control's included) is an SD of {_pct(noise.sd)} ({noise.df} degrees of freedom): a "
+            f"configuration of {typical} launch{'es' if typical > 1 else ''} against the baseline's {base_units} is "
+            f"called beyond +-{_pct(beyond)}, and the smallest difference this design sees with 80 % power is "
+            f"{_pct(sees)}")
+    if smallest_effect:
+        if sees is not None and sees <= smallest_effect:
+            text += f"; the {_pct(smallest_effect)} asked for is resolved"
+        else:
+            need = launches_needed(noise, smallest_effect)
+            share = (noise.request_var / noise.var) if noise.request_var is not None and noise.var else None
+            text += (f"; to resolve the {_pct(smallest_effect)} asked for, {need} launches per configuration would "
+                     "be needed" + (f" (request noise is {share:.0%} of the launch variance: more requests per "
+                                    "launch cut only that part, more launches cut all of it)" if share is not None
+                                    else ""))
+    return text
+
+
+def control_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool,
+                  positive: Mapping[str, Any] | None, smallest_effect: float | None, compare: Any) -> str:
+    """The report's first lines: the rule the verdicts use, what the A/A control found (it must not be
+    called), and what the positive control found (it must be called slower than its twin)."""
     out = io.StringIO()
-    detail = "" if len(found) == 1 else " (" + ", ".join(
-        f"{p} {_pct(aa['spread'])}" for p, aa in per_point) + "; the largest applies at every point)"
-    out.write(f"**A/A control: the same configuration ({baseline}) launched twice differed by "
-              f"{'up to ' if len(per_point) > 1 else ''}{_pct(floor)} in median tok/s{detail}: "
-              "smaller differences are not called.**\n\n")
-    for r, aa in found:
-        where = "" if r["point"] == "default" else f"At point {r['point']}: "
-        if not aa:
-            out.write(f"- {where}no control launch ended ok: the launch effect here is unknown.\n")
-            continue
-        comp = aa["comparison"]
-        drift = (f"{comp['verdict']} (x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}])"
-                 if "ratio" in comp else comp["verdict"])
-        out.write(f"- {where}launch {aa['first']} (start of the sweep) vs launch {aa['control']} (end): "
-                  f"{_f(aa['launch_medians'][aa['first']])} vs {_f(aa['launch_medians'][aa['control']])} tok/s, "
-                  f"drift {aa['drift'] * 100:+.1f} %, {drift}.\n")
-    out.write("\n")
-    single = sorted({r["config"] for r in rows if r["launches"] == 1 and r["config"] != baseline})
-    if single:
-        out.write(f"{len(single)} configuration(s) ran in one launch each: their own launch effect is unknown; the "
-                  f"A/A control's {_pct(floor)} stands for it in every verdict.\n\n")
+    points = _point_rows(rows)
+    if not points:
+        return ""
+    many = len(points) > 1
+    if many:
+        out.write("**Verdicts are on the decode rate, called when the 95 % interval of the ratio excludes 1.**\n\n")
+        for members in points:
+            out.write(f"- At point {members[0]['point']}: {rule_line(members, baseline, smallest_effect)}.\n")
+        out.write("\n")
+    else:
+        out.write("**Verdicts are on the decode rate, called when the 95 % interval of the ratio excludes 1:** "
+                  f"{rule_line(points[0], baseline, smallest_effect)}.\n\n")
+    out.write(aa_lines(rows, baseline, aa_planned))
+    out.write(positive_lines(rows, positive, smallest_effect, compare))
     return out.getvalue()
 
 
-def aa_floor(base_rows: Sequence[Mapping[str, Any]]) -> float | None:
-    """The A/A noise floor: the largest launch-to-launch spread the control showed at any point.
+def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool) -> str:
+    """The A/A control at every point: the baseline's control launch against its first launch."""
+    base_rows = [r for r in rows if r["config"] == baseline]
+    if baseline is None or not base_rows:
+        return "A/A control: none (no baseline): no verdict is called.\n\n"
+    if not any(r.get("aa") for r in base_rows):
+        why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
+        return f"A/A control: {why}: the same configuration was not launched twice at the end of the sweep.\n\n"
+    out = io.StringIO()
+    for r in base_rows:
+        where = "" if r["point"] == "default" else f" at point {r['point']}"
+        aa = r.get("aa")
+        if not aa:
+            out.write(f"- A/A control{where}: no control launch ended ok.\n")
+            continue
+        comp = aa["comparison"]
+        judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
+                  f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
+        called = comp["verdict"] in ("faster", "slower")
+        verdict = (f"**CALLED {comp['verdict']}: the same configuration launched twice differed beyond the launch "
+                   "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
+                   "than the model allows): read every verdict with care**" if called
+                   else f"{comp['verdict']}, as it must be")
+        out.write(f"- A/A control{where}: {baseline} launched again at the end of the sweep (launch "
+                  f"{aa['control']}) against its launch {aa['first']}: {_f(aa['launch_medians'][aa['first']])} vs "
+                  f"{_f(aa['launch_medians'][aa['control']])} decode tok/s (drift {aa['drift'] * 100:+.1f} %): "
+                  f"{verdict} ({judged}).\n")
+    return out.getvalue() + "\n"
 
-    The same two launches are measured at every point, so their disagreement
-    is one launch effect seen several times; the largest sighting is taken
-    (an A/A pair is a small sample, and a floor should not be the luckiest one).
-    """
-    spreads = [r["aa"]["spread"] for r in base_rows if r.get("aa") and r["aa"]["spread"] is not None]
-    return max(spreads) if spreads else None
+
+def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] | None,
+                   smallest_effect: float | None, compare: Any) -> str:
+    """The positive control at every point: the slowed copy against its twin; it must be called slower."""
+    if not positive:
+        return ("Positive control: none (`positive_control` not set): whether the sweep sees a known effect is "
+                "untested.\n\n")
+    name, of, slowdown = positive["name"], positive["of"], float(positive["slowdown"])
+    out = io.StringIO()
+    for members in _point_rows(rows):
+        by = {r["config"]: r for r in members}
+        where = "" if members[0]["point"] == "default" else f" at point {members[0]['point']}"
+        head = f"- Positive control{where}: {name} ({of} with every engine step slowed by {_pct(slowdown)})"
+        control, twin = by.get(name), by.get(of)
+        if control is None or twin is None or control["status"] != "ok" or twin["status"] != "ok":
+            bad = [f"{n}: {by[n]['status'] if n in by else 'no summary'}" for n in (name, of)
+                   if n not in by or by[n]["status"] != "ok"]
+            out.write(f"{head}: not judged ({', '.join(bad)}).\n")
+            continue
+        v = compare(control, twin)
+        if "ratio" not in v:
+            out.write(f"{head}: {v['verdict']}.\n")
+            continue
+        judged = (f"x{v['ratio']:.3f} [{v['ratio_ci'][0]:.3f}, {v['ratio_ci'][1]:.3f}] against {of}, expected "
+                  f"x{1 / (1 + slowdown):.3f}, called beyond +-{_pct(v['threshold'])}")
+        if v["verdict"] == "slower":
+            out.write(f"{head}: called slower, as it must be ({judged}): this sweep sees a {_pct(slowdown)} "
+                      "slowdown.\n")
+        else:
+            need = launches_needed(twin["noise"][PRIMARY_VERDICT], slowdown)  # |log ratio| = log(1 + slowdown)
+            out.write(f"{head}: **NOT called slower ({v['verdict']}; {judged}): this sweep cannot see a "
+                      f"{_pct(slowdown)} effect**" + (f"; {need} launches per configuration would (80 % power)"
+                                                       if need else "") + ".\n")
+    return out.getvalue() + "\n"
 
 
 # ------------------------------------------------------------------ launches
@@ -221,14 +311,15 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
         group = CurveGroup(label=_grid_label([r["config"] for r in members], grids), point=members[0]["point"],
                            rows=members, base=base if base is not None and base["status"] == "ok" else None)
         group.computed = [r["break_even_accept_length"] for r in members if r["break_even_accept_length"] is not None]
-        usable = [r for r in members if r["decode_tok_s_median"] is not None and r["decode_samples"]]
-        if group.base is not None and group.base["decode_tok_s_median"] is not None and len(usable) >= 2:
+        usable = [r for r in members if r[BASELINE_TOK_S] is not None]
+        if group.base is not None and group.base[BASELINE_TOK_S] is not None and len(usable) >= 2:
             xs = [r["accept_length"] for r in usable]
-            group.crossing = crossing(xs, [r["decode_tok_s_median"] for r in usable], group.base["decode_tok_s_median"])
+            group.crossing = crossing(xs, [r[BASELINE_TOK_S] for r in usable], group.base[BASELINE_TOK_S])
             kwargs = {} if n_resamples is None else {"n_resamples": n_resamples}
+            noise = group.base["noise"][PRIMARY_VERDICT]
             group.interval = crossing_interval(
-                xs, [r["decode_samples"] for r in usable], [r["decode_launches"] for r in usable],
-                group.base["decode_samples"], group.base["decode_launches"], seed=seed, **kwargs)
+                xs, [r[BASELINE_TOK_S] for r in usable], [_units(r, noise) or 1 for r in usable],
+                group.base[BASELINE_TOK_S], _units(group.base, noise) or 1, noise, seed=seed, **kwargs)
         groups.append(group)
     return sorted(groups, key=lambda g: (g.point, g.label))
 
@@ -263,19 +354,19 @@ def break_even_table(groups: Sequence[CurveGroup]) -> str:
     out = io.StringIO()
     out.write("## On this setup, speculation pays above accept length X\n\n")
     out.write("| configurations (all but accept length equal) | point | measured crossing X [95% CI] "
-              "| computed break-even (cycle time x baseline tok/s) | baseline decode tok/s "
+              "| computed break-even (cycle time x baseline tok/s) | baseline tok/s (decode rate) "
               "| accept lengths measured |\n")
     out.write("|---|---|---|---|---|---|\n")
     for g in groups:
         comp = ("n/a" if not g.computed else f"{g.computed_mean:.2f} (range {min(g.computed):.2f}-"
                 f"{max(g.computed):.2f} over {len(g.computed)} points)")
-        base_tok = _f(g.base["decode_tok_s_median"]) if g.base else "n/a"
+        base_tok = _f(g.base[BASELINE_TOK_S]) if g.base else "n/a"
         accs = ", ".join(f"{r['accept_length']:.2f}" for r in g.rows)
         out.write(f"| {g.label} | {g.point} | {crossing_text(g)} | {comp} | {base_tok} | {accs} |\n")
-    out.write(f"\nMeasured crossing: {CROSSING_METHOD}; tok/s = per-request decode tok/s (median), as the computed "
-              "break-even uses the baseline's decode rate. The computed break-even is each configuration's "
-              "cycle time x the baseline's run decode rate at the same point; the two agree when the cycle time "
-              "does not depend on the accept length. See `plots/break_even.png`.\n\n")
+    out.write(f"\nMeasured crossing: {CROSSING_METHOD}; tok/s = the decode rate (the verdicts' statistic), of the "
+              "configurations and of the baseline alike. The computed break-even is each configuration's cycle "
+              "time x the baseline's decode rate at the same point; the two agree when the cycle time does not "
+              "depend on the accept length. See `plots/break_even.png`.\n\n")
     return out.getvalue()
 
 
@@ -290,13 +381,15 @@ def concurrency_table(rows: Sequence[dict[str, Any]]) -> str:
         return ""
     out = io.StringIO()
     out.write("## Throughput against the workload point\n\n")
-    out.write("tok/s per user = median per-request output tok/s; tok/s per GPU = aggregate output tok/s (median "
-              "over repeats) / GPUs (on a CPU run: / TP ranks). The baseline's values are at the same point.\n\n")
-    out.write("| config | point | concurrency | tok/s per user | baseline per user | tok/s per GPU | baseline per GPU "
+    out.write("decode tok/s per user = the decode rate (the verdicts' statistic); tok/s per GPU = aggregate output "
+              "tok/s (median over repeats) / GPUs (on a CPU run: / TP ranks). The baseline's values are at the same "
+              "point.\n\n")
+    out.write("| config | point | concurrency | decode tok/s per user | baseline per user | tok/s per GPU "
+              "| baseline per GPU "
               "| verdict vs baseline |\n|---|---|---|---|---|---|---|---|\n")
     for r in shown:
-        out.write(f"| {r['config']} | {r['point']} | {r['concurrency']} | {_f(r['tok_s_median'])} | "
-                  f"{_f(r['baseline_tok_s_median'])} | {_f(r['tok_s_per_gpu'])} | {_f(r['baseline_tok_s_per_gpu'])} | "
+        out.write(f"| {r['config']} | {r['point']} | {r['concurrency']} | {_f(r[BASELINE_TOK_S])} | "
+                  f"{_f(r['baseline_tok_s'])} | {_f(r['tok_s_per_gpu'])} | {_f(r['baseline_tok_s_per_gpu'])} | "
                   f"{r['verdict']} |\n")
     out.write("\nSee `plots/pareto.png` (tok/s per user against tok/s per GPU over the points).\n\n")
     return out.getvalue()
@@ -306,25 +399,27 @@ def concurrency_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compare: Any) -> str:
-    """Verdicts between the non-baseline configurations at each point (small sweeps only)."""
+    """Decode verdicts between the non-baseline configurations at each point (small sweeps only), the
+    pairs of a point judged as one family by Holm's method."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r["config"] != baseline and r["status"] != "failed" and r["samples"]:
+        if r["config"] != baseline and r["status"] not in ("failed", "contaminated") and r["samples"]:
             by.setdefault(r["point"], []).append(r)
     out = io.StringIO()
     for _point, members in sorted(by.items()):
         if not 2 <= len(members) <= PAIRWISE_MAX:
             continue
         if not out.tell():
-            out.write("## Pairwise verdicts\n\nEach configuration against each other at the same point, with the "
-                      "same method and noise floor as the verdicts against the baseline.\n\n")
-        for i, a in enumerate(members):
-            for b in members[i + 1:]:
-                v = compare(a, b, a.get("aa_spread"))
-                cell = v["verdict"] if "ratio" not in v else (
-                    f"{v['verdict']} (x{v['ratio']:.3f} [{v['ratio_ci'][0]:.3f}, {v['ratio_ci'][1]:.3f}], "
-                    f"floor {_pct(v['noise'])})")
-                out.write(f"- {row_label(a)} vs {row_label(b)}: {cell}\n")
+            out.write("## Pairwise verdicts\n\nEach configuration against each other at the same point, on the "
+                      "decode rate, by the same method as the verdicts against the baseline; the pairs of a point are "
+                      "one family, Holm-corrected (so that one of many comparisons of identical setups is not called "
+                      "by chance): each pair's interval and threshold are those of its Holm step.\n\n")
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1:]]
+        for (a, b), v in zip(pairs, holm_family([compare(a, b) for a, b in pairs])):
+            cell = v["verdict"] if "ratio" not in v else (
+                f"{v['verdict']} (x{v['ratio']:.3f} [{v['ratio_ci'][0]:.3f}, {v['ratio_ci'][1]:.3f}], called beyond "
+                f"+-{_pct(v['threshold'])}, Holm p {v['p_holm']:.3f} over {v['family']} pairs)")
+            out.write(f"- {row_label(a)} vs {row_label(b)}: {cell}\n")
     return out.getvalue() + ("\n" if out.tell() else "")
 
 
@@ -333,7 +428,7 @@ def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compa
 
 @dataclass
 class GridWinner:
-    """The best member of a grid at its first point, and what it won by.
+    """The best member of a grid at its first point (the highest decode rate), and what it won by.
 
     A grid that varies the simulated accept length (``ACC_KEY``) varies a what-if, not a setting: its
     members are compared at the winner's accept length only (``compared_at``), and ``wins_at`` lists the
@@ -356,7 +451,7 @@ class GridWinner:
 
 
 def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
-    """The winner of each grid (highest median tok/s among its ok members at the grid's first point;
+    """The winner of each grid (highest decode rate among its ok members at the grid's first point;
     with an accept-length axis, against the members at the winner's accept length: ``GridWinner``)."""
     out = []
     for name, grid in sorted(grids.items()):
@@ -364,12 +459,12 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
         members = [r for r in rows if r["config"] in values]
         first_point = min((r["point_index"] for r in members), default=0)
         at = [r for r in members if r["point_index"] == first_point]
-        ok = [r for r in at if r["status"] == "ok" and r["tok_s_median"] is not None]
+        ok = [r for r in at if r["status"] == "ok" and r[BASELINE_TOK_S] is not None]
         point = at[0]["point"] if at else "default"
         if not ok:
             out.append(GridWinner(name, point, None, {}, [], None, why_none="no member ended ok"))
             continue
-        win = max(ok, key=lambda r: r["tok_s_median"])
+        win = max(ok, key=lambda r: r[BASELINE_TOK_S])
         held, wins_at, accs = {}, None, None
         if any(ACC_KEY in values[r["config"]] for r in ok):
             held = {ACC_KEY: values[win["config"]].get(ACC_KEY)}
@@ -377,16 +472,17 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
             accs = sorted({values[r["config"]].get(ACC_KEY) for r in ok}, key=lambda v: float(v or 0))
             wins_at = []
             for acc in accs:
-                best = max((r for r in ok if values[r["config"]].get(ACC_KEY) == acc), key=lambda r: r["tok_s_median"])
+                best = max((r for r in ok if values[r["config"]].get(ACC_KEY) == acc), key=lambda r: r[BASELINE_TOK_S])
                 if {k: v for k, v in values[best["config"]].items() if k != ACC_KEY} == rest:
                     wins_at.append(acc)
             ok = [r for r in ok if values[r["config"]].get(ACC_KEY) == held[ACC_KEY]]
         against = []
-        for other in sorted((r for r in ok if r is not win), key=lambda r: -r["tok_s_median"]):
-            v = compare(win, other, win.get("aa_spread"))
-            against.append({"config": other["config"], "tok_s_median": other["tok_s_median"],
-                            "verdict": v["verdict"], "ratio": v.get("ratio"), "ratio_ci": v.get("ratio_ci"),
-                            "noise": v.get("noise"), "launch_effect": v.get("launch_effect")})
+        for other in sorted((r for r in ok if r is not win), key=lambda r: -r[BASELINE_TOK_S]):
+            v = compare(win, other)
+            against.append({"config": other["config"], BASELINE_TOK_S: other[BASELINE_TOK_S],
+                            "tok_s_median": other["tok_s_median"], "verdict": v["verdict"], "ratio": v.get("ratio"),
+                            "ratio_ci": v.get("ratio_ci"), "threshold": v.get("threshold"),
+                            "launch_effect": v.get("launch_effect")})
         out.append(GridWinner(name, point, win, values[win["config"]], against, win.get("verdict"),
                               compared_at=held, wins_at=wins_at, accept_lengths=accs))
     return out
@@ -419,15 +515,15 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
                      f"{len(w.accept_lengths or [])} accept lengths measured")
         paths = files.get(w.grid, {})
         out.write(f"- **{w.grid}** at point {w.point}: **{w.winner['config']}** ({settings}), "
-                  f"{_f(w.winner['tok_s_median'])} tok/s, {lead}; vs baseline: {w.baseline_verdict}. "
+                  f"{_f(w.winner[BASELINE_TOK_S])} decode tok/s, {lead}; vs baseline: {w.baseline_verdict}. "
                   f"Apply: `{paths.get('env', '?')}`; NCCL tuner: `{paths.get('tuner', '?')}`; "
                   f"evidence: `{paths.get('evidence', '?')}`.\n")
     return out.getvalue() + "\n"
 
 
 def methods_lines() -> str:
-    return (f"- Launches: a configuration measured in several launches is resampled by {LAUNCH_BOOTSTRAP_METHOD}; "
-            "its per-launch medians' spread joins the noise floor; the A/A control's spread (the baseline's "
-            "launches at the same point, the control at the end included) joins every verdict's noise floor "
-            "at that point.\n"
+    return ("- Launches: the unit of replication; each launch of a configuration is reduced to its median, a side "
+            "of one launch still carries the launch variance pooled over the point's launches (the A/A control's "
+            "included), so a configuration measured once is judged as noisily as the sweep's replicated launches "
+            "showed.\n"
             f"- Break-even crossing: {CROSSING_METHOD}.\n")

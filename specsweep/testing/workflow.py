@@ -10,6 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
+import yaml
+
 from specsweep.records import DEFAULT_POINT
 
 #: The repository root (this file is specsweep/testing/workflow.py).
@@ -36,6 +38,15 @@ def copy_workflow(dest: Path, repo: Path = REPO) -> Path:
         elif src.exists():
             shutil.copy2(src, dest / name)
     return dest
+
+
+def plain_default_config(repo: Path = REPO) -> dict:
+    """The default ``config.yaml`` with one launch per configuration and no positive control: the base of
+    the end-to-end tests' small sweeps, which count, order and time their own launches."""
+    config = yaml.safe_load((repo / "config.yaml").read_text())
+    config.pop("positive_control", None)
+    config.setdefault("defaults", {})["launches"] = 1
+    return config
 
 
 def job_counts(output: str) -> dict[str, int]:

@@ -16,6 +16,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import launches as launch_plan
+from specsweep.plan.controls import control_params
 from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
 
@@ -153,7 +154,9 @@ def report_params(
     order: Sequence[tuple[str, str]] | None = None,
 ) -> str:
     """What the report shows beyond the summaries (no benchmark reruns): baseline, descriptions,
-    expectations, the grids (members and their axis values), the planned launch order."""
+    expectations, the grids (members and their axis values), the planned launch order, the
+    positive control (``plan.controls.control_params``: its name, twin and slowdown), the smallest
+    effect the report says whether the design resolves."""
     params: dict[str, Any] = {"baseline": config.get("baseline"),
                               "descriptions": {name: labels[name]["description"] for name in names},
                               "expects": {name: labels[name]["expect"] for name in names},
@@ -162,6 +165,11 @@ def report_params(
         params["grids"] = grid_params(grids)
     if order:
         params["launch_order"] = [list(item) for item in order]
+    control = control_params(config)
+    if control:
+        params["positive_control"] = control
+    effect = config.get("smallest_effect")
+    params["smallest_effect"] = effect if effect is not None else schema_default("smallest_effect")
     return canonical_json(params)
 
 

@@ -234,6 +234,7 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
         summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
-    sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control") if k in report}
+    sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
+                                                  "smallest_effect") if k in report}
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from specsweep.serve import guard, lock
-from specsweep.testing.workflow import REPO, copy_workflow
+from specsweep.testing.workflow import REPO, copy_workflow, plain_default_config
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ EAGLE3_SHM = {
 def workflow(tmp_path: Path, names=("nospec", "eagle3-shm"), **workload) -> tuple[Path, dict]:
     """A copy of the workflow running ``names`` (of nospec, eagle3-shm) on a small workload, and its env."""
     work = copy_workflow(tmp_path / "work")
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()
     config["defaults"]["workload"].update(SMALL, **workload)
     config["configurations"] = {n: {"nospec": config["configurations"]["nospec"], "eagle3-shm": EAGLE3_SHM}[n]
                                 for n in names}

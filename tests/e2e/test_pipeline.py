@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, only_point
+from specsweep.testing.workflow import REPO, copy_workflow, only_point, plain_default_config
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ SMALL_WORKLOAD = {
 
 
 def small_config() -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()
     config["defaults"]["workload"].update(SMALL_WORKLOAD)
     # A server that dies during startup: the flags parse (preflight runs where
     # the server may not), but this machine has no CUDA device. Its failure is
@@ -206,7 +206,7 @@ def _group_alive(pgid: int) -> list[int]:
 
 def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     work = copy_workflow(tmp_path)
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()
     config["configurations"] = {"long": config["configurations"]["eagle3-gloo"] | {"extends": []}}
     config["baseline"] = None
     config["configurations"]["long"]["server_args"] = dict(

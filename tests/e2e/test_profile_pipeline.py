@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
-from specsweep.testing.workflow import REPO, copy_workflow, job_counts, only_point
+from specsweep.testing.workflow import REPO, copy_workflow, job_counts, only_point, plain_default_config
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ PROFILE = {"enabled": True, "requests": 2, "allreduce_iters": 100}
 
 
 def profile_config() -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()
     config["defaults"]["workload"].update(SMALL)
     config["configurations"]["eagle3-gloo"]["profile"] = PROFILE  # eagle3-shm extends it
     config["configurations"]["eagle3-shm-kimi"] = {

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, only_point
+from specsweep.testing.workflow import REPO, copy_workflow, only_point, plain_default_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -74,7 +74,7 @@ def scheduler_records(log: Path, workdir: Path) -> dict[str, dict[str, str]]:
 
 
 def slurm_config() -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()
     config["defaults"]["workload"].update(SMALL_WORKLOAD)
     # A server that dies during startup (asks for CUDA on a host without a GPU):
     # its failure is a result, the other configurations complete.

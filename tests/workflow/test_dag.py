@@ -34,12 +34,13 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
     (work / "config.yaml").write_text((REPO / "config.yaml").read_text())
     result = run(SNAKEMAKE + ["-n", "all"], work)
     assert result.returncode == 0, result.stderr
-    n = len(yaml.safe_load((work / "config.yaml").read_text())["configurations"])
+    n = len(load_configs([work / "config.yaml"])["configurations"])  # the positive control included
+    assert n == len(yaml.safe_load((work / "config.yaml").read_text())["configurations"]) + 1
     counts = job_counts(result.stdout)
     assert counts == {
         "resolve_plan": n,
         "preflight_config": n,
-        "benchmark_server": n + 1,  # one launch each, and the baseline's A/A control at the end
+        "benchmark_server": 2 * n + 1,  # two launches each, and the baseline's A/A control at the end
         "summarize_config": n,
         "render_report": 1,
         "all": 1,

@@ -32,15 +32,16 @@ def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
 def test_launch_priorities_give_the_interleaved_order(tmp_path):
     work = copy_workflow(tmp_path)
     config = yaml.safe_load((work / "config.yaml").read_text())
-    config["configurations"]["eagle3-shm"]["launches"] = 2
+    config["defaults"]["launches"] = 1
+    config["configurations"]["eagle3-shm"]["launches"] = 2  # and so its positive control, which extends it
     config["configurations"]["eagle3-gloo"]["launches"] = 2
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     result = run(SNAKEMAKE + ["-n", "all"], work)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = re.findall(r"wildcards: config=([a-z0-9_-]+), launch=(\w+)\n\s+priority: ([0-9.]+)", result.stdout)
     ran = [(c, lid) for c, lid, _ in sorted(jobs, key=lambda j: -float(j[2]))]
-    assert ran == [("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("eagle3-gloo", "2"),
-                   ("eagle3-shm", "2"), ("nospec", "aa")]
+    assert ran == [("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("eagle3-shm-slow10", "1"),
+                   ("eagle3-gloo", "2"), ("eagle3-shm", "2"), ("eagle3-shm-slow10", "2"), ("nospec", "aa")]
     assert all(0 < float(p) < 100 for _, _, p in jobs), "below resolve_plan and preflight_config (100)"
 
 
@@ -60,4 +61,4 @@ def test_a_launch_the_sweep_does_not_plan_is_refused(tmp_path):
     work = copy_workflow(tmp_path)
     result = run(SNAKEMAKE + ["-n", "results/eagle3-shm/launch-7/outcome.json"], work)
     assert result.returncode != 0
-    assert "configuration 'eagle3-shm' has no launch '7'; planned launches: ['1']" in result.stdout + result.stderr
+    assert "configuration 'eagle3-shm' has no launch '7'; planned launches: ['1', '2']" in result.stdout + result.stderr

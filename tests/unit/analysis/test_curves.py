@@ -1,4 +1,4 @@
-"""The measured break-even: interpolation on known data, and its bootstrap interval."""
+"""The measured break-even: interpolation on known data, and its interval under the verdicts' launch model."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specsweep.analysis.curves import crossing, crossing_interval
+from specsweep.analysis.stats import Noise
 
 
 def test_crossing_interpolates_between_the_two_points_around_the_baseline():
@@ -36,40 +37,35 @@ def test_a_point_exactly_on_the_baseline_is_the_crossing():
     assert crossing([1.0, 2.0, 3.0], [10.0, 20.0, 30.0], 20.0)["x"] == pytest.approx(2.0)
 
 
-def _noisy(rng, centres, n=40, sd=1.0):
-    return [list(rng.normal(c, sd, n)) for c in centres]
+def _noise(sd: float, df: int = 8) -> Noise:
+    """A pooled launch variance of relative SD ``sd`` with ``df`` degrees of freedom."""
+    return Noise(var=sd * sd, df=df, request_var=None, unit="launch", sides=4, units=df + 4)
 
 
 def test_interval_brackets_the_true_crossing_and_narrows_with_less_noise():
-    rng = np.random.default_rng(0)
     xs = [1.0, 2.0, 3.0, 4.0]
-    wide = crossing_interval(xs, _noisy(rng, [10, 20, 30, 40], sd=4.0), [None] * 4,
-                             list(rng.normal(25, 4.0, 40)), None, seed=1, n_resamples=2000)
-    narrow = crossing_interval(xs, _noisy(rng, [10, 20, 30, 40], sd=0.5), [None] * 4,
-                               list(rng.normal(25, 0.5, 40)), None, seed=1, n_resamples=2000)
+    wide = crossing_interval(xs, [10, 20, 30, 40], [2] * 4, 25, 2, _noise(0.15), seed=1, n_resamples=2000)
+    narrow = crossing_interval(xs, [10, 20, 30, 40], [2] * 4, 25, 2, _noise(0.02), seed=1, n_resamples=2000)
     for iv in (wide, narrow):
         assert iv["low"] < 2.5 < iv["high"]
     assert narrow["high"] - narrow["low"] < (wide["high"] - wide["low"]) / 3
 
 
 def test_interval_is_open_where_resamples_leave_the_range():
-    rng = np.random.default_rng(2)
     # baseline barely above the first point: many resamples cross below the range
-    iv = crossing_interval([1.0, 2.0], _noisy(rng, [24.5, 40], sd=3.0), [None, None],
-                           list(rng.normal(25, 3.0, 40)), None, seed=3, n_resamples=2000)
+    iv = crossing_interval([1.0, 2.0], [24.5, 40], [2, 2], 25, 2, _noise(0.05), seed=3, n_resamples=2000)
     assert iv["low_open"] and iv["low"] is None and iv["below_range_share"] > 0.025
     assert not iv["high_open"] and 1.0 < iv["high"] < 2.0
 
 
-def test_launch_labels_widen_the_interval():
-    rng = np.random.default_rng(4)
+def test_more_launches_and_more_degrees_of_freedom_narrow_the_interval():
     xs = [1.0, 2.0, 3.0, 4.0]
-    # four launches per point that disagree by up to +-3 tok/s: the pooled requests alone understate it
-    offsets = (-3.0, -1.0, 1.0, 3.0)
-    samples = [[v for o in offsets for v in rng.normal(c + o, 0.3, 10)] for c in (10, 20, 30, 40)]
-    labels = [[str(i) for i in range(4) for _ in range(10)]] * 4
-    base = list(rng.normal(25, 0.3, 40))
-    flat = crossing_interval(xs, samples, [None] * 4, base, None, seed=5, n_resamples=2000)
-    nested = crossing_interval(xs, samples, labels, base, None, seed=5, n_resamples=2000)
-    assert flat["low"] < 2.5 < flat["high"] and nested["low"] < 2.5 < nested["high"]
-    assert (nested["high"] - nested["low"]) > 1.5 * (flat["high"] - flat["low"])
+    few = crossing_interval(xs, [10, 20, 30, 40], [1] * 4, 25, 1, _noise(0.05, df=2), seed=5, n_resamples=4000)
+    many = crossing_interval(xs, [10, 20, 30, 40], [4] * 4, 25, 4, _noise(0.05, df=20), seed=5, n_resamples=4000)
+    assert few["low"] < 2.5 < few["high"] and many["low"] < 2.5 < many["high"]
+    assert (few["high"] - few["low"]) > 2 * (many["high"] - many["low"])
+
+
+def test_no_interval_without_a_variance():
+    none = Noise(var=None, df=0, request_var=None, unit="round", sides=2, units=2)
+    assert crossing_interval([1.0, 2.0], [10, 30], [1, 1], 20, 1, none, seed=0) is None

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_summary, point_summaries
+from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_summary, point_sample, point_summaries
+from specsweep.analysis.stats import Noise, pooled_noise
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION
 from specsweep.records import new_record
 
@@ -54,7 +55,7 @@ def launch(lid: str, gap_ms: float, seed: int, failed_point: str | None = None) 
 
 def test_points_pool_their_launches():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("2", 12.5, 2)], lambda _: None)
-    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 6 and s["status"] == "ok"
+    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 7 and s["status"] == "ok"
     assert [p["point"] for p in s["points"]] == ["c1", "c2"]
     assert [e["launch"] for e in s["launches"]] == ["1", "2"] and s["launches"][0]["wall_s"] == 30
     c1 = s["points"][0]
@@ -67,6 +68,10 @@ def test_points_pool_their_launches():
     assert "format_version" not in c1
     assert c1["run_id"] is None and [e["run_id"] for e in c1["launches"]] == ["1", "2"], "one run per launch"
     assert [e["run_id"] for e in s["launches"]] == ["1", "2"]
+    # the decode rate: the geometric mean of the launches' median decode rates (1000 / 10 and 1000 / 12.5 tok/s)
+    assert c1["metrics"]["decode_rate"]["value"] == pytest.approx((100.0 * 80.0) ** 0.5, rel=0.01)
+    assert [e["decode_tok_s_median"] for e in c1["launches"]] == pytest.approx([100.0, 80.0], rel=0.01)
+    assert c1["metrics"]["samples"]["ttft_ms"]["launch"] == ["1"] * 12 + ["2"] * 12, "TTFT is judged on its own"
 
 
 def test_one_failed_launch_fails_the_point_and_names_the_launch():
@@ -80,11 +85,15 @@ def test_one_failed_launch_fails_the_point_and_names_the_launch():
 def test_the_aa_control_is_pooled_and_measured_against_the_first_launch():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("aa", 13.0, 2)], lambda _: None)
     c1 = s["points"][0]
-    aa = aa_control(c1, seed=0)
-    assert aa["first"] == "1" and aa["control"] == "aa"
-    assert aa["spread"] == pytest.approx(e2e_ms(13.0) / e2e_ms(10.0) - 1, rel=0.02)
-    assert aa["drift"] == pytest.approx(e2e_ms(10.0) / e2e_ms(13.0) - 1, rel=0.02)
-    assert aa["comparison"]["verdict"] == "slower"
+    # judged by a launch variance of 1 % (10 degrees of freedom) measured over the sweep: called
+    aa = aa_control(c1, Noise(var=0.01 ** 2, df=10, request_var=None, unit="launch", sides=3, units=13))
+    assert aa["first"] == "1" and aa["control"] == "aa" and aa["metric"] == "decode_tok_s"
+    assert aa["launch_medians"] == pytest.approx({"1": 100.0, "aa": 1000 / 13}, rel=0.01)
+    assert aa["drift"] == pytest.approx(10.0 / 13.0 - 1, rel=0.02)
+    assert aa["comparison"]["verdict"] == "slower" and aa["comparison"]["units"] == [1, 1]
+    # judged by these two launches alone (1 degree of freedom): the same 23 % is within the launch effect
+    alone = aa_control(c1, pooled_noise([point_sample(c1)]))
+    assert alone["comparison"]["verdict"] == "no significant difference" and alone["comparison"]["df"] == 1
 
 
 def test_a_failed_control_is_a_warning_not_a_failed_baseline():
@@ -92,7 +101,7 @@ def test_a_failed_control_is_a_warning_not_a_failed_baseline():
     c1 = s["points"][0]
     assert c1["status"] == "ok" and c1["metrics"]["counts"]["ok"] == 12, "the failed control is not pooled"
     assert any("A/A control launch aa did not end ok" in w for w in c1["warnings"])
-    assert aa_control(c1, seed=0) is None
+    assert aa_control(c1, pooled_noise([point_sample(c1)])) is None
 
 
 def test_a_launch_that_never_started_fails_every_point():

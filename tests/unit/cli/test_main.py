@@ -28,7 +28,7 @@ def test_check_exits_non_zero_on_a_typo_d_flag_with_the_engines_own_parser(tmp_p
     assert "configurations.nospec" in result.stderr and "--tp-sise" in result.stderr
     good = _cli("check", str(REPO / "config.yaml"))
     assert good.returncode == 0, good.stderr
-    assert good.stdout.count("python3 -m specsweep.refengine") == len(config["configurations"])
+    assert good.stdout.count("python3 -m specsweep.refengine") == len(config["configurations"]) + 1  # + the control
 
 
 def test_check_gives_file_and_line_of_invalid_yaml(tmp_path):
@@ -59,6 +59,7 @@ def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["configurations"] = {"kimi-only": config["configurations"]["nospec"]}
     config["baseline"] = "kimi-only"
+    config.pop("positive_control")  # its twin is not in this file
     other.write_text(yaml.safe_dump(config))
     assert main(["failed", str(other), "--results", str(results)]) == 0
     assert capsys.readouterr().out.split() == [str(results / "kimi-only/launch-1/outcome.json")]

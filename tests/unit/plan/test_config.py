@@ -80,4 +80,8 @@ def test_all_problems_reported_at_once():
 
 def test_default_config_round_trips_through_yaml():
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    assert check_config(cfg, "config.yaml") == cfg
+    checked = check_config(cfg, "config.yaml")
+    control = checked["configurations"].pop("eagle3-shm-slow10")  # the positive control, added by the check
+    assert checked == cfg and control["extends"] == "eagle3-shm"
+    assert check_config(check_config(cfg, "config.yaml"), "config.yaml")["configurations"] == \
+        check_config(cfg, "config.yaml")["configurations"], "checking twice adds nothing"

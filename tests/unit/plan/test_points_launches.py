@@ -16,7 +16,12 @@ from specsweep.workflow import inputs
 
 
 def _config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
+    """The default config without its positive control and its launch count: the tests below count
+    configurations and launches of their own (tests/unit/plan/test_controls.py has the control's)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config.pop("positive_control")
+    config["defaults"].pop("launches")
+    return config
 
 
 def test_points_resolve_into_the_plan_with_names_and_merged_workloads():

@@ -38,7 +38,7 @@ def test_turning_profiling_on_changes_only_that_configuration_and_its_children()
     on["configurations"]["eagle3-gloo"]["profile"] = {"enabled": True, "num_steps": 8}
     after = resolve_plans(check_config(on, "x.yaml"))
     changed = {k for k in before if canonical_json(after[k]) != before[k]}
-    assert changed == {"eagle3-gloo", "eagle3-shm"}  # eagle3-shm extends eagle3-gloo
+    assert changed == {"eagle3-gloo", "eagle3-shm", "eagle3-shm-slow10"}  # each extends the one before
     assert after["eagle3-gloo"]["profile"] == {
         "enabled": True, "requests": 2, "num_steps": 8, "activities": ["CPU", "GPU"], "trace_timeout_s": 600,
         "allreduce_bench": True, "allreduce_iters": 200, "allreduce_timeout_s": 600}

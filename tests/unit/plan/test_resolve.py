@@ -62,7 +62,7 @@ def test_editing_one_configuration_changes_only_its_plan_and_its_children():
     before = {k: canonical_json(v) for k, v in resolve_plans(cfg).items()}
     cfg["configurations"]["eagle3-shm"]["server_args"]["tp-size"] = 1
     after = {k: canonical_json(v) for k, v in resolve_plans(cfg).items()}
-    assert [k for k in before if before[k] != after[k]] == ["eagle3-shm"]
+    assert [k for k in before if before[k] != after[k]] == ["eagle3-shm", "eagle3-shm-slow10"]  # + its control
 
 
 def test_description_is_not_part_of_the_plan():

@@ -22,15 +22,15 @@ def drawn(monkeypatch):
 def _rows() -> list[dict]:
     """A baseline and two speculative configurations at two points; the baselines differ per point."""
     base = {p: {"config": "nospec", "point": p, "point_index": i, "status": "ok", "label": f"nospec @ {p}",
-                "tok_s_median": tok, "decode_tok_s_run": tok, "accept_length": None}
+                "tok_s_median": tok, "decode_rate": tok, "accept_length": None}
             for i, (p, tok) in enumerate([("c1", 100.0), ("c4", 40.0)])}
     rows = list(base.values())
     for name, al, cyc in [("eagle3-a", 2.0, 10.0), ("eagle3-b", 3.0, 25.0)]:
         for p, b in base.items():
             rows.append({"config": name, "point": p, "point_index": b["point_index"], "status": "ok",
-                         "label": f"{name} @ {p}", "tok_s_median": al / cyc * 1e3, "decode_tok_s_run": al / cyc * 1e3,
+                         "label": f"{name} @ {p}", "tok_s_median": al / cyc * 1e3, "decode_rate": al / cyc * 1e3,
                          "accept_length": al, "cycle_time_ms": cyc, "verdict": "faster", "base_row": b,
-                         "break_even_accept_length": cyc / 1e3 * b["decode_tok_s_run"]})
+                         "break_even_accept_length": cyc / 1e3 * b["decode_rate"]})
     for b in base.values():
         b["base_row"] = b
     return rows

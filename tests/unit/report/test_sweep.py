@@ -70,7 +70,10 @@ def test_the_report_opens_with_the_aa_lines_and_the_break_even_table(summaries, 
     md = (tmp_path / "r.md").read_text()
     head = md.split("## Results")[0]
     assert head.index("A/A control") < head.index("## On this setup, speculation pays above accept length X")
-    assert "the launch-to-launch effect is unknown" in head  # no control launch in these summaries
+    assert head.startswith("# specsweep report\n\n**Verdicts are on the decode rate")
+    # one launch per configuration and no control launch: the rule says the launch effect is unknown
+    assert "no configuration was launched twice, so the launch effect is unknown" in head
+    assert "A/A control: no control launch ended ok" in head and "Positive control: none" in head
     table = head.split("## On this setup")[1]
     assert "| eagle3 [all-reduce-backend=fast] | default | **1.7" in table and "> 3.00 (pays at none of them)" in table
     assert "computed break-even" in table and "1.67 (range 1.67-1.67 over 3 points)" in table
@@ -93,7 +96,9 @@ def test_the_report_opens_with_the_aa_lines_and_the_break_even_table(summaries, 
     assert "**eagle3** at point default: **eagle3-fast-acc3**" in md
     rows = {r["config"]: r for r in csv.DictReader((tmp_path / "s.csv").open())}
     assert rows["eagle3-fast-acc2"]["point"] == "default" and rows["eagle3-fast-acc2"]["devices"] == "2"
-    assert float(rows["eagle3-fast-acc2"]["baseline_tok_s_median"]) == pytest.approx(float(rows["base"]["tok_s_median"]))
+    # one baseline tok/s everywhere: the baseline's decode rate
+    assert float(rows["eagle3-fast-acc2"]["baseline_tok_s"]) == pytest.approx(float(rows["base"]["decode_rate"]))
+    assert float(rows["base"]["decode_rate"]) == pytest.approx(1000 / 12, rel=0.01)
 
 
 @pytest.mark.parametrize("algo, expected", [("Ring", "ring"), ("allreduce:tree", "tree"), ("Tree", "tree"),

@@ -1,0 +1,89 @@
+"""The report's first lines: the rule the verdicts use, the A/A control and the positive control.
+
+Summaries are built from synthetic records of known speed (``testing.reports``), several launches per
+configuration, each launch slower or faster by a known factor: the launch effect.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from specsweep.analysis.launches import LaunchFiles, build_config_summary
+from specsweep.records import DEFAULT_POINT
+from specsweep.report.render import config_rows, explode_points, render_report
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+
+#: The launch effect of launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
+FACTORS = {"1": 1.00, "2": 1.012, "aa": 0.994}
+
+
+def config_summary(name: str, gap_ms: float, per_chunk: int, launches: list[str], seed: int,
+                   factors: dict[str, float] = FACTORS) -> dict:
+    spec = per_chunk > 1
+    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
+            "server_args": {"speculative-algorithm": "EAGLE3" if spec else "NONE"}, "env": {}}
+    files = []
+    for k, lid in enumerate(launches):
+        run = f"{name}-{lid}"
+        records = [dict(r, point=DEFAULT_POINT) for r in
+                   sequential_records(run, gap_ms * factors[lid], per_chunk, spec, seed + 10 * k, jitter=0.02)]
+        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
+                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 10.0 * k,
+                                          "ended_at": 10.0 * k + 5}, run_id=run))
+    return build_config_summary(plan, files, lambda _: None)
+
+
+def sweep(slowdown: float, factors: dict[str, float] = FACTORS) -> list[dict]:
+    """nospec (launches 1, 2 and the A/A control), eagle3 and an identical copy, and eagle3 slowed by ``slowdown``."""
+    return [config_summary("nospec", 12.0, 1, ["1", "2", "aa"], 1, factors),
+            config_summary("eagle3", 20.0, 3, ["1", "2"], 2, factors),
+            config_summary("eagle3-copy", 20.0, 3, ["1", "2"], 3, factors),
+            config_summary("eagle3-slow", 20.0 * (1 + slowdown), 3, ["1", "2"], 4, factors)]
+
+
+CONTROL = {"name": "eagle3-slow", "of": "eagle3", "slowdown": 0.10}
+
+
+def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
+    render_report(sweep(0.10), "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+                  sweep={"aa_control": True, "positive_control": CONTROL, "smallest_effect": 0.05})
+    md = (tmp_path / "r.md").read_text()
+    head = md.split("## Results")[0]
+    first = head.split("\n\n")[1]
+    assert first.startswith("**Verdicts are on the decode rate, called when the 95 % interval of the ratio "
+                            "excludes 1:** the launch-to-launch variance pooled over 9 launches of 4 configurations")
+    assert "(5 degrees of freedom)" in first and "a configuration of 2 launches against the baseline's 3" in first
+    assert "the 5.0 % asked for is resolved" in first
+    assert "- A/A control: nospec launched again at the end of the sweep (launch aa) against its launch 1" in head
+    assert "no significant difference, as it must be" in head
+    assert ("- Positive control: eagle3-slow (eagle3 with every engine step slowed by 10.0 %): called slower, as it "
+            "must be") in head and "expected x0.909" in head
+    pairwise = md.split("## Pairwise verdicts")[1].split("\n## ")[0]
+    assert "eagle3 vs eagle3-copy: no significant difference" in pairwise and "over 3 pairs" in pairwise
+    assert "eagle3 vs eagle3-slow: faster" in pairwise
+    rows = {r["config"]: r for r in csv.DictReader((tmp_path / "s.csv").open())}
+    # every row carries the threshold it was judged by; one baseline tok/s
+    assert float(rows["eagle3"]["threshold"]) > 0 and rows["eagle3"]["verdict"] == "faster"
+    assert float(rows["eagle3"]["baseline_tok_s"]) == pytest.approx(float(rows["nospec"]["decode_rate"]))
+    assert rows["eagle3"]["end_to_end_verdict"] == "faster" and rows["eagle3"]["ttft_verdict"]
+    # break-even = cycle time x the same baseline tok/s
+    assert float(rows["eagle3"]["break_even_accept_length"]) == pytest.approx(
+        float(rows["eagle3"]["cycle_time_ms"]) / 1e3 * float(rows["nospec"]["decode_rate"]))
+
+
+def test_a_control_below_what_the_design_sees_is_not_called_and_the_report_says_what_would_be_needed(tmp_path):
+    loud = {"1": 1.0, "2": 1.06, "aa": 0.95}  # launches 6 % apart: a 1 % slowdown is far below that
+    summaries = sweep(0.01, loud)
+    render_report(summaries, "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+                  sweep={"aa_control": True, "positive_control": dict(CONTROL, slowdown=0.01),
+                         "smallest_effect": 0.05})
+    head = (tmp_path / "r.md").read_text().split("## Results")[0]
+    assert "**NOT called slower (no significant difference" in head
+    assert "this sweep cannot see a 1.0 % effect**" in head and "launches per configuration would (80 % power)" in head
+    assert "to resolve the 5.0 % asked for," in head and "launches per configuration would be needed" in head
+    rows, _ = config_rows(explode_points(summaries), "nospec", 0.05)
+    copy = next(r for r in rows if r["config"] == "eagle3-copy")
+    assert copy["detectable"] > 0.05 and copy["launches_needed"] > 2
