@@ -25,6 +25,12 @@ def test_the_job_and_the_engine_name_the_launch_variable_alike():
     assert LAUNCH_ENV == JOB_LAUNCH_ENV
 
 
+def test_the_plans_positive_control_sets_the_variable_the_engine_reads():
+    from specsweep.plan.controls import STEP_SLOWDOWN_ENV as PLAN_ENV
+
+    assert PLAN_ENV == STEP_SLOWDOWN_ENV
+
+
 def test_provenance_records_the_faults():
     env = {STEP_DELAY_ENV: "aa=0.004", STEP_SLOWDOWN_ENV: "0.05", LAUNCH_ENV: "1", "HOME": "/root"}
     assert _filter_env(env) == {LAUNCH_ENV: "1", STEP_DELAY_ENV: "aa=0.004", STEP_SLOWDOWN_ENV: "0.05"}
