@@ -68,6 +68,7 @@ from specsweep.report.sweep import (
     break_even_groups,
     break_even_table,
     concurrency_table,
+    external_lines,
     launch_lines,
     launch_table,
     methods_lines,
@@ -126,6 +127,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "launches": len(launch_entries) or 1,
         "launch_entries": launch_entries,
         "plan": plan,
+        "server": summary.get("server"),  # an external server's own account (summary.external_server)
         "workload": workload,
         "sample_launches": tok_sample.get("launch"),
         "summary": summary,
@@ -244,10 +246,10 @@ def config_rows(
             c = r["comparisons"].get(metric) or {}
             r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == "baseline" else None)
             r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
-        r["devices"], r["device_kind"] = devices_of(r["plan"])
+        r["devices"], r["device_kind"] = devices_of(r["plan"], r.get("server"))
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
         r["baseline_tok_s"] = point_base[BASELINE_TOK_S] if base_ok else None
-        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"])[0])
+        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
         if r["cycle_time_ms"] is None:
@@ -283,8 +285,11 @@ def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float 
     return got if got is not None else (None, None)
 
 
-def devices_of(plan: dict[str, Any]) -> tuple[int, str]:
-    """What tok/s per GPU divides by: the plan's GPUs, or on a CPU run (gpus 0) its TP ranks."""
+def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tuple[int, str]:
+    """What tok/s per GPU divides by: the plan's GPUs, or on a CPU run (gpus 0) its TP ranks; for an
+    external server (``server``: what its /server_info said) its TP size."""
+    if server is not None:
+        return int(server.get("tp_size") or 1), "tp rank"
     gpus = int(plan.get("gpus") or 0)
     if gpus > 0:
         return gpus, "gpu"
@@ -616,7 +621,7 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
         files = {g: {k: f"{rel}/{Path(v).name}" for k, v in f.items()} for g, f in files.items()}
     head = (control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
                           compare_rows)
-            + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
+            + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
             + launch_table(summaries))
     write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect))

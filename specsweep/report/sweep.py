@@ -35,6 +35,7 @@ from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interv
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
 from specsweep.files import canonical_json
+from specsweep.records import is_external
 
 ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
@@ -137,6 +138,11 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
         return f"A/A control: {why}: the same configuration was not launched twice at the end of the sweep.\n\n"
     out = io.StringIO()
+    # An external baseline is never relaunched: its control is a later round against the same server.
+    external = is_external(base_rows[0].get("plan") or {})
+    again = ("measured again at the end of the sweep, in a later round against the same running server (not "
+             "relaunched)" if external else "launched again at the end of the sweep")
+    twice = "measured twice" if external else "launched twice"
     for r in base_rows:
         where = "" if r["point"] == "default" else f" at point {r['point']}"
         aa = r.get("aa")
@@ -147,15 +153,29 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
         called = comp["verdict"] in ("faster", "slower")
-        verdict = (f"**CALLED {comp['verdict']}: the same configuration launched twice differed beyond the launch "
+        verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
                    "than the model allows): read every verdict with care**" if called
                    else f"{comp['verdict']}, as it must be")
-        out.write(f"- A/A control{where}: {baseline} launched again at the end of the sweep (launch "
+        out.write(f"- A/A control{where}: {baseline} {again} (launch "
                   f"{aa['control']}) against its launch {aa['first']}: {_f(aa['launch_medians'][aa['first']])} vs "
                   f"{_f(aa['launch_medians'][aa['control']])} decode tok/s (drift {aa['drift'] * 100:+.1f} %): "
                   f"{verdict} ({judged}).\n")
     return out.getvalue() + "\n"
+
+
+def external_lines(rows: Sequence[dict[str, Any]]) -> str:
+    """What runtime external means for reading the results (empty when no configuration used it)."""
+    urls = {r["config"]: (r.get("plan") or {}).get("url") for r in rows if is_external(r.get("plan") or {})}
+    if not urls:
+        return ""
+    named = ", ".join(f"{c} ({u})" for c, u in sorted(urls.items()))
+    return (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
+            "Launch noise and the host lock do not apply to them: nothing was launched, so no launch-to-launch "
+            "effect of their own exists to measure, and the one-server-per-host lock was not taken (nor the check "
+            "that no other server ran on their host). Their launches are measurement rounds against the same "
+            "running server, and an A/A control of such a baseline measures drift over the sweep, not a "
+            "relaunch. What they run is what their /server_info said (each launch.json's server_info).\n\n")
 
 
 def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] | None,
