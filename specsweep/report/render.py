@@ -74,6 +74,7 @@ from specsweep.report.sweep import (
     methods_lines,
     pairwise_section,
     row_label,
+    warning_lines,
 )
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
@@ -354,8 +355,10 @@ def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
 
 
 def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str,
-              head: str = "", tail: str = "", smallest_effect: float | None = None) -> str:
-    """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results."""
+              head: str = "", tail: str = "", smallest_effect: float | None = None,
+              figures: dict[str, str | None] | None = None) -> str:
+    """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results;
+    ``figures``: each figure of ``PLOT_FILES`` (by key) with why it was not drawn, None when it was."""
     out = io.StringIO()
     w = out.write
     w("# specsweep report\n\n")
@@ -454,9 +457,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     warned = [r for r in rows if r["warnings"]]
     if warned:
         w("## Warnings\n\n")
-        for r in warned:
-            for msg in r["warnings"]:
-                w(f"- {row_label(r)}: {msg}\n")
+        for line in warning_lines(warned):
+            w(f"- {line}\n")
         w("\n")
     w("## Absent metrics\n\n")
     any_absent = False
@@ -473,8 +475,14 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm; "
       "output agreement has its own section.)\n")
     w("\n## Plots\n\n")
-    for name in PLOT_FILES.values():
-        w(f"![{name}]({plots_rel}/{name})\n")
+    for key, name in PLOT_FILES.items():
+        if (figures or {}).get(key) is None:
+            w(f"![{name}]({plots_rel}/{name})\n")
+    missing = {PLOT_FILES[k]: why for k, why in (figures or {}).items() if why is not None}
+    if missing:
+        w("\nNot drawn (nothing to draw, so no file):\n\n")
+        for name, why in missing.items():
+            w(f"- {name}: {why}\n")
     return out.getvalue()
 
 
@@ -599,7 +607,7 @@ def explode_points(summaries: list[dict]) -> list[dict]:
 
 def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path,
                   sweep: dict[str, Any] | None = None, best_dir: Path | None = None) -> None:
-    """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` under ``plots_dir`` and,
+    """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` that have data under ``plots_dir`` and,
     for every grid of ``sweep["grids"]``, its best-configuration files under ``best_dir``.
 
     ``summaries`` are summary.json files (formats 1 to 7); ``sweep`` holds the
@@ -624,12 +632,15 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
             + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
             + launch_table(summaries))
-    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
-    plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
-    plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
-    plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
-    plot_break_even(groups, plots_dir / PLOT_FILES["break_even"])
-    plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"])
-    plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])
-    plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"])
+    plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
+    figures = {
+        "tok_s": plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"]),
+        "cycle_time": plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"]),
+        "accept_length": plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"]),
+        "break_even": plot_break_even(groups, plots_dir / PLOT_FILES["break_even"]),
+        "pareto": plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"]),
+        "acceptance": plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"]),
+        "comm_split": plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"]),
+    }
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect, figures))

@@ -26,6 +26,7 @@ nothing is measured or recomputed from records.
 from __future__ import annotations
 
 import io
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interv
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
 from specsweep.files import canonical_json
-from specsweep.records import is_external
+from specsweep.records import DEFAULT_POINT, is_external
 
 ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
@@ -211,6 +212,49 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
                       f"{_pct(slowdown)} effect**" + (f"; {need} launches per configuration would (80 % power)"
                                                        if need else "") + ".\n")
     return out.getvalue() + "\n"
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_LAUNCH_PREFIX = re.compile(r"^launch (?P<launch>[a-z0-9]+): ")
+_SLOT = "\x00"  # where a number was, in a warning's template
+
+
+def warning_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The report's warnings, one line per kind: the same message with other numbers (e.g. the host's
+    load during each launch) is one line, with the range of each number, how often it was seen and
+    where (configuration, its points and launches); a message seen once stays as it is."""
+    groups: dict[str, list[tuple[dict[str, Any], str | None, list[float], str]]] = {}
+    for r in rows:
+        for msg in r["warnings"]:
+            m = _LAUNCH_PREFIX.match(msg)
+            text = msg[m.end():] if m else msg
+            groups.setdefault(_NUMBER.sub(_SLOT, text), []).append(
+                (r, m["launch"] if m else None, [float(x) for x in _NUMBER.findall(text)], msg))
+    out = []
+    for template, seen in groups.items():
+        if len(seen) == 1:
+            r, _, _, msg = seen[0]
+            out.append(f"{row_label(r)}: {msg}")
+            continue
+        values = iter(zip(*(nums for _, _, nums, _ in seen)))
+
+        def span(_: re.Match) -> str:
+            column = next(values)
+            lo, hi = min(column), max(column)
+            return _g(lo) if lo == hi else f"{_g(lo)}-{_g(hi)}"
+
+        where: dict[str, list[str]] = {}
+        for r, launch, _, _ in seen:
+            place = " ".join(p for p in ("" if r["point"] == DEFAULT_POINT else r["point"],
+                                         f"launch {launch}" if launch else "") if p)
+            where.setdefault(r["config"], []).append(place)
+        places = "; ".join(c + (f" ({', '.join(p for p in ps if p)})" if any(ps) else "") for c, ps in where.items())
+        out.append(f"{len(seen)} x {re.sub(_SLOT, span, template)}: {places}")
+    return out
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
 
 
 # ------------------------------------------------------------------ launches

@@ -233,9 +233,10 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
 
 
 def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plot_path: str, best_dir: str | None = None) -> None:
+                        plots_dir: str, best_dir: str | None = None) -> None:
     """render_report: the cross-configuration report from every summary (descriptions, grids and
-    the planned launch order from params), and the best-configuration files of every grid."""
+    the planned launch order from params), the figures that have data under ``plots_dir``, and the
+    best-configuration files of every grid."""
     report = json.loads(params)
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
@@ -243,5 +244,5 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
         summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
                                                   "smallest_effect") if k in report}
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
+    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)
