@@ -13,8 +13,9 @@
   compute and communication as the engine reports it and as the profiler
   trace shows it (plus idle), with the micro-benchmark's prediction
   (latency x all-reduces per verify) as a marker.
-* ``plot_acceptance``: per speculative configuration, the share of verify
-  steps by accepted draft tokens and the acceptance rate by draft position.
+* ``plot_acceptance``: one column per workload point, a colour per speculative
+  configuration: the share of verify steps by accepted draft tokens and the
+  acceptance rate by draft position.
 
 A configuration whose outputs differ from the baseline's (``row["outputs_differ"]``)
 is labelled ``OUTPUTS_DIFFER`` in red in every figure it appears in.

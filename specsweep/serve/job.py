@@ -26,6 +26,12 @@ The job's life cycle, in the order ``run_config`` enters it:
 
 One run id (``records.new_run_id``) is in every file the job writes.
 
+``runtime: external`` (a server that runs without this workflow, at the plan's
+``url``): ``attach`` replaces steps 2-5's launch (no host lock, no reaper,
+nothing started or torn down; the quiet-host wait and the guard stay, since the
+client runs here), and what the server runs is its ``/server_info``; the
+measuring phase after readiness (``measure``) is the same for both.
+
 One job is one *launch* of a configuration (``launch``: ``1``, ``2``, ... or
 ``aa``, the A/A control; ``plan.launches``), with its own files under
 ``results/<config>/launch-<launch>/`` (its NCCL files under ``nccl/`` there)
