@@ -453,12 +453,12 @@ def measure(plan: dict, server: Server | AttachedServer, sampler: guard.Sampler,
 
 
 def attach(plan: dict, paths: JobPaths, launch: dict[str, Any], run_id: str, host: JobHost,
-           log: TextIO) -> tuple[AttachedServer, guard.Sampler]:
+           log: TextIO) -> AttachedServer:
     """The phase that replaces the launch for ``runtime: external``: wait until the running server at
     the plan's ``url`` is ready, record what it says it runs (its ``/server_info``) and write
     ``launch.json``. Nothing is started, so nothing is locked, reaped or torn down; as before a launch,
-    no other specsweep server may run on this host (the client runs here), and the guard samples it
-    while the points run (another one seen is contamination)."""
+    no other specsweep server may run on this host (the client runs here); the caller's guard then
+    samples it while the points run (another one seen is contamination)."""
     engine = get_engine(plan["engine"])
     url = plan["url"]
     write_text_atomic(paths.server_log, run_header(run_id, plan["name"]) +
@@ -472,8 +472,6 @@ def attach(plan: dict, paths: JobPaths, launch: dict[str, Any], run_id: str, hos
                                                        plan["name"])
     print(f"attaching to {plan['name']} at {url} (launch {launch['launch']}, run {run_id}): nothing is launched",
           file=log, flush=True)
-    sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl", host.guard_interval_s,
-                            host.docker)
     launch["ready_s"] = server.wait_ready(plan["ready_timeout_s"])
     print(f"ready after {launch['ready_s']:.1f} s at {url}", file=log, flush=True)
     info = server_info(server)
@@ -483,7 +481,7 @@ def attach(plan: dict, paths: JobPaths, launch: dict[str, Any], run_id: str, hos
     launch["server_info"] = info
     launch["provenance"] = from_server_info(info, url)
     write_json_atomic(paths.launch, launch)
-    return server, sampler
+    return server
 
 
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO,
@@ -537,7 +535,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         profiling.reset(plan, paths.profile, paths.allreduce_bench, run_id)
         prompts = {p["name"]: load_prompts(p if "points" in plan else plan) for p in plan_points(plan)}
         if attached:
-            server, sampler = attach(plan, paths, launch, run_id, host, log)
+            server = attach(plan, paths, launch, run_id, host, log)
+            sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl",
+                                    host.guard_interval_s, host.docker)
             measure(plan, server, sampler, paths, outcome, prompts, run_id, log)
             return outcome  # the finally below writes the files
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
