@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.report import plots
+from specsweep.report.plots import RATE_CI
 from specsweep.report.sweep import CurveGroup, warning_lines
 
 POINTS = ("c1", "c2", "c4")
@@ -62,12 +64,11 @@ def test_series_colours_stay_distinct_beyond_twenty():
 
 def _curves() -> list[CurveGroup]:
     """Two backends' decode rate against accept length; shm's 2.8 point high in the upper left area."""
-    base = {"config": "nospec", "decode_tok_s_median": 100.0, "decode_tok_s_ci_low": 95.0,
-            "decode_tok_s_ci_high": 105.0}
+    base = {"config": "nospec", BASELINE_TOK_S: 100.0, RATE_CI[0]: 95.0, RATE_CI[1]: 105.0}
     groups = []
     for label, ys in (("gloo", [25, 40, 55, 70]), ("shm", [80, 133, 172, 160])):
-        rows = [{"accept_length": a, "decode_tok_s_median": y, "decode_tok_s_ci_low": y - 5,
-                 "decode_tok_s_ci_high": y + 5, "point_index": 0} for a, y in zip([1.2, 2.0, 2.8, 3.6], ys)]
+        rows = [{"accept_length": a, BASELINE_TOK_S: y, RATE_CI[0]: y - 5, RATE_CI[1]: y + 5, "point_index": 0}
+                for a, y in zip([1.2, 2.0, 2.8, 3.6], ys)]
         groups.append(CurveGroup(label=label, point="c2", rows=rows, base=base,
                                  crossing={"x": 1.74} if label == "shm" else {"x": None}, interval={},
                                  computed=[1.8 if label == "shm" else 5.6]))
@@ -84,7 +85,7 @@ def test_break_even_legend_is_under_the_panels_and_hides_no_point(drawn):
     box = legend.get_window_extent(fig.canvas.get_renderer())
     for group in _curves():
         for row in group.rows:
-            x, y = ax.transData.transform((row["accept_length"], row["decode_tok_s_median"]))
+            x, y = ax.transData.transform((row["accept_length"], row[BASELINE_TOK_S]))
             assert not box.contains(x, y), (group.label, row["accept_length"])
     labels = [t.get_text() for t in legend.get_texts()]
     assert labels[0] == "baseline nospec" and {"gloo", "shm"} <= set(labels)
@@ -128,7 +129,7 @@ def test_pareto_lists_a_frontier_only_when_one_is_drawn(drawn):
 
 
 def test_tok_s_lists_hatching_only_when_a_hatched_bar_is_drawn(drawn):
-    row = {"config": "a", "point": "default", "status": "ok", "tok_s_median": 50.0, "verdict": "baseline",
+    row = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
            "absent": {}}
     plots.plot_tok_s([row], None, Path("unused.png"))
     plots.plot_tok_s([row, dict(row, config="b", status="fallback", verdict="faster")], None, Path("unused.png"))
