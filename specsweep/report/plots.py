@@ -107,7 +107,7 @@ def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
 def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> str | None:
     """Horizontal bars: the decode rate with its 95% interval; baseline as a dashed line (with several
     workload points, a dashed mark on each row at the baseline of that row's point)."""
-    title = "Decode rate (geometric mean of launch medians, 95% interval; bars coloured by the decode verdict)"
+    title = "Decode rate (geometric mean of launch medians, 95% interval)\nbars coloured by the decode verdict"
     if not any(r.get(BASELINE_TOK_S) is not None for r in rows):
         return _nothing(path, "no configuration has a decode rate" if rows else "no configurations")
     fig, ax = plt.subplots(figsize=(9, _height(len(rows)) + 0.6))

@@ -155,3 +155,11 @@ def test_warnings_that_differ_only_in_numbers_are_one_line_with_counts_ranges_an
         "the CPUs: nospec (c1 launch 1, c1 launch aa); eagle3 (c1, c4)",
         "eagle3 @ c1: prompts were cut to 32 tokens",
     ]
+
+
+def test_tok_s_title_fits_the_figure(drawn):
+    row = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
+           "absent": {}}
+    plots.plot_tok_s([row], None, Path("unused.png"))
+    [fig] = drawn
+    assert _inside(fig, fig.axes[0].title)
