@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specsweep.serve import lock
 from specsweep.serve.server import free_port, http_get
 from specsweep.testing.workflow import REPO, copy_workflow, only_point
 
@@ -29,7 +30,13 @@ SMALL_WORKLOAD = {"num_prompts": 4, "output_len": 16, "repeats": 3,
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """The reference engine, started by hand on 127.0.0.1 (an EAGLE-3 chain draft, as a user would)."""
+    """The reference engine, started by hand on 127.0.0.1 (an EAGLE-3 chain draft, as a user would).
+
+    The test holds this host's lock for the server's life, as whoever starts a server on a shared host
+    should: the workflow attaches without the lock, and other specsweep runs of this host (other
+    tests, other checkouts) would otherwise launch beside it and make its results contaminated."""
+    held = lock.acquire(lock.LockSettings.from_environ(os.environ),
+                        {"config": "test_external_server", "pid": os.getpid()})
     port = free_port("127.0.0.1")
     log = (tmp_path_factory.mktemp("server") / "server.log").open("wb")
     argv = [sys.executable, "-m", "specsweep.refengine", "--model-path", "specsweep/refengine/configs/tiny",
@@ -48,6 +55,7 @@ def server(tmp_path_factory):
     proc.terminate()
     proc.wait(timeout=30)
     log.close()
+    held.release()
 
 
 @pytest.fixture(scope="module")
