@@ -23,7 +23,7 @@
 #   results/<config>/summary.json                     metrics, status, provenance: one section per point,
 #                                                     each pooling the configuration's launches
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
-#   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report
+#   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report (a figure only when it has data)
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
 #   results/<config>/logs/<rule>.log                  the other jobs' logs
 # Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,

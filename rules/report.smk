@@ -4,15 +4,9 @@ rule render_report:
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
         md=report("results/report.md", caption="../report/report_md.rst", category="Summary"),
-        plots=[
-            report("results/plots/tok_s.png", caption="../report/tok_s.rst", category="Plots"),
-            report("results/plots/cycle_time.png", caption="../report/cycle_time.rst", category="Plots"),
-            report("results/plots/accept_length.png", caption="../report/accept_length.rst", category="Plots"),
-            report("results/plots/comm_split.png", caption="../report/comm_split.rst", category="Plots"),
-            report("results/plots/break_even.png", caption="../report/break_even.rst", category="Plots"),
-            report("results/plots/pareto.png", caption="../report/pareto.rst", category="Plots"),
-            report("results/plots/acceptance.png", caption="../report/acceptance.rst", category="Plots"),
-        ],
+        # A figure only when it has data (report.md lists the rest and why): the directory is the output.
+        plots=report(directory("results/plots"), patterns=["{figure}.png"], caption="../report/plots.rst",
+                     category="Plots", labels={"figure": "{figure}"}),
         # The winner of each grid as files a user can apply (env, NCCL tuner CSV) and its evidence.
         best=BEST_EXPORTS,
     params:

@@ -14,4 +14,4 @@ with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
     out = snakemake.output  # noqa: F821
     best = list(out.best)
     render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md,  # noqa: F821
-                        out.plots[0], str(Path(best[0]).parent) if best else None)
+                        out.plots, str(Path(best[0]).parent) if best else None)

@@ -198,3 +198,14 @@ def check_one_run(ids: dict[str, Any]) -> str:
         parts.append(f"no run id: {', '.join(sorted(missing))}")
     kind = "files of two different runs" if len(seen) > 1 else "files without one common run id"
     raise MixedRunsError(f"{kind} ({'; '.join(parts)})")
+
+
+#: The runtime of a server this workflow does not start (``runtime: external``): a job attaches to
+#: the running server at the plan's ``url``, with no launch, teardown or host lock; what the server
+#: runs is read from its info endpoint (``launch.json`` ``server_info``), not from the plan.
+EXTERNAL_RUNTIME = "external"
+
+
+def is_external(plan: dict[str, Any]) -> bool:
+    """Whether a plan measures a server that was already running (``EXTERNAL_RUNTIME``)."""
+    return plan.get("runtime") == EXTERNAL_RUNTIME

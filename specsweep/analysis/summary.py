@@ -85,7 +85,7 @@ from specsweep.analysis.metrics import (
 )
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
-from specsweep.records import validate_record
+from specsweep.records import is_external, validate_record
 
 # Format history of results/<config>/summary.json:
 #   1  the shape in the module docstring.
@@ -104,6 +104,8 @@ from specsweep.records import validate_record
 #      decode tok/s: the verdicts' statistic and the baseline tok/s); ttft_ms gains median_ci,
 #      per_repeat_median and its samples (with their launches), for its own verdict; launch entries
 #      gain ttft_ms_median.
+#      (runtime external adds "server" to a point, only in such summaries: what the running server's
+#      /server_info says it runs; the other summaries read as before, so the version stays.)
 SUMMARY_FORMAT_VERSION = 7
 
 AGREEMENT_DEFINITION = (
@@ -188,6 +190,22 @@ def speculative_algorithm(server_args: dict[str, Any]) -> str | None:
         if text and text.upper() != "NONE":
             return text
     return None
+
+
+#: What a summary keeps of an external server's /server_info (SGLang's and the reference engine's
+#: names: ``server_args.resolved_dict()``, underscored).
+SERVER_INFO_KEYS = ("model_path", "tp_size", "speculative_algorithm", "speculative_num_steps",
+                    "speculative_eagle_topk", "speculative_num_draft_tokens", "version")
+
+
+def external_server(plan: dict[str, Any], launch: dict[str, Any] | None) -> dict[str, Any] | None:
+    """For runtime external, what the server said it runs (its ``/server_info`` in ``launch.json``):
+    the plan has no server flags, so the speculative algorithm and the TP size are the server's word.
+    None for a launched server; ``{"url"}`` alone when the job never got the server's info."""
+    if not is_external(plan):
+        return None
+    info = (launch or {}).get("server_info") or {}
+    return {"url": plan.get("url"), **{k: info[k] for k in SERVER_INFO_KEYS if k in info}}
 
 
 def _warmup_section(plan: dict[str, Any], records: list[dict[str, Any]], run_id: str | None) -> dict[str, Any]:
@@ -292,7 +310,8 @@ def build_summary(
     if run_id is None and warmup:
         run_id = warmup[-1].get("run_id")
     warm = _warmup_section(plan, warmup, run_id)
-    spec = speculative_algorithm(plan.get("server_args") or {})
+    server = external_server(plan, launch)
+    spec = speculative_algorithm(server if server is not None else plan.get("server_args") or {})
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
@@ -316,6 +335,8 @@ def build_summary(
         "host": outcome.get("host"),
         "profile": profile,
     }
+    if server is not None:
+        summary["server"] = server
     fell_back = list((evidence or {}).get("fell_back") or [])
     trace_fell_back = ((profile or {}).get("variant") or {}).get("fell_back") or []
     if trace_fell_back:

@@ -21,6 +21,7 @@ import copy
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from specsweep import HARNESS_VERSION
 from specsweep.engines.registry import get_engine
@@ -29,6 +30,7 @@ from specsweep.plan.controls import control_problems
 from specsweep.plan.datasets import DatasetError, resolve_prompts
 from specsweep.plan.points import resolve_points
 from specsweep.plan.tokenizer import TokenizerError
+from specsweep.records import EXTERNAL_RUNTIME, is_external
 
 # Format history of results/<config>/plan.json (and of the params that carry it):
 #   1  name, engine, runtime, image, server_args, argv, env, host, port,
@@ -44,6 +46,8 @@ from specsweep.plan.tokenizer import TokenizerError
 #      declares points (plan.points; a plan without them is as in 3): each
 #      point's workload merged over the configuration's, and its own selected
 #      prompts (null for random).
+#      (runtime "external" adds the key url, only in such plans, whose argv is [] and whose host and
+#      port are the url's: plans of the other runtimes read as before, so the version stays.)
 PLAN_FORMAT_VERSION = 4
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
 LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
@@ -147,6 +151,12 @@ def plan_from_entry(name: str, entry: Mapping, write_prompts: bool = False) -> d
     )
     if plan["runtime"] != "docker":
         plan["image"] = None
+    if is_external(plan) and plan.get("url"):
+        # Nothing is launched: no argv; the address is the running server's.
+        plan["url"] = plan["url"].rstrip("/")
+        address = urlsplit(plan["url"])
+        plan.update(argv=[], host=address.hostname or plan["host"],
+                    port=address.port or (443 if address.scheme == "https" else 80))
     plan["prompts"] = resolve_prompts(entry, engine.builtin_tokenizer, write_prompts)
     points = resolve_points(entry["workload"], entry.get("points"), f"configurations.{name}.points")
     if points is not None:
@@ -230,6 +240,11 @@ def label_findings(
     errors: list[str] = []
     warnings: list[str] = []
     for name, plan in plans.items():
+        if is_external(plan) and labels[name].get("variant"):
+            # The server's log proves a variant; this workflow never sees an external server's log.
+            errors.append(f"configurations.{name}.variant: runtime '{EXTERNAL_RUNTIME}' has no server log to prove "
+                          f"a variant with; remove variant")
+            continue
         result = get_engine(plan["engine"]).check_labels(dict(plan), dict(labels[name]), images)
         errors += result.errors
         warnings += result.warnings
@@ -242,5 +257,33 @@ def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:
     for name, plan in plans.items():
         if plan["runtime"] == "docker" and not plan.get("image"):
             problems.append(f"configurations.{name}.image: runtime 'docker' needs an image (a name under images:)")
+        problems += external_problems(name, plan)
+    return problems
+
+
+#: What a plan of runtime external may not set (key: why), because nothing of it would reach the server.
+_NOT_FOR_EXTERNAL = {
+    "server_args": "the running server's flags are its own (recorded from its /server_info)",
+    "env": "the running server's environment is its own (recorded where its /server_info reports it)",
+    "image": "no container is started",
+    "volumes": "no container is started",
+    "gpus": "no GPU is claimed or checked on this host",
+    "profile": "the profiler's traces are written inside the server, where this workflow cannot read them",
+}
+
+
+def external_problems(name: str, plan: Mapping[str, Any]) -> list[str]:
+    """``url`` goes with runtime external, and such a plan sets nothing that only a launch would use."""
+    where = f"configurations.{name}"
+    if not is_external(plan):
+        return [f"{where}.url: only runtime '{EXTERNAL_RUNTIME}' attaches to a url; this configuration's runtime "
+                f"is {plan['runtime']!r} (remove url, or set runtime: {EXTERNAL_RUNTIME})"] if "url" in plan else []
+    problems = [] if plan.get("url") else [
+        f"{where}.url: runtime '{EXTERNAL_RUNTIME}' needs the running server's base URL, e.g. "
+        "url: http://127.0.0.1:30000"]
+    for key, why in _NOT_FOR_EXTERNAL.items():
+        if plan.get(key):
+            problems.append(f"{where}.{key}: runtime '{EXTERNAL_RUNTIME}' launches nothing, so {key} does not "
+                            f"apply ({why}); remove it (or set it under another runtime)")
     return problems
 

@@ -13,14 +13,18 @@
   compute and communication as the engine reports it and as the profiler
   trace shows it (plus idle), with the micro-benchmark's prediction
   (latency x all-reduces per verify) as a marker.
-* ``plot_acceptance``: per speculative configuration, the share of verify
-  steps by accepted draft tokens and the acceptance rate by draft position.
+* ``plot_acceptance``: one column per workload point, a colour per speculative
+  configuration: the share of verify steps by accepted draft tokens and the
+  acceptance rate by draft position.
 
 A configuration whose outputs differ from the baseline's (``row["outputs_differ"]``)
 is labelled ``OUTPUTS_DIFFER`` in red in every figure it appears in.
 
-Every function writes its file even when there is nothing to draw (a figure
-saying why), because the workflow declares the file as an output.
+A figure is written only when it has something to draw: each function returns
+None when it wrote its file, else why there was nothing to draw (and leaves no
+file: an earlier render's is removed). The report lists the figures written and
+says why the others are not there. A legend lists only what the figure draws,
+and lies inside the figure.
 """
 
 from __future__ import annotations
@@ -55,18 +59,17 @@ FLAG_COLOR = "#d62728"
 PART_COLORS = {"draft": "#9467bd", "verify compute": "#ff7f0e", "verify communication": "#d62728"}
 
 
-def _empty(path: Path, title: str, message: str) -> None:
-    fig, ax = plt.subplots(figsize=(7, 2.5))
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=11)
-    _save(fig, path)
+def _nothing(path: Path, why: str) -> str:
+    """No figure: nothing to draw (``why``); a file of an earlier render must not stand for this one."""
+    Path(path).unlink(missing_ok=True)
+    return why
 
 
 def _save(fig: Any, path: Path) -> None:
     """Save atomically (temp file beside ``path`` + rename) and close the figure."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp")
     fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -101,13 +104,12 @@ def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
             tick.set_fontweight("bold")
 
 
-def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
+def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> str | None:
     """Horizontal bars: the decode rate with its 95% interval; baseline as a dashed line (with several
     workload points, a dashed mark on each row at the baseline of that row's point)."""
-    title = "Decode rate (geometric mean of launch medians, 95% interval; bars coloured by the decode verdict)"
-    if not rows:
-        _empty(path, title, "no configurations")
-        return
+    title = "Decode rate (geometric mean of launch medians, 95% interval)\nbars coloured by the decode verdict"
+    if not any(r.get(BASELINE_TOK_S) is not None for r in rows):
+        return _nothing(path, "no configuration has a decode rate" if rows else "no configurations")
     fig, ax = plt.subplots(figsize=(9, _height(len(rows)) + 0.6))
     y = np.arange(len(rows))[::-1]
     xmax = 0.0
@@ -156,23 +158,24 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     used = {r.get("verdict") for r in rows if r.get(BASELINE_TOK_S) is not None}
     legend = [(plt.Rectangle((0, 0), 1, 1, facecolor=c, alpha=0.8, edgecolor="black", linewidth=0.5), k)
               for k, c in VERDICT_COLORS.items() if k in used]
-    legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
-                   "hatched: status fallback / failed"))
+    if any(r["status"] != "ok" and r.get(BASELINE_TOK_S) is not None for r in rows):
+        legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
+                       "hatched: status fallback / failed"))
     base_handles, base_labels = ax.get_legend_handles_labels()
     labels = base_labels + [k if k.startswith("hatched") else f"verdict: {k}" for _, k in legend]
     _legend_below(ax, base_handles + [h for h, _ in legend], labels, ncol=3)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
+    return None
 
 
-def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
+def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> str | None:
     """Stacked bars of engine-reported ms per cycle; client-measured cycle time as a diamond."""
     title = "Time per speculation cycle (draft + one verify)"
     shown = [r for r in rows if r.get("cycle_time_ms") is not None or r.get("verify_ms") is not None]
     if not shown:
-        _empty(path, title,
-               "no configuration reported a cycle time\n(no speculation, or no spec_verify_ct / engine timing)")
-        return
+        return _nothing(path, "no configuration reported a cycle time (no speculation, or no spec_verify_ct / "
+                              "engine timing)")
     fig, ax = plt.subplots(figsize=(9, _height(len(shown)) + 0.6))
     y = np.arange(len(shown))[::-1]
     xmax = 0.0
@@ -199,16 +202,21 @@ def plot_cycle_time(rows: list[dict[str, Any]], path: Path) -> None:
     _color_flagged(ax, shown)
     ax.set_xlim(0, xmax * 1.15 if xmax > 0 else 1)
     ax.set_xlabel("ms per cycle")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
-    handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
-    labels = [f"{k} (engine)" for k in PART_COLORS] + ["cycle time measured by client"]
+    handles, labels = [], []
+    if any(all(r.get(k) is not None for k in ("draft_ms", "verify_compute_ms", "verify_comm_ms")) for r in shown):
+        handles += [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
+        labels += [f"{k} (engine)" for k in PART_COLORS]
+    if any(r.get("cycle_time_ms") is not None for r in shown):
+        handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
+        labels.append("cycle time measured by client")
     _legend_below(ax, handles, labels, ncol=2)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
+    return None
 
 
-def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> None:
+def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path: Path) -> str | None:
     """Decode tok/s vs accept length; break-even where each config's curve meets the baseline.
 
     One panel per workload point, each against the baseline at that point (``row["base_row"]``;
@@ -216,8 +224,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     title = "Decode rate vs accept length (speculation pays above the baseline line)"
     pts = [r for r in rows if r.get("accept_length") is not None and r.get(BASELINE_TOK_S) is not None]
     if not pts:
-        _empty(path, title, "no configuration reported an accept length")
-        return
+        return _nothing(path, "no configuration reported an accept length")
     points = sorted({(r.get("point_index", 0), r.get("point")) for r in pts}, key=lambda p: (p[0], str(p[1])))
     fig, axes = plt.subplots(1, len(points), figsize=(max(9.0, 6.2 * len(points)), 5.5), squeeze=False)
     for ax, (_, point) in zip(axes[0], points):
@@ -232,6 +239,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     else:
         axes[0][0].set_title(title, fontsize=11)
     _save(fig, path)
+    return None
 
 
 def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str, Any] | None, per_point: bool) -> None:
@@ -274,8 +282,10 @@ def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str,
                    label=f"baseline ({baseline['config']}): {base_tok:.1f} tok/s")
         ax.axhspan(base_tok, ymax, color="#2ca02c", alpha=0.06)
         ax.text(xmax * 0.02, base_tok * 1.02, "speculation pays", fontsize=8, color="#2ca02c", va="bottom")
-    ax.plot([], [], ls=":", color="black", label="accept / cycle time (dotted)")
-    ax.plot([], [], "x", color="black", mew=2.5, label="break-even = cycle time x baseline tok/s")
+    if any(r.get("cycle_time_ms") for r in pts):
+        ax.plot([], [], ls=":", color="black", label="accept / cycle time (dotted)")
+    if crossings:
+        ax.plot([], [], "x", color="black", mew=2.5, label="break-even = cycle time x baseline tok/s")
     ax.set_xlim(0, xmax)
     ax.set_ylim(0, ymax)
     ax.set_xlabel("accept length (completion tokens / verify)")
@@ -284,7 +294,7 @@ def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str,
     ax.grid(alpha=0.3)
 
 
-def plot_break_even(groups: list[Any], path: Path) -> None:
+def plot_break_even(groups: list[Any], path: Path) -> str | None:
     """Decode tok/s against accept length per group (e.g. backend), one panel per point.
 
     Each group: its points with the 95% CI of the median, joined; the
@@ -295,13 +305,15 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
     title = "Break-even: decode tok/s against accept length\n(speculation pays right of each crossing)"
     groups = [g for g in groups if g.rows]
     if not groups:
-        _empty(path, title, "no configurations that differ only in accept length\n"
-                            "(an axis over SGLANG_SIMULATE_ACC_LEN draws this curve)")
-        return
+        return _nothing(path, "no configurations that differ only in accept length (an axis over "
+                              "SGLANG_SIMULATE_ACC_LEN draws this curve)")
     points = sorted({g.point for g in groups}, key=lambda p: min(r["point_index"] for g in groups
                                                                    if g.point == p for r in g.rows))
-    fig, axes = plt.subplots(1, len(points), figsize=(max(8.5, 6.2 * len(points)), 5.4), squeeze=False)
+    # The legend goes under the panels, never over a curve's points.
+    fig, axes = plt.subplots(1, len(points), figsize=(max(8.5, 6.2 * len(points)), 6.0), squeeze=False,
+                             layout="constrained")
     cmap = plt.get_cmap("tab10")
+    legend: dict[str, Any] = {}
     for ax, point in zip(axes[0], points):
         drawn_base = False
         for i, g in enumerate(g for g in groups if g.point == point):
@@ -315,6 +327,10 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
                 b = g.base
                 ax.axhline(b[BASELINE_TOK_S], color=BASELINE_LINE, ls="--", lw=1.2,
                            label=f"baseline {b['config']}: {b[BASELINE_TOK_S]:.1f} tok/s")
+                # Its value on the panel: the legend has one baseline entry for every panel.
+                ax.annotate(f"{b[BASELINE_TOK_S]:.1f} tok/s", (1.0, b[BASELINE_TOK_S]),
+                            xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(-4, 3),
+                            ha="right", va="bottom", fontsize=7)
                 if b.get(RATE_CI[0]) is not None:
                     ax.axhspan(b[RATE_CI[0]], b[RATE_CI[1]], color="#000000", alpha=0.08)
                 drawn_base = True
@@ -328,18 +344,27 @@ def plot_break_even(groups: list[Any], path: Path) -> None:
                             textcoords="offset points", xytext=(4, 8 + 12 * i), fontsize=8, color=c)
             if g.computed and g.base is not None:
                 ax.plot(g.computed_mean, g.base[BASELINE_TOK_S], "x", color=c, ms=11, mew=2.5)
-        ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% interval)")
-        ax.plot([], [], "x", color="black", mew=2.5, label="computed: cycle time x baseline tok/s")
+        here = [g for g in groups if g.point == point]
+        if any((g.crossing or {}).get("x") is not None for g in here):
+            ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% interval)")
+        if any(g.computed and g.base is not None for g in here):
+            ax.plot([], [], "x", color="black", mew=2.5, label="computed: cycle time x baseline tok/s")
         ax.set_xlabel("accept length (completion tokens / verify)")
         ax.set_ylabel("decode rate, tok/s (95% interval)")
         ax.set_title(f"point {point}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            # one entry per group and kind; each panel's baseline has its own value: one entry, no number
+            key = "baseline" if label.startswith("baseline ") else label
+            legend.setdefault(key, (handle, label.split(":")[0] if key == "baseline" else label))
+    handles, labels = zip(*legend.values())
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
     _save(fig, path)
+    return None
 
 
-def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) -> None:
+def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) -> str | None:
     """tok/s per user against tok/s per GPU over every point of every configuration; the frontier drawn.
 
     A configuration's points are joined in point order; the Pareto frontier
@@ -348,8 +373,7 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
     title = "Throughput per user against throughput per GPU, across workload points"
     pts = [r for r in rows if r.get("tok_s_median") is not None and r.get("tok_s_per_gpu") is not None]
     if not pts:
-        _empty(path, title, "no configuration has both tok/s per user and tok/s per GPU")
-        return
+        return _nothing(path, "no configuration has both tok/s per user and tok/s per GPU")
     fig, ax = plt.subplots(figsize=(9, 6))
     configs = list(dict.fromkeys(r["config"] for r in pts))
     cmap = plt.get_cmap("tab10" if len(configs) <= 10 else "tab20")
@@ -366,8 +390,9 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
     for r in sorted(pts, key=lambda r: (-r["tok_s_median"], -r["tok_s_per_gpu"])):
         if not frontier or r["tok_s_per_gpu"] > frontier[-1]["tok_s_per_gpu"]:
             frontier.append(r)
-    ax.step([r["tok_s_median"] for r in frontier], [r["tok_s_per_gpu"] for r in frontier], where="post",
-            color="#2ca02c", lw=2.5, alpha=0.5, label="Pareto frontier")
+    if len(frontier) > 1:  # a frontier of one point is no line: it is not drawn, nor listed
+        ax.step([r["tok_s_median"] for r in frontier], [r["tok_s_per_gpu"] for r in frontier], where="post",
+                color="#2ca02c", lw=2.5, alpha=0.5, label="Pareto frontier")
     unit = {r.get("device_kind") for r in pts}
     ax.set_xlabel("tok/s per user (median per-request output tok/s)")
     ax.set_ylabel("tok/s per GPU (aggregate / GPUs)" if unit == {"gpu"} else "tok/s per device (aggregate / GPUs, or TP ranks on CPU)")
@@ -375,42 +400,71 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.9)
     _save(fig, path)
+    return None
 
 
-def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> None:
-    """Left: share of verify steps by accepted draft tokens; right: acceptance rate by draft position."""
+def _series_colors(names: list[str]) -> dict[str, Any]:
+    """One distinct colour per name (tab10, tab20, then evenly spaced hues): no two series share one."""
+    if len(names) <= 10:
+        colors = [plt.get_cmap("tab10")(i) for i in range(len(names))]
+    elif len(names) <= 20:
+        colors = [plt.get_cmap("tab20")(i) for i in range(len(names))]
+    else:
+        colors = [plt.get_cmap("hsv")(i / len(names)) for i in range(len(names))]
+    return dict(zip(names, colors))
+
+
+def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
+    """One column per workload point; top: share of verify steps by accepted draft tokens; bottom:
+    acceptance rate by draft position. A colour per configuration, the same in every panel, and one
+    legend of configurations under the panels."""
     title = "Acceptance per draft position"
     shown = [r for r in rows if r.get("accept_histogram")]
     if not shown:
-        _empty(path, title, "no configuration reported an acceptance histogram\n"
-                            "(no speculation, or the engine does not report spec_correct_drafts_histogram)")
-        return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    cmap = plt.get_cmap("tab10")
-    width = 0.8 / len(shown)
+        return _nothing(path, "no configuration reported an acceptance histogram (no speculation, or the engine "
+                              "does not report spec_correct_drafts_histogram)")
+    points = sorted({(r.get("point_index", 0), r.get("point")) for r in shown}, key=lambda p: (p[0], str(p[1])))
+    configs = list(dict.fromkeys(r["config"] for r in shown))
+    colors = _series_colors(configs)
+    flagged = {r["config"] for r in shown if r.get("outputs_differ")}
+    fig, axes = plt.subplots(2, len(points), figsize=(max(8.0, 4.4 * len(points)), 7.0 + 0.18 * len(configs)),
+                             squeeze=False, layout="constrained")
     bins = max(len(r["accept_histogram"]) for r in shown)
-    for i, row in enumerate(shown):
-        c = FLAG_COLOR if row.get("outputs_differ") else cmap(i % 10)
-        h = row["accept_histogram"]
-        total = sum(h) or 1.0
-        left.bar(np.arange(len(h)) + (i - (len(shown) - 1) / 2) * width, [n / total for n in h], width=width,
-                 color=c, edgecolor="black", linewidth=0.4, label=_label(row))
-        rates = row.get("accept_rates") or []
-        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", color=c, label=_label(row))
-    left.set_xticks(range(bins))
-    left.set_xlabel("draft tokens accepted by one verify (bonus token excluded)")
-    left.set_ylabel("share of verify steps")
-    left.set_title("Accepted draft tokens per verify", fontsize=10)
-    left.grid(axis="y", alpha=0.3)
-    right.set_xticks(range(1, max(2, bins)))
-    right.set_ylim(0, 1.05)
-    right.set_xlabel("draft position p")
-    right.set_ylabel("share of verify steps accepting position p")
-    right.set_title("Acceptance rate by draft position", fontsize=10)
-    right.grid(alpha=0.3)
-    right.legend(fontsize=8, loc="upper right")
+    for col, (_, point) in enumerate(points):
+        top, bottom = axes[0][col], axes[1][col]
+        here = [r for r in shown if r.get("point") == point]
+        width = 0.8 / len(here)
+        for i, row in enumerate(here):
+            c = colors[row["config"]]
+            h = row["accept_histogram"]
+            total = sum(h) or 1.0
+            top.bar(np.arange(len(h)) + (i - (len(here) - 1) / 2) * width, [n / total for n in h], width=width,
+                    color=c, edgecolor=FLAG_COLOR if row.get("outputs_differ") else "black",
+                    linewidth=1.5 if row.get("outputs_differ") else 0.4)
+            rates = row.get("accept_rates") or []
+            bottom.plot(np.arange(1, len(rates) + 1), rates, marker="o", color=c)
+        where = "" if point in (None, "default") else f"point {point}: "
+        top.set_title(f"{where}accepted draft tokens per verify", fontsize=10)
+        top.set_xticks(range(bins))
+        top.set_xlabel("draft tokens accepted by one verify (bonus excluded)", fontsize=9)
+        top.grid(axis="y", alpha=0.3)
+        bottom.set_title(f"{where}acceptance rate by draft position", fontsize=10)
+        bottom.set_xticks(range(1, max(2, bins)))
+        bottom.set_ylim(0, 1.05)
+        bottom.set_xlabel("draft position p", fontsize=9)
+        bottom.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share of verify steps")
+    axes[1][0].set_ylabel("share of verify steps accepting position p")
+    handles = [plt.Line2D([], [], color=colors[c], marker="s", ls="-", ms=7) for c in configs]
+    labels = [f"{c} ({OUTPUTS_DIFFER})" if c in flagged else c for c in configs]
+    legend = fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8,
+                        frameon=False)
+    for text, config in zip(legend.get_texts(), configs):
+        if config in flagged:
+            text.set_color(FLAG_COLOR)
     fig.suptitle(title)
     _save(fig, path)
+    return None
 
 
 TRACE_COLORS = {"compute": "#ff7f0e", "communication": "#d62728", "idle": "#c7c7c7"}
@@ -432,7 +486,7 @@ def _comm_split_bars(row: dict[str, Any]) -> list[tuple[str, list[tuple[str, flo
     return bars
 
 
-def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
+def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> str | None:
     """Per configuration, stacked bars of ms per verify: the engine's own ``timing`` of the measured repeats
     and of the profiled requests (the difference is the profiler's overhead), and the profiler trace
     (profiled requests, rank 0: compute / communication / idle); on the trace bar a marker at the
@@ -441,8 +495,7 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     shown = [r for r in rows if r.get("trace_verify_ms") is not None or
              (r.get("verify_comm_ms") is not None and r.get("verify_compute_ms") is not None)]
     if not shown:
-        _empty(path, title, "no configuration has a verify split\n(engine timing absent and profiling off)")
-        return
+        return _nothing(path, "no configuration has a verify split (engine timing absent and profiling off)")
     rows_bars = [(row, _comm_split_bars(row)) for row in reversed(shown)]
     n_bars = sum(len(bars) for _, bars in rows_bars)
     fig, ax = plt.subplots(figsize=(9.5, max(3.0, 1.6 + 0.42 * n_bars + 0.2 * len(shown))))
@@ -479,13 +532,21 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlim(0, xmax * 1.6 if xmax > 0 else 1)  # room for the text after each bar
     ax.set_xlabel("ms per verify forward (decode forward without speculation)")
-    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", linewidth=0.5) for c in TRACE_COLORS.values()]
-    names = list(TRACE_COLORS)
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
-    names.append("hatched: profiler trace (rank 0, profiled requests)")
-    handles.append(plt.Line2D([], [], marker="|", color="black", ms=12, mew=2.5, ls="none"))
-    names.append("micro-benchmark latency x all-reduces per verify")
+    # Only what is drawn: idle and the hatching exist on trace bars only, the tick where a micro-benchmark ran.
+    sources = {source for _, bars in rows_bars for source, _ in bars}
+    parts = [p for p in TRACE_COLORS if p != "idle" or "trace" in sources]
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=TRACE_COLORS[p], edgecolor="black", linewidth=0.5)
+               for p in parts]
+    names = list(parts)
+    if "trace" in sources:
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
+        names.append("hatched: profiler trace (rank 0, profiled requests)")
+    if any(r.get("allreduce_bench_ms_per_verify") is not None and r.get("trace_verify_ms") is not None
+           for r in shown):
+        handles.append(plt.Line2D([], [], marker="|", color="black", ms=12, mew=2.5, ls="none"))
+        names.append("micro-benchmark latency x all-reduces per verify")
     _legend_below(ax, handles, names, ncol=2)
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
+    return None

@@ -68,11 +68,13 @@ from specsweep.report.sweep import (
     break_even_groups,
     break_even_table,
     concurrency_table,
+    external_lines,
     launch_lines,
     launch_table,
     methods_lines,
     pairwise_section,
     row_label,
+    warning_lines,
 )
 
 #: File names under ``plots_dir`` (the Snakefile declares these).
@@ -126,6 +128,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "launches": len(launch_entries) or 1,
         "launch_entries": launch_entries,
         "plan": plan,
+        "server": summary.get("server"),  # an external server's own account (summary.external_server)
         "workload": workload,
         "sample_launches": tok_sample.get("launch"),
         "summary": summary,
@@ -244,10 +247,10 @@ def config_rows(
             c = r["comparisons"].get(metric) or {}
             r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == "baseline" else None)
             r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
-        r["devices"], r["device_kind"] = devices_of(r["plan"])
+        r["devices"], r["device_kind"] = devices_of(r["plan"], r.get("server"))
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
         r["baseline_tok_s"] = point_base[BASELINE_TOK_S] if base_ok else None
-        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"])[0])
+        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
         if r["cycle_time_ms"] is None:
@@ -283,8 +286,11 @@ def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float 
     return got if got is not None else (None, None)
 
 
-def devices_of(plan: dict[str, Any]) -> tuple[int, str]:
-    """What tok/s per GPU divides by: the plan's GPUs, or on a CPU run (gpus 0) its TP ranks."""
+def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tuple[int, str]:
+    """What tok/s per GPU divides by: the plan's GPUs, or on a CPU run (gpus 0) its TP ranks; for an
+    external server (``server``: what its /server_info said) its TP size."""
+    if server is not None:
+        return int(server.get("tp_size") or 1), "tp rank"
     gpus = int(plan.get("gpus") or 0)
     if gpus > 0:
         return gpus, "gpu"
@@ -349,8 +355,10 @@ def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
 
 
 def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline: str | None, plots_rel: str,
-              head: str = "", tail: str = "", smallest_effect: float | None = None) -> str:
-    """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results."""
+              head: str = "", tail: str = "", smallest_effect: float | None = None,
+              figures: dict[str, str | None] | None = None) -> str:
+    """report.md; ``head`` (A/A lines, launches, the break-even table) goes first, ``tail`` after the results;
+    ``figures``: each figure of ``PLOT_FILES`` (by key) with why it was not drawn, None when it was."""
     out = io.StringIO()
     w = out.write
     w("# specsweep report\n\n")
@@ -449,9 +457,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     warned = [r for r in rows if r["warnings"]]
     if warned:
         w("## Warnings\n\n")
-        for r in warned:
-            for msg in r["warnings"]:
-                w(f"- {row_label(r)}: {msg}\n")
+        for line in warning_lines(warned):
+            w(f"- {line}\n")
         w("\n")
     w("## Absent metrics\n\n")
     any_absent = False
@@ -468,8 +475,14 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     w("\n(Speculation-only metrics are not listed for configurations without a speculative algorithm; "
       "output agreement has its own section.)\n")
     w("\n## Plots\n\n")
-    for name in PLOT_FILES.values():
-        w(f"![{name}]({plots_rel}/{name})\n")
+    for key, name in PLOT_FILES.items():
+        if (figures or {}).get(key) is None:
+            w(f"![{name}]({plots_rel}/{name})\n")
+    missing = {PLOT_FILES[k]: why for k, why in (figures or {}).items() if why is not None}
+    if missing:
+        w("\nNot drawn (nothing to draw, so no file):\n\n")
+        for name, why in missing.items():
+            w(f"- {name}: {why}\n")
     return out.getvalue()
 
 
@@ -594,7 +607,7 @@ def explode_points(summaries: list[dict]) -> list[dict]:
 
 def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path,
                   sweep: dict[str, Any] | None = None, best_dir: Path | None = None) -> None:
-    """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` under ``plots_dir`` and,
+    """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` that have data under ``plots_dir`` and,
     for every grid of ``sweep["grids"]``, its best-configuration files under ``best_dir``.
 
     ``summaries`` are summary.json files (formats 1 to 7); ``sweep`` holds the
@@ -616,15 +629,18 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
         files = {g: {k: f"{rel}/{Path(v).name}" for k, v in f.items()} for g, f in files.items()}
     head = (control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
                           compare_rows)
-            + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
+            + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
             + launch_table(summaries))
-    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
-    plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"])
-    plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"])
-    plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"])
-    plot_break_even(groups, plots_dir / PLOT_FILES["break_even"])
-    plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"])
-    plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"])
-    plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"])
+    plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
+    figures = {
+        "tok_s": plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"]),
+        "cycle_time": plot_cycle_time(rows, plots_dir / PLOT_FILES["cycle_time"]),
+        "accept_length": plot_accept_length(rows, base_for_plots, plots_dir / PLOT_FILES["accept_length"]),
+        "break_even": plot_break_even(groups, plots_dir / PLOT_FILES["break_even"]),
+        "pareto": plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"]),
+        "acceptance": plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"]),
+        "comm_split": plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"]),
+    }
+    write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect, figures))

@@ -26,6 +26,7 @@ nothing is measured or recomputed from records.
 from __future__ import annotations
 
 import io
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interv
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
 from specsweep.files import canonical_json
+from specsweep.records import DEFAULT_POINT, is_external
 
 ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
@@ -137,6 +139,11 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         why = "disabled (aa_control: false)" if not aa_planned else "no control launch ended ok"
         return f"A/A control: {why}: the same configuration was not launched twice at the end of the sweep.\n\n"
     out = io.StringIO()
+    # An external baseline is never relaunched: its control is a later round against the same server.
+    external = is_external(base_rows[0].get("plan") or {})
+    again = ("measured again at the end of the sweep, in a later round against the same running server (not "
+             "relaunched)" if external else "launched again at the end of the sweep")
+    twice = "measured twice" if external else "launched twice"
     for r in base_rows:
         where = "" if r["point"] == "default" else f" at point {r['point']}"
         aa = r.get("aa")
@@ -147,15 +154,29 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
         called = comp["verdict"] in ("faster", "slower")
-        verdict = (f"**CALLED {comp['verdict']}: the same configuration launched twice differed beyond the launch "
+        verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
                    "than the model allows): read every verdict with care**" if called
                    else f"{comp['verdict']}, as it must be")
-        out.write(f"- A/A control{where}: {baseline} launched again at the end of the sweep (launch "
+        out.write(f"- A/A control{where}: {baseline} {again} (launch "
                   f"{aa['control']}) against its launch {aa['first']}: {_f(aa['launch_medians'][aa['first']])} vs "
                   f"{_f(aa['launch_medians'][aa['control']])} decode tok/s (drift {aa['drift'] * 100:+.1f} %): "
                   f"{verdict} ({judged}).\n")
     return out.getvalue() + "\n"
+
+
+def external_lines(rows: Sequence[dict[str, Any]]) -> str:
+    """What runtime external means for reading the results (empty when no configuration used it)."""
+    urls = {r["config"]: (r.get("plan") or {}).get("url") for r in rows if is_external(r.get("plan") or {})}
+    if not urls:
+        return ""
+    named = ", ".join(f"{c} ({u})" for c, u in sorted(urls.items()))
+    return (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
+            "Launch noise and the host lock do not apply to them: nothing was launched, so no launch-to-launch "
+            "effect of their own exists to measure, and the one-server-per-host lock was not taken (nor the check "
+            "that no other server ran on their host). Their launches are measurement rounds against the same "
+            "running server, and an A/A control of such a baseline measures drift over the sweep, not a "
+            "relaunch. What they run is what their /server_info said (each launch.json's server_info).\n\n")
 
 
 def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] | None,
@@ -191,6 +212,49 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
                       f"{_pct(slowdown)} effect**" + (f"; {need} launches per configuration would (80 % power)"
                                                        if need else "") + ".\n")
     return out.getvalue() + "\n"
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_LAUNCH_PREFIX = re.compile(r"^launch (?P<launch>[a-z0-9]+): ")
+_SLOT = "\x00"  # where a number was, in a warning's template
+
+
+def warning_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The report's warnings, one line per kind: the same message with other numbers (e.g. the host's
+    load during each launch) is one line, with the range of each number, how often it was seen and
+    where (configuration, its points and launches); a message seen once stays as it is."""
+    groups: dict[str, list[tuple[dict[str, Any], str | None, list[float], str]]] = {}
+    for r in rows:
+        for msg in r["warnings"]:
+            m = _LAUNCH_PREFIX.match(msg)
+            text = msg[m.end():] if m else msg
+            groups.setdefault(_NUMBER.sub(_SLOT, text), []).append(
+                (r, m["launch"] if m else None, [float(x) for x in _NUMBER.findall(text)], msg))
+    out = []
+    for template, seen in groups.items():
+        if len(seen) == 1:
+            r, _, _, msg = seen[0]
+            out.append(f"{row_label(r)}: {msg}")
+            continue
+        values = iter(zip(*(nums for _, _, nums, _ in seen)))
+
+        def span(_: re.Match) -> str:
+            column = next(values)
+            lo, hi = min(column), max(column)
+            return _g(lo) if lo == hi else f"{_g(lo)}-{_g(hi)}"
+
+        where: dict[str, list[str]] = {}
+        for r, launch, _, _ in seen:
+            place = " ".join(p for p in ("" if r["point"] == DEFAULT_POINT else r["point"],
+                                         f"launch {launch}" if launch else "") if p)
+            where.setdefault(r["config"], []).append(place)
+        places = "; ".join(c + (f" ({', '.join(p for p in ps if p)})" if any(ps) else "") for c, ps in where.items())
+        out.append(f"{len(seen)} x {re.sub(_SLOT, span, template)}: {places}")
+    return out
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
 
 
 # ------------------------------------------------------------------ launches

@@ -26,6 +26,12 @@ The job's life cycle, in the order ``run_config`` enters it:
 
 One run id (``records.new_run_id``) is in every file the job writes.
 
+``runtime: external`` (a server that runs without this workflow, at the plan's
+``url``): ``attach`` replaces steps 2-5's launch (no host lock, no reaper,
+nothing started or torn down; the quiet-host wait and the guard stay, since the
+client runs here), and what the server runs is its ``/server_info``; the
+measuring phase after readiness (``measure``) is the same for both.
+
 One job is one *launch* of a configuration (``launch``: ``1``, ``2``, ... or
 ``aa``, the A/A control; ``plan.launches``), with its own files under
 ``results/<config>/launch-<launch>/`` (its NCCL files under ``nccl/`` there)
@@ -70,14 +76,14 @@ from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.plan.points import plan_points
-from specsweep.records import new_run_id, run_header
+from specsweep.records import is_external, new_run_id, run_header
 from specsweep.serve import client, guard
 from specsweep.serve import profile as profiling
 from specsweep.serve.container import checkout_id, container_name, container_runtime, run_labels
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
-from specsweep.serve.provenance import gpu_busy
-from specsweep.serve.server import TERM_GRACE_S, LaunchError, Server, free_port, http_get, tail
+from specsweep.serve.provenance import from_server_info, gpu_busy
+from specsweep.serve.server import TERM_GRACE_S, AttachedServer, LaunchError, Server, free_port, http_get, tail
 from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, reaper, watch_parents
 
@@ -321,7 +327,7 @@ def collect_provenance(plan: dict, server: Server, python: str = sys.executable)
         raise LaunchError("launch", "provenance_failed", f"could not read the server's environment: {exc}") from exc
 
 
-def server_info(server: Server) -> dict | None:
+def server_info(server: Server | AttachedServer) -> dict | None:
     for path in ("/server_info", "/get_server_info"):
         status, body = http_get(server.base_url + path, timeout=10)
         if status == 200:
@@ -349,7 +355,7 @@ def _point_files(paths: JobPaths, point: str) -> tuple[Path, Path]:
     return tmp / f"{point}.warmup.jsonl", tmp / f"{point}.requests.jsonl"
 
 
-def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[str, Any],
+def measure_points(plan: dict, server: Server | AttachedServer, paths: JobPaths, outcome: dict[str, Any],
                    prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO) -> None:
     """Warm up and measure every point of the plan against ``server``; one entry per point in ``outcome``.
 
@@ -362,8 +368,7 @@ def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[st
         entry: dict[str, Any] = {"status": "failed", "stage": "warmup", "reason": None, "detail": None}
         outcome["points"][name] = entry
         if not server.alive():
-            entry.update(stage="benchmark", reason="server_exited",
-                         detail=f"server exited with code {_dead_server_code(server)} before this point")
+            entry.update(stage="benchmark", reason="server_exited", detail=f"{server.gone()} before this point")
             continue
         warmup_path, requests_path = _point_files(paths, name)
         print(f"point {name}: {json.dumps(point['workload'], sort_keys=True)}", file=log, flush=True)
@@ -375,7 +380,7 @@ def measure_points(plan: dict, server: Server, paths: JobPaths, outcome: dict[st
             entry["warmup"] = client.run_workload(server.base_url, point["workload"], warmup_path, requests_path, log,
                                                   prompts.get(name), run_id=run_id, on_stage=on_stage, point=name)
             if not server.alive():
-                raise LaunchError("benchmark", "server_exited", f"server exited with code {server.proc.returncode}")
+                raise LaunchError("benchmark", "server_exited", server.gone())
             entry.update(status="ok", stage=None)
         except LaunchError as exc:
             entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
@@ -424,6 +429,61 @@ def _settle_outcome(outcome: dict[str, Any]) -> None:
         outcome.update(status="ok", stage=None)
 
 
+def measure(plan: dict, server: Server | AttachedServer, sampler: guard.Sampler, paths: JobPaths,
+            outcome: dict[str, Any], prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO) -> None:
+    """The phase after readiness, the same for a launched and an attached server: every point, the
+    guard's verdict over them, then the profiling stage."""
+    outcome["stage"] = "warmup"
+    measure_points(plan, server, paths, outcome, prompts, run_id, log)
+    _settle_outcome(outcome)
+    outcome["host"] = guard.summarize(sampler.stop())  # measurement is over
+    contaminated = _contamination(outcome["host"])
+    if contaminated:
+        for entry in outcome["points"].values():
+            if entry["status"] == "ok":
+                entry.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
+        if outcome["status"] == "ok":
+            outcome.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
+    if outcome["status"] != "failed":
+        # After every point and the guard's window: it never disturbs them. It profiles the
+        # plan's first point (its workload and prompts), whose summary alone carries it.
+        first = plan_points(plan)[0]
+        profiling.after_measure(server, dict(plan, workload=first["workload"]), paths.profile, log,
+                                prompts[first["name"]], run_id)
+
+
+def attach(plan: dict, paths: JobPaths, launch: dict[str, Any], run_id: str, host: JobHost,
+           log: TextIO) -> AttachedServer:
+    """The phase that replaces the launch for ``runtime: external``: wait until the running server at
+    the plan's ``url`` is ready, record what it says it runs (its ``/server_info``) and write
+    ``launch.json``. Nothing is started, so nothing is locked, reaped or torn down; as before a launch,
+    no other specsweep server may run on this host (the client runs here); the caller's guard then
+    samples it while the points run (another one seen is contamination)."""
+    engine = get_engine(plan["engine"])
+    url = plan["url"]
+    write_text_atomic(paths.server_log, run_header(run_id, plan["name"]) +
+                      f"# runtime external: attached to {url}; no server was started by this run "
+                      "(the server's log is where it was started)\n")
+    server = AttachedServer(url, engine.ready_path)
+    launch.update(attached=True, url=url, host=plan["host"], port=plan["port"], argv=None, container=None,
+                  env=None)
+    # No lock, but no measuring beside another specsweep server of this host either (the client runs here).
+    launch["host_before_launch"] = wait_for_quiet_host(run_id, host, host.lock.wait_s, _Both(log, host.notice),
+                                                       plan["name"])
+    print(f"attaching to {plan['name']} at {url} (launch {launch['launch']}, run {run_id}): nothing is launched",
+          file=log, flush=True)
+    launch["ready_s"] = server.wait_ready(plan["ready_timeout_s"])
+    print(f"ready after {launch['ready_s']:.1f} s at {url}", file=log, flush=True)
+    info = server_info(server)
+    if info is None:
+        raise LaunchError("launch", "no_server_info", f"{url} answers neither /server_info nor /get_server_info: "
+                          "without the server's own account of what it runs, its numbers cannot be read")
+    launch["server_info"] = info
+    launch["provenance"] = from_server_info(info, url)
+    write_json_atomic(paths.launch, launch)
+    return server
+
+
 def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: TextIO,
                registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None,
                launch_id: str = "1") -> dict:
@@ -450,8 +510,10 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                               "slurm": slurm_job(os.environ)}
     nccl_dir = paths.nccl_logs or paths.server_log.parent / NCCL_LOG_DIR
     # The server's environment names its launch (provenance shows it; a test-only fault reads it).
-    plan = with_nccl_debug_file(dict(plan, env={**plan["env"], LAUNCH_ENV: launch_id}), nccl_dir)
-    server: Server | None = None
+    attached = is_external(plan)  # runtime external: the attach phase instead of the launch (``attach``)
+    if not attached:
+        plan = with_nccl_debug_file(dict(plan, env={**plan["env"], LAUNCH_ENV: launch_id}), nccl_dir)
+    server: Server | AttachedServer | None = None
     sampler: guard.Sampler | None = None
     watch: ParentWatch | None = None
     owns_files = False  # true once the host lock is ours: before, an orphan of this config may still write them
@@ -460,15 +522,24 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     end_watch = EndWatch(launch["slurm"]["job_id"], log).start() if launch["slurm"] else None
     try:
         watch = stack.enter_context(watch_parents(log))
-        lock: HostLock = stack.enter_context(_host_lock(host, plan, {**launch, "config": plan["name"]}, log))
+        if attached:
+            launch["host_lock"] = None  # one server per host is a launch's rule: this job starts none
+        else:
+            lock: HostLock = stack.enter_context(_host_lock(host, plan, {**launch, "config": plan["name"]}, log))
+            launch["host_lock"] = lock.record()
         owns_files = True
-        launch["host_lock"] = lock.record()
         for path in (paths.warmup, paths.requests):
             path.unlink(missing_ok=True)
         _drop_point_files(plan, paths)  # nothing of an earlier, interrupted job may join this launch's records
         _fresh_dir(nccl_dir)
         profiling.reset(plan, paths.profile, paths.allreduce_bench, run_id)
         prompts = {p["name"]: load_prompts(p if "points" in plan else plan) for p in plan_points(plan)}
+        if attached:
+            server = attach(plan, paths, launch, run_id, host, log)
+            sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl",
+                                    host.guard_interval_s, host.docker)
+            measure(plan, server, sampler, paths, outcome, prompts, run_id, log)
+            return outcome  # the finally below writes the files
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
             raise LaunchError("launch", "volume_missing", "; ".join(missing))
@@ -526,26 +597,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             launch["server_info"] = server_info(server)
             launch["provenance"] = collect_provenance(plan, server)
             write_json_atomic(paths.launch, launch)
-
-            outcome["stage"] = "warmup"
-            measure_points(plan, server, paths, outcome, prompts, run_id, log)
-            _settle_outcome(outcome)
-            outcome["host"] = guard.summarize(sampler.stop())  # measurement is over
-            contaminated = _contamination(outcome["host"])
-            if contaminated:
-                for entry in outcome["points"].values():
-                    if entry["status"] == "ok":
-                        entry.update(status="contaminated", stage="benchmark", reason="other_server",
-                                     detail=contaminated)
-                if outcome["status"] == "ok":
-                    outcome.update(status="contaminated", stage="benchmark", reason="other_server",
-                                   detail=contaminated)
-            if outcome["status"] != "failed":
-                # After every point and the guard's window: it never disturbs them. It profiles the
-                # plan's first point (its workload and prompts), whose summary alone carries it.
-                first = plan_points(plan)[0]
-                profiling.after_measure(server, dict(plan, workload=first["workload"]), paths.profile, log,
-                                        prompts[first["name"]], run_id)
+            measure(plan, server, sampler, paths, outcome, prompts, run_id, log)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -557,7 +609,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     finally:
         if end_watch is not None:
             end_watch.stop()
-        if server is not None:
+        if isinstance(server, Server):
             # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
             # nothing running for longer than seconds; a normal end gives the server its full grace.
             outcome["exit_code"] = server.stop(REAP_GRACE_S if outcome["reason"] == "interrupted" else TERM_GRACE_S)

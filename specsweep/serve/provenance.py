@@ -46,7 +46,10 @@ from typing import Any
 #   3  env (of the server and of each worker) also keeps SPECSWEEP_ variables:
 #      the launch id (SPECSWEEP_LAUNCH), the run's identity, and a test-only
 #      fault must show in what was in effect.
-FORMAT_VERSION = 3
+#   4  + source: "process" (read from /proc, as in 1-3) or "server_info" (a server this workflow
+#      did not start, runtime external: from_server_info, what its own /server_info says; env
+#      only where the server reports its environment, else env_source says it is unknown).
+FORMAT_VERSION = 4
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_",
                 "SPECSWEEP_")
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY$)", re.IGNORECASE)
@@ -279,6 +282,7 @@ def collect(pid: int | None = None) -> dict[str, Any]:
     env, env_source = process_env(pid)
     worker_list = workers(pid) if pid is not None else []
     return {
+        "source": "process",
         "workers": worker_list,
         "worker_env_set_after_launch": env_set_after_launch(_filter_env(env), worker_list),
         "format_version": FORMAT_VERSION,
@@ -293,6 +297,35 @@ def collect(pid: int | None = None) -> dict[str, Any]:
         "nccl_library": nccl_library(),
         **gpus(),
         "gpu_processes": gpu_busy(),
+    }
+
+
+#: Keys of an info endpoint's answer that say which server software answered (SGLang 0.5.23:
+#: ``version``; the reference engine: ``version``, ``engine``, ``versions``).
+_INFO_VERSION_KEYS = ("version", "engine", "versions")
+
+
+def from_server_info(info: dict[str, Any], url: str) -> dict[str, Any]:
+    """The provenance of a server that runs without this workflow (runtime external), from its
+    ``/server_info`` answer: nothing can be read from its processes, which may be on another host
+    or in a container that is not ours.
+
+    SGLang 0.5.23 answers ``/server_info`` (``/get_server_info`` is its deprecated alias) with
+    ``server_args.resolved_dict()``, ``launch_command``, the scheduler's info, ``internal_states``
+    and ``version`` (``sglang/srt/entrypoints/http_server.py:853-892``,
+    ``sglang/srt/utils/common.py:3584-3593``): its flags, not its environment. The reference
+    engine adds ``environment`` (the same filtered environment ``collect`` reads).
+    """
+    env = info.get("environment")
+    return {
+        "source": "server_info",
+        "format_version": FORMAT_VERSION,
+        "url": url,
+        "pid": info.get("pid"),
+        "env_source": "server_info environment" if isinstance(env, dict) else
+                      "unknown: the server's info endpoint does not report its environment",
+        "env": _filter_env(env) if isinstance(env, dict) else None,
+        "server_versions": {k: info[k] for k in _INFO_VERSION_KEYS if k in info},
     }
 
 

@@ -8,6 +8,10 @@ container. The process gets SIGTERM from the kernel when the process that
 started it dies (``serve.watchdog``), whatever killed that one. A port
 already answering before launch is a leftover server of some earlier run and
 is reported as such, never mistaken for the new one.
+
+:class:`AttachedServer` is a server that runs without this job (``runtime:
+external``): the same readiness wait and liveness question, over HTTP only,
+and no teardown.
 """
 
 from __future__ import annotations
@@ -134,6 +138,11 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def gone(self) -> str:
+        """What ended the server, for a point that could not be measured (``alive()`` was false)."""
+        code = self.proc.poll() if self.proc is not None else None
+        return f"server exited with code {code}"
+
     def stop(self, grace_s: float = TERM_GRACE_S) -> int | None:
         """End the process group (and container): SIGTERM, SIGKILL after ``grace_s``; safe to call twice."""
         if self.container:
@@ -157,6 +166,48 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class AttachedServer:
+    """A server this job did not start (``runtime: external``): found at ``url``, never ended.
+
+    The same face as :class:`Server` to the measuring code (``base_url``,
+    ``wait_ready``, ``alive``, ``gone``), but there is no process: readiness and
+    liveness are the readiness endpoint's answer, and nothing is torn down.
+    """
+
+    url: str
+    ready_path: str
+    proc: None = field(default=None, init=False)
+    container: None = field(default=None, init=False)
+    ready_s: float | None = field(default=None, init=False)
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+        """Poll the readiness endpoint until 200 (a server that is still starting is waited for)."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        url = self.base_url + self.ready_path
+        while True:
+            status, _ = http_get(url, timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+            if status == 200:
+                self.ready_s = time.monotonic() - t0
+                return self.ready_s
+            if time.monotonic() >= deadline:
+                seen = f"last status {status}" if status else "no answer: nothing listens there"
+                raise LaunchError("ready", "ready_timeout", f"{url} did not answer 200 within {timeout_s:g} s ({seen}); "
+                                  "runtime external measures a server that is already running: start it first")
+            time.sleep(poll_s)
+
+    def alive(self) -> bool:
+        return http_get(self.base_url + self.ready_path, timeout=10)[0] == 200
+
+    def gone(self) -> str:
+        return f"the server at {self.url} no longer answers {self.ready_path}"
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

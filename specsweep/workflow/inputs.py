@@ -19,6 +19,7 @@ from specsweep.plan import launches as launch_plan
 from specsweep.plan.controls import control_params
 from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
+from specsweep.records import is_external
 
 DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
 #: The files of one launch, by the name of benchmark_server's output (the path grammar in the Snakefile).
@@ -73,8 +74,10 @@ def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
 
 
 def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
-    """The parser environment's ready file, for engines whose preflight needs it (SGLang)."""
-    if get_engine(plans[config_name]["engine"]).needs_parser_env:
+    """The parser environment's ready file, for engines whose preflight needs it (SGLang) to check a
+    launch (an external server is not launched: nothing to parse)."""
+    plan = plans[config_name]
+    if get_engine(plan["engine"]).needs_parser_env and not is_external(plan):
         return [f"{config.get('parser_env') or DEFAULT_PARSER_ENV}/ready.json"]
     return []
 

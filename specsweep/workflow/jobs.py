@@ -17,12 +17,13 @@ from typing import Any, TextIO
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
+from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
-from specsweep.records import MixedRunsError, check_one_run, run_id_of_log
+from specsweep.records import MixedRunsError, check_one_run, is_external, run_id_of_log
 from specsweep.report.render import render_report
 from specsweep.serve.job import JobHost, JobPaths, nccl_logs, run_config
 
@@ -62,7 +63,13 @@ def preflight_config(
     images = {plan["image"]: spec} if plan.get("image") and spec else None
     # The parser venv's ready.json, or the image manifest (preflight_parser: image).
     parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
-    result = engine.preflight(plan, parser, images)
+    if is_external(plan):
+        # No argv to parse and no model to load: the plan's own checks (plan.resolve.external_problems)
+        # ran when the workflow started; what the server runs is recorded when the job attaches.
+        result = PreflightResult(checked_with="nothing to check before measuring: an external server is not "
+                                              "launched (its settings are read from its /server_info)")
+    else:
+        result = engine.preflight(plan, parser, images)
     for warning in result.warnings:
         print(f"preflight warning: {warning}", file=log)
     if result.errors:
@@ -226,9 +233,10 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
 
 
 def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plot_path: str, best_dir: str | None = None) -> None:
+                        plots_dir: str, best_dir: str | None = None) -> None:
     """render_report: the cross-configuration report from every summary (descriptions, grids and
-    the planned launch order from params), and the best-configuration files of every grid."""
+    the planned launch order from params), the figures that have data under ``plots_dir``, and the
+    best-configuration files of every grid."""
     report = json.loads(params)
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
@@ -236,5 +244,5 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
         summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
                                                   "smallest_effect") if k in report}
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plot_path).parent,
+    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

@@ -68,17 +68,27 @@ def test_render_report(summaries, tmp_path: Path):
     assert rows["broken"]["tok_s_median"] == ""  # absent stays empty, never 0
     assert rows["base"]["accept_length"] == "" and float(rows["fast"]["accept_length"]) == pytest.approx(33 / 16)
     assert rows["slow"]["speculation_pays"] == "False"
-    for name in PLOT_FILES.values():
+    # A figure only where it has data: no accept-length axis here, so no break-even curve, and the
+    # report says why instead of pointing at an empty figure.
+    drawn = {p.name for p in plots.iterdir()}
+    assert "break_even.png" not in drawn and "tok_s.png" in drawn
+    for name in drawn:
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"![{name}]" in md
+    assert "![break_even.png]" not in md and "- break_even.png: no configurations that differ only in accept" in md
 
 
 def test_render_report_with_nothing_to_plot(tmp_path: Path):
     broken = build_summary(plan("broken", True), None,
                            {"status": "failed", "stage": "launch", "reason": "x", "detail": "", "log_tail": None},
                            [], [], None)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "tok_s.png").write_bytes(b"an earlier render's figure")
     render_report([broken], "broken", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "p")
-    for name in PLOT_FILES.values():
-        assert (tmp_path / "p" / name).exists()
+    # No placeholder figures, and none of an earlier render left standing for this one.
+    assert (tmp_path / "p").is_dir() and list((tmp_path / "p").iterdir()) == []
+    md = (tmp_path / "r.md").read_text()
+    assert "![" not in md and all(f"- {name}: " in md for name in PLOT_FILES.values())
 
 
 def test_known_failing_case_is_expected_only_with_its_own_signature(summaries, tmp_path: Path):

@@ -1,0 +1,88 @@
+"""The Llama-3.1-8B-Instruct + EAGLE-3 example at TP=2/4/8, on NVLink and on PCIe hosts: the static
+rules (fast) and SGLang 0.5.23's own parser and model loading of every configuration (slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specsweep.engines.sglang.preflight import preflight_plans
+from specsweep.engines.sglang.rules import check_plan
+from specsweep.plan.config import load_configs
+from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.parser_env import parser_python as build_parser_python
+from specsweep.testing.workflow import REPO
+
+BASE = REPO / "config" / "llama31-8b-eagle3.yaml"
+PCIE = REPO / "config" / "llama31-8b-eagle3-pcie.yaml"
+DUMMY = REPO / "config" / "llama31-8b-eagle3-dummy.yaml"
+CONFIG_SETS = {
+    "nvlink": [BASE],
+    "pcie": [BASE, PCIE],
+    "nvlink-dummy": [BASE, DUMMY],
+    "pcie-dummy": [BASE, PCIE, DUMMY],
+}
+
+
+def _plans(paths: list[Path]) -> tuple[dict, dict]:
+    config = load_configs(paths)
+    labels = resolve_labels(config)
+    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
+
+
+@pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
+def test_every_tp_size_has_a_baseline_and_eagle3_with_gpus_to_match(config_set):
+    config, plans = _plans(CONFIG_SETS[config_set])
+    for tp in (2, 4, 8):
+        for name in (f"nospec-tp{tp}", f"eagle3-tp{tp}", f"eagle3-tp{tp}-nccl"):
+            assert plans[name]["server_args"]["tp-size"] == tp and plans[name]["gpus"] == tp, name
+        sa = plans[f"eagle3-tp{tp}"]["server_args"]
+        assert (sa["speculative-algorithm"], sa["speculative-num-steps"], sa["speculative-eagle-topk"],
+                sa["speculative-num-draft-tokens"]) == ("EAGLE3", 3, 1, 4)
+        assert "speculative-algorithm" not in plans[f"nospec-tp{tp}"]["server_args"]
+    pcie = config_set.startswith("pcie")
+    assert all(p["nvlink"] is (not pcie) for p in plans.values())
+    assert {n for n in plans if n.endswith("-pcie-ipc")} == ({f"eagle3-tp{t}-pcie-ipc" for t in (2, 4, 8)}
+                                                             if pcie else set())
+    for name, plan in plans.items():
+        assert [f.message for f in check_plan(plan) if f.severity == "error"] == [], name
+
+
+def test_the_model_directories_hold_the_shapes_the_verify_path_depends_on():
+    import json
+
+    target = json.loads((REPO / "config/models/llama31-8b-instruct/config.json").read_text())
+    draft = json.loads((REPO / "config/models/llama31-8b-eagle3/config.json").read_text())
+    assert (target["num_hidden_layers"], target["hidden_size"], target["num_key_value_heads"]) == (32, 4096, 8)
+    assert draft["architectures"] == ["LlamaForCausalLMEagle3"] and draft["num_hidden_layers"] == 1
+    assert draft["hidden_size"] == target["hidden_size"] and draft["vocab_size"] == target["vocab_size"]
+    assert target["num_key_value_heads"] % 8 == 0  # TP=8 splits the KV heads evenly
+
+
+# --- SGLang 0.5.23's own parser and ModelConfig (slow: the pinned parser venv) ----------------
+
+
+@pytest.fixture(scope="session")
+def parser_python() -> str:
+    # The shared pinned venv (specsweep.testing.parser_env); a venv that cannot be built fails the tests.
+    return build_parser_python()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
+def test_every_configuration_passes_sglang_parser(parser_python, config_set):
+    config, plans = _plans(CONFIG_SETS[config_set])
+    results = preflight_plans(list(plans.values()), parser_python, config["images"], base=REPO)
+    assert set(results) == set(plans)
+    bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
+    if not config_set.endswith("dummy") and not Path("/models").exists():
+        # No weights on this host: the only errors are the unmounted weights, each naming its key.
+        for name, errors in bad.items():
+            assert errors and all(e.startswith((f"configurations.{name}.volumes[0]: host path /models",
+                                                f"configurations.{name}.server_args.")) for e in errors), errors
+            assert all("parser" not in e for e in errors), errors
+    else:
+        assert bad == {}
+    assert {r["sglang_version"] for r in results.values()} == {"0.5.23"}
+    assert results["eagle3-tp2"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
