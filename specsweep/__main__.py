@@ -1,14 +1,18 @@
-"""Small command-line helpers around the workflow.
+"""The `specsweep` command: small helpers around the workflow (also `python3 -m specsweep`).
 
-    python -m specsweep check [CONFIG ...]      validate config files (merged like --configfile), run
-                                                every plan through its engine's preflight (its own
-                                                argument parser), print each argv; exit 1 on any error
-    python -m specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out;
-                                                exit 1 when any configuration has errors)
-    python -m specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated)
-                                                launches of these config files' configurations, for
-                                                `snakemake --cores 1 all --configfile F \
-                                                     -R $(python -m specsweep failed F)`
+    specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
+                                      plan through its engine's preflight (its own argument parser),
+                                      print each argv; exit 2 on any error
+    specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
+                                      when any configuration has errors)
+    specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
+                                      config files' configurations, for
+                                      `snakemake --cores 1 all --configfile F -R $(specsweep failed F)`
+    specsweep --version
+
+Exit codes: 0 fine; 2 an error in what was given (a file that cannot be read, a config that fails its
+checks, a flag the engine's parser refuses, a bad option), one line per problem and never a traceback;
+1 only from `preflight`, whose JSON says which configuration failed.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
+from specsweep import __version__
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
     DEFAULT_REQUIREMENTS,
@@ -45,7 +51,7 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
 
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
-    its parser, in the pinned venv); print each argv, every warning and error; 1 when any has errors."""
+    its parser, in the pinned venv); print each argv, every warning and error; 2 when any has errors."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
@@ -65,7 +71,7 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
         print(f"warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
-    return 1 if errors else 0
+    return 2 if errors else 0
 
 
 def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path, image: str | None) -> int:
@@ -80,11 +86,45 @@ def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: 
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specsweep", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+class UsageError(Exception):
+    """A problem with what the user gave the command: printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the one-line form of every other error of the command (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _problem_lines(prog: str, exc: ConfigError) -> list[str]:
+    """One self-contained line per problem: the command, the file(s), the problem (key path, allowed values)."""
+    return [f"{prog}: {exc.source}: {problem}" for problem in exc.problems]
+
+
+def _readable_configs(paths: list[Path], defaulted: bool, cwd: Path) -> None:
+    """Refuse, in one line, a config argument that is not a readable file (before YAML sees it)."""
+    for path in paths:
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory: give a config file (e.g. {path / 'config.yaml'})")
+        if not path.exists():
+            if defaulted and not is_workflow_dir(cwd):
+                raise UsageError(f"no {path} in {cwd}: run it in the workflow's directory (the one with the "
+                                 "Snakefile) or name a config file")
+            raise UsageError(f"{path}: no such file")
+
+
+def is_workflow_dir(path: Path) -> bool:
+    """Where Snakemake would find this workflow's Snakefile (``Snakefile`` or ``workflow/Snakefile``)."""
+    return (path / "Snakefile").is_file() or (path / "workflow" / "Snakefile").is_file()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="specsweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"specsweep {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     check = sub.add_parser("check", help="validate config files and print the resolved argv of each configuration")
-    check.add_argument("config", nargs="*", default=[Path("config.yaml")], type=Path,
+    check.add_argument("config", nargs="*", default=None, type=Path,
                        help="config file(s), merged in order like --configfile (default: config.yaml)")
     check.add_argument("--parser-env", type=Path, default=None,
                        help="SGLang parser venv (default: config's parser_env)")
@@ -96,25 +136,46 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--image", default=None,
                      help="check with this built SGLang image (id or reference) instead of the parser venv")
     failed = sub.add_parser("failed", help="list outcome.json files of failed configurations of these config files")
-    failed.add_argument("config", nargs="*", default=[Path("config.yaml")], type=Path,
+    failed.add_argument("config", nargs="*", default=None, type=Path,
                         help="the config file(s) given to snakemake's --configfile (default: config.yaml)")
     failed.add_argument("--results", default=Path("results"), type=Path, help="results directory (default: results)")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.command in ("check", "preflight", "failed"):
-        try:
-            config = load_configs(args.config)
-            plans = resolve_plans(config, " + ".join(map(str, args.config)))
-            problems = plan_problems(plans)
-            if problems:
-                raise ConfigError(" + ".join(map(str, args.config)), problems)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        if args.command == "preflight":
-            return preflight(config, plans, args.parser_env, args.requirements, args.image)
-        if args.command == "check":
-            return check_all(config, plans, args.parser_env, args.requirements)
+
+def main(argv: list[str] | None = None) -> int:
+    prog = "specsweep"
+    try:
+        args = _parser().parse_args(argv)
+        prog = f"specsweep {args.command}"
+        return _run(args)
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print("\n".join(_problem_lines(prog, exc)), file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file that went away or cannot be read while checking: the user's input
+        print(f"{prog}: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    defaulted = not args.config
+    paths = [Path("config.yaml")] if defaulted else list(args.config)
+    _readable_configs(paths, defaulted, Path.cwd())
+    if args.command == "failed" and not args.results.is_dir():
+        raise UsageError(f"--results {args.results}: no such directory (the workflow's results/, where "
+                         "snakemake ran)")
+    config = load_configs(paths)
+    source = " + ".join(map(str, paths))
+    plans = resolve_plans(config, source)
+    problems = plan_problems(plans)
+    if problems:
+        raise ConfigError(source, problems)
+    if args.command == "preflight":
+        return preflight(config, plans, args.parser_env, args.requirements, args.image)
+    if args.command == "check":
+        return check_all(config, plans, args.parser_env, args.requirements)
     for path in failed_outcomes(args.results, set(plans)):
         print(path)
     return 0

@@ -1,14 +1,20 @@
-"""``python -m specsweep check`` and ``failed``: what a user runs before and after a sweep."""
+"""The ``specsweep`` command (``check``, ``failed``, ``--version``): what a user runs before and after a sweep.
+
+Every error of the command is one line per problem on stderr, exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
+from specsweep import __version__
 from specsweep.__main__ import main
 from specsweep.testing.workflow import REPO
 
@@ -24,7 +30,7 @@ def test_check_exits_non_zero_on_a_typo_d_flag_with_the_engines_own_parser(tmp_p
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(config))
     result = _cli("check", str(path))
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert "configurations.nospec" in result.stderr and "--tp-sise" in result.stderr
     good = _cli("check", str(REPO / "config.yaml"))
     assert good.returncode == 0, good.stderr
@@ -63,3 +69,52 @@ def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, 
     other.write_text(yaml.safe_dump(config))
     assert main(["failed", str(other), "--results", str(results)]) == 0
     assert capsys.readouterr().out.split() == [str(results / "kimi-only/launch-1/outcome.json")]
+
+
+def _one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:
+    """The command failed as a user error: exit 2, one line on stderr naming ``words``, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+def test_version_is_the_package_version():
+    result = _cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"specsweep {__version__}", result
+
+
+def test_the_console_command_is_this_main_and_the_version_has_one_home():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    module, _, func = project["scripts"]["specsweep"].partition(":")
+    assert getattr(importlib.import_module(module), func) is main
+    assert "version" in project["dynamic"] and "version" not in project
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check", "nosuch.yaml"], ["specsweep check", "nosuch.yaml", "no such file"]),
+    (["check", "config"], ["specsweep check", "config is a directory", "config file"]),
+    (["failed", "--results", "/nonexistent"], ["specsweep failed", "/nonexistent", "no such directory"]),
+    (["check", "--no-such-option"], ["specsweep", "--no-such-option"]),
+    ([], ["specsweep", "command"]),
+])
+def test_each_cli_error_is_one_line_with_exit_2(args, words):
+    _one_line_error(_cli(*args), *words)
+
+
+def test_check_outside_the_workflow_directory_says_where_to_run_it(tmp_path):
+    line = _one_line_error(_cli("check", cwd=tmp_path), "no config.yaml", str(tmp_path))
+    assert "workflow's directory" in line and "Snakefile" in line
+
+
+def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["configurations"]["nospec"]["workload"] = {"num_prompts": 0}
+    config["configurations"]["eagle3-shm"]["launches"] = "two"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _cli("check", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
