@@ -48,6 +48,12 @@ include: "rules/benchmark.smk"
 include: "rules/report.smk"
 
 
+# After a run that wrote the report: a few lines on the console (the A/A
+# control, the fastest configuration and the verdicts, where the report is).
+onsuccess:
+    closing_summary()
+
+
 rule all:
     default_target: True
     input:

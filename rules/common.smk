@@ -2,13 +2,19 @@
 # Keep it short: each function is one line that calls specsweep.workflow with
 # this workflow's plans or config, given explicitly.
 import sys
+import time
+from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
+from specsweep.workflow.closing import print_closing
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
-from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_sweep
+from specsweep.plan.checks import start_findings
+from specsweep.plan.resolve import resolve_labels, resolve_sweep
 
+# When this Snakemake started: the closing summary speaks only of a report this run wrote.
+STARTED_AT = time.time()
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
 
 # Validated once (schema, then grids expanded, then semantics, with file, key
@@ -21,14 +27,15 @@ try:
     PLANS, LAUNCHES = resolve_sweep(SWEEP.config, CONFIG_SOURCE, write_prompts=True)
     # description, expect, variant: for the summary and the report only, never in a plan.
     LABELS = resolve_labels(SWEEP.config)
-    _label_errors, _label_warnings = label_findings(PLANS, LABELS, config.get("images"))
-    _problems = plan_problems(PLANS) + _label_errors
+    # Repeated dataset prompts, a speculative baseline, labels, and the reference engine's own parser
+    # (in-process): refused here, so that `snakemake -n` refuses them too (specsweep.plan.checks).
+    _problems, _warnings = start_findings(SWEEP.config, PLANS, LABELS)
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-for _warning in _label_warnings:
-    print(f"specsweep: {_warning}", file=sys.stderr)
+for _warning in _warnings:
+    print(f"specsweep: warning: {_warning}", file=sys.stderr)
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
@@ -102,3 +109,8 @@ def image_manifests(wildcards):
 
 def registry_json(wildcards):
     return sw.registry_json(config)
+
+
+def closing_summary():
+    """onsuccess: the A/A line, the fastest configurations and verdicts, the report's paths."""
+    print_closing(Path("results"), STARTED_AT, BEST_EXPORTS, sys.stderr)

@@ -32,7 +32,8 @@ from specsweep.engines.sglang.preflight import (
     preflight_plans,
 )
 from specsweep.plan.config import ConfigError, load_configs
-from specsweep.plan.resolve import plan_problems, resolve_labels, resolve_plans
+from specsweep.plan.checks import start_findings
+from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
 
 
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         prog = f"specsweep {args.command}"
-        return _run(args)
+        return _run(args, prog)
     except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, prog: str) -> int:
     defaulted = not args.config
     paths = [Path("config.yaml")] if defaulted else list(args.config)
     _readable_configs(paths, defaulted, Path.cwd())
@@ -169,16 +170,18 @@ def _run(args: argparse.Namespace) -> int:
     config = load_configs(paths)
     source = " + ".join(map(str, paths))
     plans = resolve_plans(config, source)
-    problems = plan_problems(plans)
+    if args.command == "failed":  # only the names matter: what ran is in results/
+        for path in failed_outcomes(args.results, set(plans)):
+            print(path)
+        return 0
+    problems, warnings = start_findings(config, plans, resolve_labels(config))  # what `snakemake -n` refuses
     if problems:
         raise ConfigError(source, problems)
+    for warning in warnings:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":
         return preflight(config, plans, args.parser_env, args.requirements, args.image)
-    if args.command == "check":
-        return check_all(config, plans, args.parser_env, args.requirements)
-    for path in failed_outcomes(args.results, set(plans)):
-        print(path)
-    return 0
+    return check_all(config, plans, args.parser_env, args.requirements)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ from specsweep.analysis.metrics import (
 )
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
+from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
 
 # Format history of results/<config>/summary.json:
@@ -176,20 +177,6 @@ def agreement_message(agreement: dict[str, Any], metrics: dict[str, Any]) -> str
             f"{agreement['paired']} paired prompts match ({agreement['match_share']:.0%}, threshold "
             f"{agreement['threshold']:.0%}); mean common prefix {prefix.get('value', float('nan')):.1f} of "
             f"{prefix.get('mean_baseline_tokens', float('nan')):.1f} tokens")
-
-_SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
-
-
-def speculative_algorithm(server_args: dict[str, Any]) -> str | None:
-    """The plan's speculative algorithm, or ``None`` when speculation is off."""
-    for key in _SPEC_KEYS:
-        value = server_args.get(key)
-        if value is None or value is False:
-            continue
-        text = str(value).strip()
-        if text and text.upper() != "NONE":
-            return text
-    return None
 
 
 #: What a summary keeps of an external server's /server_info (SGLang's and the reference engine's

@@ -37,3 +37,18 @@ def args_to_argv(server_args: Mapping[str, Any]) -> list[str]:
         else:
             argv.append(_scalar(value))
     return argv
+
+
+_SPEC_KEYS = ("speculative-algorithm", "speculative_algorithm")
+
+
+def speculative_algorithm(server_args: Mapping[str, Any]) -> str | None:
+    """The plan's speculative algorithm, or ``None`` when speculation is off (both engines take SGLang's flag)."""
+    for key in _SPEC_KEYS:
+        value = server_args.get(key)
+        if value is None or value is False:
+            continue
+        text = str(value).strip()
+        if text and text.upper() != "NONE":
+            return text
+    return None

@@ -8,8 +8,10 @@ from typing import Any
 
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.preflight import PreflightResult
-from specsweep.refengine.cli import build_parser, check_args, resolve_args
+from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
 
+#: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports.
+VARIANTS = frozenset(f"all-reduce:{b}" for b in BACKENDS)
 _BACKEND_LINE = re.compile(r"all-reduce backend: (?P<backend>\w+)")
 
 
@@ -40,8 +42,24 @@ class ReferenceEngine:
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Nothing to check: the evidence comes from ``--all-reduce-backend``, not from ``variant``."""
-        return PreflightResult(checked_with="specsweep.engines.reference")
+        """``variant`` names the backend the log must show (``all-reduce:<backend>``, ``variant_evidence``):
+        an unknown name could never be proven, and one other than the backend the flags select contradicts
+        them; both are errors naming the key, the allowed values and the fix."""
+        value = labels.get("variant") or []
+        variants = sorted(set([value] if isinstance(value, str) else value))
+        errors = []
+        key = f"configurations.{plan['name']}.variant"
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown:
+            errors.append(f"{key}: unknown variant(s) {unknown} for the reference engine; allowed: "
+                          f"{sorted(VARIANTS)} (the all-reduce backend its log must show); remove it or name one")
+        elif variants and not check_args(plan["argv"][3:]):  # bad flags: preflight names them
+            ns = resolve_args(build_parser().parse_args([*plan["argv"][3:], "--port", str(self.container_port)]))
+            if variants != [f"all-reduce:{ns.all_reduce_backend}"]:
+                errors.append(f"{key}: {variants} contradicts the flags, which select --all-reduce-backend "
+                              f"{ns.all_reduce_backend}; set variant: all-reduce:{ns.all_reduce_backend} or "
+                              "change server_args.all-reduce-backend")
+        return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
         """The engine logs the all-reduce backend it really uses; compare with the request."""

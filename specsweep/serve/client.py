@@ -30,6 +30,7 @@ from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
 from specsweep.records import DEFAULT_POINT, new_record, new_run_id
+from specsweep.serve.console import Console
 from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -149,8 +150,9 @@ async def stream_one(
 class _Progress:
     """A log line every ``every`` completed requests: done, failures, running tok/s."""
 
-    def __init__(self, log: TextIO, label: str, total: int, every: int | None = None) -> None:
-        self.log, self.label, self.total = log, label, total
+    def __init__(self, log: TextIO, label: str, total: int, every: int | None = None,
+                 console: Console | None = None) -> None:
+        self.log, self.label, self.total, self.console = log, label, total, console
         self.every = every or max(1, total // 10)
         self.done = self.failed = self.tokens = 0
         self.t0 = time.perf_counter()
@@ -167,11 +169,12 @@ class _Progress:
     def line(self) -> None:
         dt = time.perf_counter() - self.t0
         rate = f"{self.tokens / dt:.1f}" if dt > 0 else "n/a"
-        self.log.write(
-            f"[{self.label}] {self.done}/{self.total} requests, {self.failed} failed, "
-            f"{rate} output tok/s running, {dt:.1f} s\n"
-        )
+        text = (f"[{self.label}] {self.done}/{self.total} requests, {self.failed} failed, "
+                f"{rate} output tok/s running, {dt:.1f} s")
+        self.log.write(text + "\n")
         self.log.flush()
+        if self.console is not None:  # the terminal: rate-limited, and always the round's last line
+            self.console.progress(self.label, text, final=self.done == self.total)
 
 
 async def _drive(
@@ -260,8 +263,10 @@ class _Runner:
     """State shared by the phases of one ``run_workload`` call."""
 
     def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
-                 prompts: list[Prompt] | None = None, run_id: str | None = None, point: str = DEFAULT_POINT) -> None:
+                 prompts: list[Prompt] | None = None, run_id: str | None = None, point: str = DEFAULT_POINT,
+                 console: Console | None = None) -> None:
         check_workload(workload)
+        self.console = console
         self.workload = workload
         self.prompts = prompts
         self.point = point
@@ -332,7 +337,7 @@ class _Runner:
         reqs = [self.request("warmup", None, i) for i in range(cap)]
         records: list[dict[str, Any]] = []
         stop = {"converged": False, "failed_window": False}
-        progress = _Progress(self.log, "warmup", cap, every=window)
+        progress = _Progress(self.log, "warmup", cap, every=window, console=self.console)
 
         def on_done(rec: dict[str, Any]) -> None:
             stopped = stop["converged"] or stop["failed_window"]
@@ -361,6 +366,9 @@ class _Runner:
         report = {**warmup_report(records, cfg), "run_id": self.run_id}
         self.log.write(f"[warmup] done: {json.dumps(report)}\n")
         self.log.flush()
+        if self.console is not None:
+            self.console.say(f"[warmup] {'steady' if report.get('converged') else 'not steady'} after "
+                             f"{len(records)} requests")
         if records and not any(r["status"] == "ok" for r in records):
             raise BenchmarkError("warmup", *_failure_detail(records))
         return report
@@ -373,7 +381,7 @@ class _Runner:
         for r in range(repeats):
             reqs = [self.request("measured", r, i) for i in range(n)]
             round_records: list[dict[str, Any]] = []
-            progress = _Progress(self.log, f"measured {r + 1}/{repeats}", n)
+            progress = _Progress(self.log, f"measured {r + 1}/{repeats}", n, console=self.console)
 
             def on_done(rec: dict[str, Any], _rr: list[dict[str, Any]] = round_records) -> None:
                 _rr.append(rec)
@@ -451,10 +459,10 @@ async def served_model_name(session: aiohttp.ClientSession, base_url: str, log: 
 async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
     prompts: list[Prompt] | None = None, run_id: str | None = None,
-    on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT,
+    on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT, console: Console | None = None,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log, prompts, run_id, point)
+    runner = _Runner(base_url, workload, log, prompts, run_id, point, console)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -479,7 +487,8 @@ async def run_workload_async(
 
 def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
                  prompts: list[Prompt] | None = None, run_id: str | None = None,
-                 on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT) -> dict:
+                 on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT,
+                 console: Console | None = None) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
     ``prompts``: the plan's selected prompts (``serve.job.load_prompts``);
@@ -488,6 +497,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     when None). ``on_stage`` is called with ``"warmup"`` and then ``"benchmark"``
     as each phase starts, so that an interruption is recorded with its stage.
     Every record carries ``point`` (the workload point of the launch it belongs to).
+    ``console``: where the progress also goes, rate-limited (the terminal; ``serve.console``).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
@@ -495,7 +505,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     (or of one measured round) failed; the phase's records are written first.
     """
     return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
-                                          on_stage, point))
+                                          on_stage, point, console))
 
 
 async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,

@@ -79,6 +79,7 @@ from specsweep.plan.points import plan_points
 from specsweep.records import is_external, new_run_id, run_header
 from specsweep.serve import client, guard
 from specsweep.serve import profile as profiling
+from specsweep.serve.console import Console, job_console
 from specsweep.serve.container import checkout_id, container_name, container_runtime, run_labels
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
@@ -172,7 +173,8 @@ class JobHost:
     workdir: Path = field(default_factory=Path.cwd)
     guard_interval_s: float = guard.DEFAULT_INTERVAL_S
     docker: str = "docker"
-    #: Where a waiting job also says that it waits (the terminal Snakemake runs in), besides its log.
+    #: The terminal Snakemake runs in: a waiting job says so, and the job shows its stage and progress there
+    #: (``serve.console``), besides its log.
     notice: TextIO | None = None
 
     @classmethod
@@ -356,12 +358,14 @@ def _point_files(paths: JobPaths, point: str) -> tuple[Path, Path]:
 
 
 def measure_points(plan: dict, server: Server | AttachedServer, paths: JobPaths, outcome: dict[str, Any],
-                   prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO) -> None:
+                   prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO,
+                   console: Console | None = None) -> None:
     """Warm up and measure every point of the plan against ``server``; one entry per point in ``outcome``.
 
     ``prompts``: each point's selected prompts (``load_prompts``). A point's
     ``BenchmarkError`` fails that point only; when the server has died, the
-    points not yet measured fail with ``server_exited``.
+    points not yet measured fail with ``server_exited``. ``console``: the terminal's few lines (each point,
+    its progress), besides the log's every line.
     """
     for point in plan_points(plan):
         name = point["name"]
@@ -372,13 +376,15 @@ def measure_points(plan: dict, server: Server | AttachedServer, paths: JobPaths,
             continue
         warmup_path, requests_path = _point_files(paths, name)
         print(f"point {name}: {json.dumps(point['workload'], sort_keys=True)}", file=log, flush=True)
+        point_console = console.point(name) if console is not None and len(plan_points(plan)) > 1 else console
 
         def on_stage(stage: str, entry: dict[str, Any] = entry) -> None:  # an interruption names its stage
             entry["stage"] = outcome["stage"] = stage
 
         try:
             entry["warmup"] = client.run_workload(server.base_url, point["workload"], warmup_path, requests_path, log,
-                                                  prompts.get(name), run_id=run_id, on_stage=on_stage, point=name)
+                                                  prompts.get(name), run_id=run_id, on_stage=on_stage, point=name,
+                                                  console=point_console)
             if not server.alive():
                 raise LaunchError("benchmark", "server_exited", server.gone())
             entry.update(status="ok", stage=None)
@@ -430,11 +436,12 @@ def _settle_outcome(outcome: dict[str, Any]) -> None:
 
 
 def measure(plan: dict, server: Server | AttachedServer, sampler: guard.Sampler, paths: JobPaths,
-            outcome: dict[str, Any], prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO) -> None:
+            outcome: dict[str, Any], prompts: Mapping[str, list[Prompt] | None], run_id: str, log: TextIO,
+            console: Console | None = None) -> None:
     """The phase after readiness, the same for a launched and an attached server: every point, the
-    guard's verdict over them, then the profiling stage."""
+    guard's verdict over them, then the profiling stage. ``console``: the terminal's lines (``serve.console``)."""
     outcome["stage"] = "warmup"
-    measure_points(plan, server, paths, outcome, prompts, run_id, log)
+    measure_points(plan, server, paths, outcome, prompts, run_id, log, console)
     _settle_outcome(outcome)
     outcome["host"] = guard.summarize(sampler.stop())  # measurement is over
     contaminated = _contamination(outcome["host"])
@@ -496,6 +503,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     ``launch_id``: which launch of the configuration this job is (``plan.launches``).
     """
     host = host or JobHost()
+    console = job_console(host.notice, plan["name"], launch_id)  # the terminal's few lines (serve.console)
+    log_name = getattr(log, "name", "the job's log")
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     engine = get_engine(plan["engine"])
     run_id = new_run_id()
@@ -536,9 +545,12 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         prompts = {p["name"]: load_prompts(p if "points" in plan else plan) for p in plan_points(plan)}
         if attached:
             server = attach(plan, paths, launch, run_id, host, log)
+            if console is not None:
+                console.say(f"attached to {plan['url']} (nothing launched), ready after {launch['ready_s']:.1f} s; "
+                            f"every line in {log_name}")
             sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl",
                                     host.guard_interval_s, host.docker)
-            measure(plan, server, sampler, paths, outcome, prompts, run_id, log)
+            measure(plan, server, sampler, paths, outcome, prompts, run_id, log, console)
             return outcome  # the finally below writes the files
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
@@ -586,6 +598,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                 keep_fds=tuple(lock.fds),
             )
             print(f"launching {plan['name']} (launch {launch_id}, run {run_id}): {argv}", file=log, flush=True)
+            if console is not None:
+                console.say(f"launching ({plan['runtime']}), {len(plan_points(plan))} point(s); "
+                            f"every line in {log_name}")
             sampler = guard.Sampler(run_id, paths.outcome.parent / "logs" / "host_guard.jsonl",
                                     host.guard_interval_s, host.docker)
             server.start()
@@ -594,10 +609,12 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             launch["pid"] = server.proc.pid if server.proc else None
             launch["ready_s"] = server.wait_ready(plan["ready_timeout_s"])
             print(f"ready after {launch['ready_s']:.1f} s at {server.base_url}", file=log, flush=True)
+            if console is not None:
+                console.say(f"ready after {launch['ready_s']:.1f} s")
             launch["server_info"] = server_info(server)
             launch["provenance"] = collect_provenance(plan, server)
             write_json_atomic(paths.launch, launch)
-            measure(plan, server, sampler, paths, outcome, prompts, run_id, log)
+            measure(plan, server, sampler, paths, outcome, prompts, run_id, log, console)
     except LaunchError as exc:
         outcome.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
     except client.BenchmarkError as exc:
@@ -628,6 +645,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             profiling.finish(plan, paths.profile, paths.allreduce_bench, run_id)
             _write_job_files(paths, launch, outcome, run_id, plan["name"])
         print(f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}", file=log)
+        if console is not None:
+            console.say(f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}"
+                        .rstrip())
         stack.close()  # the reaper is told done, then the host lock goes
     return outcome
 

@@ -1,0 +1,100 @@
+"""Checks of the resolved plans at workflow start (``rules/common.smk``) and in ``specsweep check``.
+
+What the schema cannot see, because it exists only after merging, grids and
+dataset selection: each is an error or a warning naming the key path and the
+fix, before any job runs (``snakemake -n`` included).
+
+* A dataset selection with fewer distinct prompts than one measured round
+  sends (``num_prompts``): the round repeats prompts, the server's prefix cache
+  answers the repeats, and every number is inflated. An error. Fewer than the
+  whole run sends (``repeats x num_prompts`` + the warmup cap) is a warning:
+  rounds reuse each other's prompts.
+* A baseline that runs speculative decoding: every verdict and the break-even
+  (cycle time x the baseline's tok/s) assume a baseline without it. An error.
+* Flags an engine's own parser refuses, for engines whose preflight runs
+  in-process with no environment to build (``Engine.needs_parser_env`` false,
+  the reference engine): checked here, so that ``snakemake -n`` refuses them,
+  not the preflight job. (SGLang's parser needs its venv: its preflight job.)
+* Labels (``variant``, ``expect``) through each engine's ``check_labels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specsweep.engines.argv import speculative_algorithm
+from specsweep.engines.registry import get_engine
+from specsweep.plan.datasets import prompts_needed
+from specsweep.plan.points import plan_points
+from specsweep.plan.resolve import label_findings, plan_problems
+
+
+def prompt_findings(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of each plan's (and point's) dataset selection: prompts repeated within a round
+    (error) or across rounds and warmup (warning)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for name, plan in plans.items():
+        points = plan_points(plan)
+        for i, point in enumerate(points):
+            prompts = point.get("prompts") if "points" in plan else plan.get("prompts")
+            if not prompts:
+                continue  # the random dataset: fresh prompts by construction
+            workload = point["workload"]
+            where = f"configurations.{name}.{f'points[{i}]' if 'points' in plan else 'workload'}"
+            at = f" (point {point['name']})" if "points" in plan else ""
+            distinct, n = int(prompts["distinct"]), int(workload["num_prompts"])
+            needed = prompts_needed(workload)
+            source = f"{prompts['dataset']['path']} gives {distinct} distinct prompt(s) that pass the length filter"
+            if distinct < n:
+                errors.append(
+                    f"{where}.num_prompts{at}: {source}, fewer than num_prompts={n}: each measured round would "
+                    "send some prompts twice and the server's prefix cache would inflate every number; lower "
+                    f"num_prompts to at most {distinct}, use a larger dataset, or widen the length filter "
+                    "(workload.input_len, dataset.min_input_len, dataset.long_prompts)")
+            elif distinct < needed:
+                warnings.append(
+                    f"{where}.num_prompts{at}: {source}, fewer than the {needed} the run sends (repeats x "
+                    "num_prompts + warmup.max_requests): rounds reuse each other's prompts, which a prefix cache "
+                    "may answer faster; a larger dataset avoids it")
+    return errors, warnings
+
+
+def baseline_problems(plans: Mapping[str, Mapping], baseline: str | None) -> list[str]:
+    """The baseline must run without speculation: it is what speculation is judged against."""
+    plan = plans.get(baseline) if baseline else None
+    if plan is None:
+        return []
+    algorithm = speculative_algorithm(plan["server_args"])
+    if algorithm is None:
+        return []
+    return [f"baseline: {baseline!r} runs speculative decoding (server_args.speculative-algorithm {algorithm}); the "
+            "baseline is what speculation is judged against (break-even = cycle time x the baseline's tok/s "
+            "without speculation): name a configuration without speculative-algorithm as baseline:, or set "
+            f"configurations.{baseline}.server_args.speculative-algorithm: NONE"]
+
+
+def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
+    """Each plan of an engine that needs no parser environment, through its engine's own parser."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for plan in plans.values():
+        engine = get_engine(plan["engine"])
+        if not engine.needs_parser_env:
+            result = engine.preflight(dict(plan))
+            errors += result.errors
+            warnings += result.warnings
+    return errors, warnings
+
+
+def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping],
+                   labels: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow."""
+    errors = plan_problems(plans) + baseline_problems(plans, config.get("baseline"))
+    warnings: list[str] = []
+    for found in (label_findings(plans, labels, config.get("images")), prompt_findings(plans),
+                  in_process_preflight(plans)):
+        errors += found[0]
+        warnings += found[1]
+    return errors, warnings

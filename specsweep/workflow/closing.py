@@ -1,0 +1,113 @@
+"""The few lines Snakemake's ``onsuccess:`` prints after a run that wrote the report (stdlib only).
+
+Read from what the report already wrote, never recomputed: ``results/summary.csv``
+(its verdicts, A/A spread, tok/s; ``report.render.CSV_COLUMNS``) and each grid's
+``results/best/<grid>.json`` (``report.export``). The lines: the A/A control,
+the fastest configuration at each point with its verdict against the baseline,
+the verdicts counted, each grid's winner, and where the report is.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from specsweep.records import DEFAULT_POINT
+
+#: At most this many points get a "fastest" line; the report has the rest.
+MAX_POINT_LINES = 3
+#: At most this many configurations are named per verdict.
+MAX_NAMES = 4
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMES])
+    return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
+
+
+def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[str]:
+    """The closing summary of the report under ``results`` (empty when there is no summary.csv)."""
+    csv_path = results / "summary.csv"
+    if not csv_path.is_file():
+        return []
+    rows = list(csv.DictReader(csv_path.open(newline="")))
+    points = list(dict.fromkeys(r["point"] for r in rows))
+    baseline = next((r["config"] for r in rows if r["verdict"] == "baseline"), None)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    lines = [f"{len(configs)} configuration(s) at {len(points)} point(s), baseline {baseline or 'none'}."]
+
+    spread = next((s for r in rows if (s := _float(r.get("aa_spread"))) is not None), None)
+    if spread is not None:
+        lines.append(f"A/A control: {baseline} launched twice differed by up to {spread * 100:.1f} % in median tok/s: "
+                     "smaller differences are not called.")
+    else:
+        lines.append("A/A control: none measured (no baseline, aa_control: false, or its launch failed): "
+                     "launch-to-launch noise is unknown.")
+
+    for point in points[:MAX_POINT_LINES]:
+        at = [r for r in rows if r["point"] == point and r["status"] == "ok" and _float(r["tok_s_median"])]
+        if not at:
+            lines.append(f"At {point}: no configuration measured ok." if points != [DEFAULT_POINT]
+                         else "No configuration measured ok.")
+            continue
+        best = max(at, key=lambda r: _float(r["tok_s_median"]))
+        against = ("the baseline" if best["verdict"] == "baseline" else
+                   f"{best['verdict']} than {baseline}" if best["verdict"] in ("faster", "slower") else
+                   f"{best['verdict']} against {baseline}")
+        ratio = _float(best.get("ratio"))
+        at_point = "" if points == [DEFAULT_POINT] else f" at {point}"
+        lines.append(f"Fastest{at_point}: {best['config']}, {_float(best['tok_s_median']):.1f} tok/s "
+                     f"({against}{f', x{ratio:.2f}' if ratio is not None else ''}).")
+    if len(points) > MAX_POINT_LINES:
+        lines.append(f"(and {len(points) - MAX_POINT_LINES} more point(s) in the report)")
+
+    verdicts: dict[str, list[str]] = {}
+    for r in rows:
+        if r["verdict"] != "baseline":
+            verdicts.setdefault(r["verdict"] or r["status"], []).append(
+                r["config"] if len(points) == 1 else f"{r['config']}@{r['point']}")
+    if verdicts:
+        counts = Counter({v: len(n) for v, n in verdicts.items()})
+        lines.append("Verdicts against the baseline: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".")
+        for verdict in ("faster", "failed", "contaminated"):
+            if verdict in verdicts:
+                lines.append(f"  {verdict}: {_names(verdicts[verdict])}")
+
+    for path in (Path(p) for p in best_json if str(p).endswith(".json")):  # BEST_EXPORTS: .env, .csv too
+        if path.is_file():
+            best = json.loads(path.read_text())
+            settings = ", ".join(f"{k.split('.', 1)[-1]}={v}" for k, v in (best.get("settings") or {}).items())
+            if best.get("winner"):
+                lines.append(f"Best of grid {best['grid']}: {best['winner']}"
+                             f"{f' ({settings})' if settings else ''}: {path.with_suffix('.env')}")
+            else:
+                lines.append(f"Best of grid {best.get('grid')}: none ({best.get('why_none')})")
+
+    lines.append(f"Report: {results / 'report.md'} (rows: {csv_path}); the HTML page with the plots: "
+                 f"snakemake --report {results / 'report.html'}")
+    return lines
+
+
+def print_closing(results: Path, started_at: float, best_json: Iterable[str | Path], out: TextIO) -> bool:
+    """Print the closing summary when this run wrote the report (``report.md`` newer than ``started_at``,
+    the workflow's start): a run that made one configuration's summary only says nothing. True if printed."""
+    report = results / "report.md"
+    if not report.is_file() or report.stat().st_mtime < started_at:
+        return False
+    lines = closing_lines(results, best_json)
+    if not lines:
+        return False
+    out.write("\n".join(["", "specsweep summary:", *(f"  {line}" for line in lines), ""]) + "\n")
+    out.flush()
+    return True

@@ -1,0 +1,100 @@
+"""Plan-time checks: what `snakemake -n` and `specsweep check` refuse (or warn about) before any job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specsweep.plan.checks import start_findings
+from specsweep.plan.config import check_config, load_configs
+from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.datasets import write_sharegpt
+from specsweep.testing.workflow import REPO
+
+
+def _config() -> dict:
+    return load_configs([REPO / "config.yaml"])
+
+
+def _findings(config: dict) -> tuple[list[str], list[str]]:
+    config = check_config(config, "test.yaml")
+    return start_findings(config, resolve_plans(config, "test.yaml"), resolve_labels(config))
+
+
+def test_the_shipped_config_passes():
+    assert _findings(_config()) == ([], [])
+
+
+def _sharegpt(config: dict, path: Path, **workload) -> dict:
+    config["defaults"]["workload"].update(dataset={"format": "sharegpt", "path": str(path)}, **workload)
+    return config
+
+
+def test_a_dataset_with_fewer_distinct_prompts_than_num_prompts_is_refused_with_key_and_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the config's model paths are relative to the workflow's directory
+    data = write_sharegpt(tmp_path / "two.json", 2)
+    errors, _ = _findings(_sharegpt(_config(), data, num_prompts=50))
+    plans = resolve_plans(check_config(_sharegpt(_config(), data, num_prompts=50), "t"), "t")
+    distinct = plans["nospec"]["prompts"]["distinct"]
+    assert distinct < 50
+    assert len(errors) == 3, errors  # one per configuration
+    [nospec] = [e for e in errors if e.startswith("configurations.nospec.")]
+    assert nospec.startswith("configurations.nospec.workload.num_prompts: ")
+    assert f"{distinct} distinct prompt(s)" in nospec and "num_prompts=50" in nospec
+    assert "prefix cache" in nospec and f"at most {distinct}" in nospec
+
+
+def test_prompts_reused_across_rounds_only_are_a_warning(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    data = write_sharegpt(tmp_path / "few.json", 12)
+    config = _sharegpt(_config(), data, num_prompts=4, repeats=3)
+    errors, warnings = _findings(config)
+    assert errors == [], errors
+    assert len(warnings) == 3 and all("rounds reuse each other's prompts" in w for w in warnings), warnings
+
+
+def test_the_check_names_the_point_whose_selection_repeats(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    data = write_sharegpt(tmp_path / "few.json", 12)
+    config = _sharegpt(_config(), data, num_prompts=4, repeats=1)
+    config["defaults"]["workload"]["warmup"] = {"max_requests": 2}
+    config["configurations"]["nospec"]["points"] = [{"concurrency": 1}, {"concurrency": 2, "num_prompts": 40}]
+    errors, _ = _findings(config)
+    assert len(errors) == 3, errors  # the eagle3 configurations extend nospec: its points too
+    assert errors[-1].startswith("configurations.nospec.points[1].num_prompts (point c2-n40): "), errors
+
+
+def test_a_speculative_baseline_is_refused():
+    config = _config()
+    config["baseline"] = "eagle3-shm"
+    errors, _ = _findings(config)
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("baseline: 'eagle3-shm' runs speculative decoding (server_args.speculative-algorithm")
+    assert "configurations.eagle3-shm.server_args.speculative-algorithm: NONE" in errors[0]
+
+
+@pytest.mark.parametrize("variant, words", [
+    ("all-reduce:nccl2", ["unknown variant(s) ['all-reduce:nccl2']", "allowed: ['all-reduce:gloo', "]),
+    ("custom_allreduce", ["unknown variant(s) ['custom_allreduce'] for the reference engine"]),
+    ("all-reduce:gloo", ["contradicts the flags", "--all-reduce-backend shm", "variant: all-reduce:shm"]),
+])
+def test_the_reference_engine_refuses_a_variant_it_cannot_prove(variant, words):
+    config = _config()
+    config["configurations"]["eagle3-shm"]["variant"] = variant
+    errors, _ = _findings(config)
+    assert len(errors) == 1 and errors[0].startswith("configurations.eagle3-shm.variant: "), errors
+    assert all(w in errors[0] for w in words), errors[0]
+    config["configurations"]["eagle3-shm"]["variant"] = "all-reduce:shm"  # the one its flags select
+    assert _findings(config) == ([], [])
+
+
+def test_reference_engine_flag_errors_are_found_at_plan_time(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = _config()
+    config["configurations"]["eagle3-shm"]["server_args"]["tp-sise"] = 2
+    config["configurations"]["eagle3-gloo"]["server_args"]["speculative-num-steps"] = 5
+    errors, _ = _findings(config)
+    assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo", "configurations.eagle3-shm"], errors
+    assert any("--tp-sise" in e for e in errors)
+    assert any("--speculative-num-draft-tokens must equal --speculative-num-steps + 1" in e for e in errors)
