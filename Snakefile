@@ -60,3 +60,9 @@ rule all:
         "results/summary.csv",
         "results/report.md",
         BEST_EXPORTS,
+
+
+# Every profile of this checkout, now that every rule exists: a mapping key
+# Snakemake would drop (`set-resource:`), resource names nobody reads
+# (`slurm_partiton`), rules that do not exist (specsweep.workflow.profiles).
+check_workflow_profiles()

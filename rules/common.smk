@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 
 from specsweep.workflow import inputs as sw
 from specsweep.workflow.closing import print_closing
+from specsweep.workflow.profiles import check_profiles
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
@@ -114,3 +115,11 @@ def registry_json(wildcards):
 def closing_summary():
     """onsuccess: the A/A line, the fastest configurations and verdicts, the report's paths."""
     print_closing(Path("results"), STARTED_AT, BEST_EXPORTS, sys.stderr)
+
+
+def check_workflow_profiles():
+    """After every rule is defined: this checkout's profiles (keys Snakemake would drop, resource typos)."""
+    try:
+        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules])
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
