@@ -16,6 +16,7 @@ import yaml
 
 from specsweep import __version__
 from specsweep.__main__ import main
+from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
 
 
@@ -118,3 +119,32 @@ def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
+
+
+def _broken(tmp_path: Path, kind: str) -> Path:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    if kind == "dataset":
+        data = write_sharegpt(tmp_path / "two.json", 2)
+        config["defaults"]["workload"].update(num_prompts=50, dataset={"format": "sharegpt", "path": str(data)})
+        config["configurations"] = {"nospec": config["configurations"]["nospec"]}
+    elif kind == "baseline":
+        config["baseline"] = "eagle3-shm"
+    elif kind == "variant":
+        config["configurations"]["eagle3-shm"]["variant"] = "mscclpp"
+    elif kind == "flag":
+        config["configurations"]["eagle3-shm"]["server_args"]["speculative-num-steps"] = 5
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("dataset", ["configurations.nospec.workload.num_prompts: ", "distinct prompt(s)", "num_prompts=50"]),
+    ("baseline", ["baseline: 'eagle3-shm' runs speculative decoding"]),
+    ("variant", ["configurations.eagle3-shm.variant: unknown variant(s) ['mscclpp'] for the reference engine"]),
+    ("flag", ["configurations.eagle3-shm: --speculative-num-draft-tokens must equal"]),
+])
+def test_check_refuses_each_input_that_used_to_pass_in_one_line(tmp_path, kind, words):
+    path = _broken(tmp_path, kind)
+    line = _one_line_error(_cli("check", str(path)), *words)
+    assert line.startswith(f"specsweep check: {path}: ")

@@ -1,0 +1,61 @@
+"""What a user sees on the console during `snakemake --cores 1 all`: each server job's stage and progress
+while it runs, then the closing summary and where the report is (a real run on the reference engine)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from specsweep.testing.workflow import REPO, copy_workflow
+
+pytestmark = pytest.mark.slow
+
+SMALL_WORKLOAD = {"num_prompts": 3, "output_len": 16, "repeats": 2,
+                  "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3}}
+
+
+def test_progress_while_servers_run_and_a_summary_at_the_end(tmp_path):
+    work = copy_workflow(tmp_path)
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["defaults"]["workload"].update(SMALL_WORKLOAD)
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # stderr into stdout: one stream, in the order the terminal shows it
+    result = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "all"], cwd=work,  # noqa: S603
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    out = result.stdout
+    assert result.returncode == 0, out[-5000:]
+    lines = out.splitlines()
+
+    def index(pattern: str) -> int:
+        found = [i for i, line in enumerate(lines) if re.fullmatch(pattern, line)]
+        assert found, f"no line matching {pattern!r} in:\n{out[-5000:]}"
+        return found[0]
+
+    launches = ["nospec launch-1", "eagle3-gloo launch-1", "eagle3-shm launch-1", "nospec launch-aa"]  # run order
+    for job, following in zip(launches, [*launches[1:], None]):
+        p = f"specsweep {re.escape(job)}: "
+        steps = [index(p + r"launching \(local\), 1 point\(s\); every line in results/.*/benchmark_server\.log"),
+                 index(p + r"ready after [0-9.]+ s"),
+                 index(p + r"\[warmup\] (not )?steady after \d+ requests"),
+                 index(p + r"\[measured 1/2\] 3/3 requests, 0 failed, [0-9.]+ output tok/s running, [0-9.]+ s"),
+                 index(p + r"\[measured 2/2\] 3/3 requests, 0 failed, [0-9.]+ output tok/s running, [0-9.]+ s"),
+                 index(p + r"outcome: ok")]
+        assert steps == sorted(steps), (job, steps)
+        # shown while the job ran: before the next job's server starts, not replayed at the end
+        if following:
+            assert steps[-1] < index(f"specsweep {re.escape(following)}: launching.*")
+
+    summary = index(r"specsweep summary:")
+    assert summary > index(r"specsweep nospec launch-aa: outcome: ok")
+    tail = "\n".join(lines[summary:])
+    assert "  A/A control: nospec launched twice differed by up to " in tail
+    rows = list(csv.DictReader((work / "results/summary.csv").open(newline="")))
+    best = max((r for r in rows if r["status"] == "ok"), key=lambda r: float(r["tok_s_median"]))
+    assert f"  Fastest: {best['config']}, {float(best['tok_s_median']):.1f} tok/s (" in tail, tail
+    assert "  Report: results/report.md (rows: results/summary.csv)" in tail, tail
+    assert (work / "results/report.md").is_file()
