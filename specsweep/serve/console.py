@@ -23,15 +23,21 @@ PROGRESS_EVERY_S = 5.0
 class Console:
     """Prefixed lines for the terminal; ``progress`` lines rate-limited, ``say`` lines always."""
 
-    def __init__(self, stream: TextIO, prefix: str, every_s: float = PROGRESS_EVERY_S,
+    def __init__(self, stream: TextIO | None, prefix: str, every_s: float = PROGRESS_EVERY_S,
                  clock=time.monotonic) -> None:
         self.stream, self.prefix, self.every_s, self.clock = stream, prefix, every_s, clock
         self._last: dict[str, float] = {}
 
     def say(self, text: str) -> None:
-        """One line, always shown."""
-        self.stream.write(f"specsweep {self.prefix}: {text}\n")
-        self.stream.flush()
+        """One line, always shown; a terminal that went away (a closed pipe) ends the console, never the job:
+        the log has every line."""
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(f"specsweep {self.prefix}: {text}\n")
+            self.stream.flush()
+        except OSError:
+            self.stream = None
 
     def progress(self, label: str, text: str, final: bool = False) -> None:
         """A progress line of the round ``label``: shown when ``final`` (the round's last) or when

@@ -51,3 +51,14 @@ def test_each_round_has_its_own_interval_and_say_is_never_limited():
 def test_no_terminal_no_console():
     assert job_console(None, "nospec", "1") is None
     assert job_console(io.StringIO(), "nospec", "2").prefix == "nospec launch-2"
+
+
+def test_a_terminal_that_went_away_ends_the_console_not_the_job():
+    class Closed(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    console = Console(Closed(), "nospec launch-1")
+    console.say("outcome: ok")  # no exception
+    assert console.stream is None
+    console.progress("measured 1/1", "1/1 requests", final=True)
