@@ -118,7 +118,7 @@ def closing_summary():
 
 
 def check_workflow_profiles():
-    """After every rule is defined: this checkout's profiles (keys Snakemake would drop, resource typos)."""
+    """Once the rules exist, this checkout's profiles (keys Snakemake would drop, resource typos)."""
     try:
         check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules])
     except ConfigError as exc:
