@@ -1,10 +1,11 @@
 """The few lines Snakemake's ``onsuccess:`` prints after a run that wrote the report (stdlib only).
 
-Read from what the report already wrote, never recomputed: ``results/summary.csv``
-(its verdicts, A/A spread, tok/s; ``report.render.CSV_COLUMNS``) and each grid's
-``results/best/<grid>.json`` (``report.export``). The lines: the A/A control,
-the fastest configuration at each point with its verdict against the baseline,
-the verdicts counted, each grid's winner, and where the report is.
+Read from what the report already wrote, never recomputed: the A/A and positive
+control lines of ``results/report.md`` (``report.sweep.control_lines``: those
+sentences have one home), and from ``results/summary.csv`` (``report.render.CSV_COLUMNS``)
+the fastest configuration at each point by the decode rate the verdicts judge,
+with its verdict against the baseline, and the verdicts counted; each grid's
+winner from ``results/best/<grid>.json`` (``report.export``); where the report is.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import TextIO
 
 from specsweep.records import DEFAULT_POINT
 
+#: The rate the verdicts judge and "fastest" ranks by (``analysis.metrics.BASELINE_TOK_S``; a test checks it).
+RATE_COLUMN = "decode_rate"
+#: Lines of report.md that are the controls' results (``report.sweep.aa_lines``, ``positive_lines``).
+CONTROL_PREFIXES = ("A/A control", "Positive control")
 #: At most this many points get a "fastest" line; the report has the rest.
 MAX_POINT_LINES = 3
 #: At most this many configurations are named per verdict.
@@ -47,27 +52,26 @@ def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[s
     configs = list(dict.fromkeys(r["config"] for r in rows))
     lines = [f"{len(configs)} configuration(s) at {len(points)} point(s), baseline {baseline or 'none'}."]
 
-    spread = next((s for r in rows if (s := _float(r.get("aa_spread"))) is not None), None)
-    if spread is not None:
-        lines.append(f"A/A control: {baseline} launched twice differed by up to {spread * 100:.1f} % in median tok/s: "
-                     "smaller differences are not called.")
-    else:
-        lines.append("A/A control: none measured (no baseline, aa_control: false, or its launch failed): "
-                     "launch-to-launch noise is unknown.")
+    report = results / "report.md"
+    if report.is_file():
+        for line in report.read_text().splitlines():
+            text = line.removeprefix("- ").replace("**", "").strip()
+            if text.startswith(CONTROL_PREFIXES):
+                lines.append(text)
 
     for point in points[:MAX_POINT_LINES]:
-        at = [r for r in rows if r["point"] == point and r["status"] == "ok" and _float(r["tok_s_median"])]
+        at = [r for r in rows if r["point"] == point and r["status"] == "ok" and _float(r.get(RATE_COLUMN))]
         if not at:
             lines.append(f"At {point}: no configuration measured ok." if points != [DEFAULT_POINT]
                          else "No configuration measured ok.")
             continue
-        best = max(at, key=lambda r: _float(r["tok_s_median"]))
+        best = max(at, key=lambda r: _float(r[RATE_COLUMN]))
         against = ("the baseline" if best["verdict"] == "baseline" else
                    f"{best['verdict']} than {baseline}" if best["verdict"] in ("faster", "slower") else
                    f"{best['verdict']} against {baseline}")
         ratio = _float(best.get("ratio"))
         at_point = "" if points == [DEFAULT_POINT] else f" at {point}"
-        lines.append(f"Fastest{at_point}: {best['config']}, {_float(best['tok_s_median']):.1f} tok/s "
+        lines.append(f"Fastest{at_point}: {best['config']}, {_float(best[RATE_COLUMN]):.1f} decode tok/s "
                      f"({against}{f', x{ratio:.2f}' if ratio is not None else ''}).")
     if len(points) > MAX_POINT_LINES:
         lines.append(f"(and {len(points) - MAX_POINT_LINES} more point(s) in the report)")

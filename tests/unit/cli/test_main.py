@@ -17,7 +17,7 @@ import yaml
 from specsweep import __version__
 from specsweep.__main__ import main
 from specsweep.testing.datasets import write_sharegpt
-from specsweep.testing.workflow import REPO
+from specsweep.testing.workflow import REPO, plain_default_config
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -122,7 +122,7 @@ def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
 
 
 def _broken(tmp_path: Path, kind: str) -> Path:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = plain_default_config()  # without the positive control, which would repeat eagle3-shm's problem
     if kind == "dataset":
         data = write_sharegpt(tmp_path / "two.json", 2)
         config["defaults"]["workload"].update(num_prompts=50, dataset={"format": "sharegpt", "path": str(data)})

@@ -1,50 +1,89 @@
 """The closing summary onsuccess prints: read from the report's own files, only after a run that wrote them.
 
-The fixture is a real report: the CPU sweep recorded under docs/measurements."""
+The fixture is a report this checkout renders from synthetic runs of known speed (specsweep.testing.reports):
+``fast`` (2 tokens per 12 ms chunk) beats ``base`` (1 per 12 ms) and ``slow`` (2 per 30 ms); ``broken`` failed."""
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
+import json
 from pathlib import Path
 
-from specsweep.testing.workflow import REPO
+import pytest
+
+from specsweep.analysis.metrics import BASELINE_TOK_S
+from specsweep.analysis.summary import build_summary
+from specsweep.report.render import CSV_COLUMNS, render_report
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.workflow import closing
 from specsweep.workflow.closing import closing_lines, print_closing
 
-SWEEP = REPO / "docs/measurements/2026-12-01-cpu-sweep"
 
 
-def _rows() -> list[dict]:
-    return list(csv.DictReader((SWEEP / "summary.csv").open(newline="")))
+def _summary(name: str, gap_ms: float, per_chunk: int, seed: int, outcome: dict = OK) -> dict:
+    spec = per_chunk > 1
+    plan = {"name": name, "engine": "reference", "image": None, "workload": WORKLOAD,
+            "server_args": {"speculative-algorithm": "EAGLE3"} if spec else {}}
+    recs = sequential_records(name, gap_ms, per_chunk, spec, seed, jitter=0.02) if outcome is OK else []
+    return build_summary(plan, None, outcome, [], recs, None)
 
 
-def test_the_lines_say_what_the_report_found():
-    rows = _rows()
-    lines = closing_lines(SWEEP, [SWEEP / "best/eagle3.env", SWEEP / "best/eagle3.json"])
-    spread = float(rows[0]["aa_spread"])
-    assert lines[1] == (f"A/A control: nospec launched twice differed by up to {spread * 100:.1f} % in median tok/s: "
-                        "smaller differences are not called.")
-    for point in ("c1", "c2", "c4"):
-        ok = [r for r in rows if r["point"] == point and r["status"] == "ok"]
-        best = max(ok, key=lambda r: float(r["tok_s_median"]))
-        [line] = [x for x in lines if x.startswith(f"Fastest at {point}: ")]
-        assert line.startswith(f"Fastest at {point}: {best['config']}, {float(best['tok_s_median']):.1f} tok/s ("), line
-    faster = sum(r["verdict"] == "faster" for r in rows)
-    assert any(x.startswith("Verdicts against the baseline: ") and f"{faster} faster" in x for x in lines), lines
-    assert any(x.startswith("Best of grid eagle3: eagle3-shm-acc3p6 (all-reduce-backend=shm): ") for x in lines)
-    assert lines[-1].startswith(f"Report: {SWEEP / 'report.md'} ") and "snakemake --report" in lines[-1]
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("results")
+    failed = {"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "exit 1", "log_tail": "x"}
+    summaries = [_summary("base", 12.0, 1, 1), _summary("fast", 12.0, 2, 2), _summary("slow", 30.0, 2, 3),
+                 _summary("broken", 12.0, 2, 4, failed)]
+    render_report(summaries, "base", out / "summary.csv", out / "report.md", out / "plots",
+                  sweep={"aa_control": True})
+    return out
 
 
-def test_printed_only_when_this_run_wrote_the_report(tmp_path):
-    results = tmp_path / "results"
-    shutil.copytree(SWEEP, results)
+def test_the_rate_it_ranks_by_is_the_verdicts_and_a_report_column():
+    assert closing.RATE_COLUMN == BASELINE_TOK_S and closing.RATE_COLUMN in CSV_COLUMNS
+    assert "verdict" in CSV_COLUMNS and "ratio" in CSV_COLUMNS
+
+
+def test_the_lines_say_what_the_report_found(results):
+    rows = list(csv.DictReader((results / "summary.csv").open(newline="")))
+    lines = closing_lines(results)
+    assert lines[0] == "4 configuration(s) at 1 point(s), baseline base."
+    report = (results / "report.md").read_text().replace("**", "")
+    controls = [x for x in lines if x.startswith(("A/A control", "Positive control"))]
+    assert [x.split(":")[0] for x in controls] == ["A/A control", "Positive control"], lines
+    assert all(x in report for x in controls)  # the report's own sentences
+    [fast] = [r for r in rows if r["config"] == "fast"]
+    [fastest] = [x for x in lines if x.startswith("Fastest: ")]
+    assert fastest == (f"Fastest: fast, {float(fast[BASELINE_TOK_S]):.1f} decode tok/s ({fast['verdict']} "
+                       f"{'than' if fast['verdict'] in ('faster', 'slower') else 'against'} base, "
+                       f"x{float(fast['ratio']):.2f})."), fastest
+    counted = {r["verdict"] for r in rows if r["verdict"] != "baseline"}
+    [verdicts] = [x for x in lines if x.startswith("Verdicts against the baseline: ")]
+    assert all(v in verdicts for v in counted), (counted, verdicts)
+    assert "  failed: broken" in lines
+    assert lines[-1].startswith(f"Report: {results / 'report.md'} ") and "snakemake --report" in lines[-1]
+
+
+def test_each_grid_winner_from_its_evidence_file(results, tmp_path):
+    best = tmp_path / "eagle3.json"
+    best.write_text(json.dumps({"grid": "eagle3", "winner": "eagle3-shm", "why_none": None,
+                                "settings": {"server_args.all-reduce-backend": "shm"}}))
+    none = tmp_path / "other.json"
+    none.write_text(json.dumps({"grid": "other", "winner": None, "why_none": "no member ended ok", "settings": {}}))
+    lines = closing_lines(results, [tmp_path / "eagle3.env", best, none])
+    assert f"Best of grid eagle3: eagle3-shm (all-reduce-backend=shm): {tmp_path / 'eagle3.env'}" in lines
+    assert "Best of grid other: none (no member ended ok)" in lines
+
+
+def test_printed_only_when_this_run_wrote_the_report(results, tmp_path):
     out = io.StringIO()
     mtime = (results / "report.md").stat().st_mtime
     assert not print_closing(results, mtime + 10, [], out) and out.getvalue() == ""  # an older report: silence
     assert print_closing(results, mtime - 10, [], out)
-    assert out.getvalue().startswith("\nspecsweep summary:\n  9 configuration(s) at 3 point(s), baseline nospec.\n")
-    os.unlink(results / "summary.csv")
-    assert closing_lines(results) == []
-    assert not print_closing(Path(tmp_path / "none"), 0.0, [], io.StringIO())
+    assert out.getvalue().startswith("\nspecsweep summary:\n  4 configuration(s) at 1 point(s), baseline base.\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "report.md").write_text("# specsweep report\n")
+    assert closing_lines(empty) == [] and not print_closing(empty, 0.0, [], io.StringIO())
+    assert not print_closing(tmp_path / "none", 0.0, [], io.StringIO())
