@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,6 +14,16 @@ from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_
 #: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports.
 VARIANTS = frozenset(f"all-reduce:{b}" for b in BACKENDS)
 _BACKEND_LINE = re.compile(r"all-reduce backend: (?P<backend>\w+)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_once(argv: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """``check_args`` and the backend ``resolve_args`` selects, once per distinct argv in a process: every
+    Snakemake start checks every plan, and a grid's members often share one argv (axes over env)."""
+    errors = check_args(list(argv))
+    if errors:
+        return tuple(errors), None
+    return (), resolve_args(build_parser().parse_args(list(argv))).all_reduce_backend
 
 
 class ReferenceEngine:
@@ -35,9 +46,14 @@ class ReferenceEngine:
         self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Parse the plan's argv with the engine's own parser (in-process), without launching it."""
-        argv = plan["argv"][3:] + self.address_args(plan["host"], plan.get("port") or self.container_port)
-        errors = [f"configurations.{plan['name']}: {msg}" for msg in check_args(argv)]
+        errors = [f"configurations.{plan['name']}: {msg}" for msg in self._checked(plan)[0]]
         return PreflightResult(errors=errors, warnings=[], checked_with="specsweep.refengine.cli")
+
+    def _checked(self, plan: dict) -> tuple[tuple[str, ...], str | None]:
+        """The engine's own parser on the plan's argv as it will launch: (errors, the all-reduce backend
+        the flags select, None when they fail)."""
+        port = plan.get("port") or self.container_port
+        return _parse_once(tuple(plan["argv"][3:] + self.address_args(plan["host"], port)))
 
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
@@ -53,12 +69,10 @@ class ReferenceEngine:
         if unknown:
             errors.append(f"{key}: unknown variant(s) {unknown} for the reference engine; allowed: "
                           f"{sorted(VARIANTS)} (the all-reduce backend its log must show); remove it or name one")
-        elif variants and not check_args(plan["argv"][3:]):  # bad flags: preflight names them
-            ns = resolve_args(build_parser().parse_args([*plan["argv"][3:], "--port", str(self.container_port)]))
-            if variants != [f"all-reduce:{ns.all_reduce_backend}"]:
+        elif variants and (backend := self._checked(plan)[1]) is not None:  # bad flags: preflight names them
+            if variants != [f"all-reduce:{backend}"]:
                 errors.append(f"{key}: {variants} contradicts the flags, which select --all-reduce-backend "
-                              f"{ns.all_reduce_backend}; set variant: all-reduce:{ns.all_reduce_backend} or "
-                              "change server_args.all-reduce-backend")
+                              f"{backend}; set variant: all-reduce:{backend} or change server_args.all-reduce-backend")
         return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
 
     def variant_evidence(self, server_log: str, plan: dict) -> dict:
