@@ -28,6 +28,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.plan.datasets import prompts_needed
 from specsweep.plan.points import plan_points
 from specsweep.plan.resolve import label_findings, plan_problems
+from specsweep.records import is_external
 
 
 def prompt_findings(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
@@ -81,7 +82,7 @@ def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[
     warnings: list[str] = []
     for plan in plans.values():
         engine = get_engine(plan["engine"])
-        if not engine.needs_parser_env:
+        if not engine.needs_parser_env and not is_external(plan):  # external: no argv (its preflight job's rule)
             result = engine.preflight(dict(plan))
             errors += result.errors
             warnings += result.warnings

@@ -100,3 +100,10 @@ def test_reference_engine_flag_errors_are_found_at_plan_time(monkeypatch):
     assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo", "configurations.eagle3-shm"], errors
     assert any("--tp-sise" in e for e in errors)
     assert any("--speculative-num-draft-tokens must equal --speculative-num-steps + 1" in e for e in errors)
+
+
+def test_an_external_server_has_no_flags_to_parse_at_plan_time():
+    config = load_configs([REPO / "config/external.yaml"])
+    plans = resolve_plans(config)
+    assert all(p["argv"] == [] for p in plans.values())
+    assert start_findings(config, plans, resolve_labels(config)) == ([], [])
