@@ -79,7 +79,7 @@ for item in pushed:
         "sglang_versions": sorted({str(r["sglang_version"]) for r in results.values()}),
     }
     if item["name"] == "sglang-mscclpp":
-        got = run("env", "LD_LIBRARY_PATH=/opt/cuda-link-stubs", "python3", "-c", IMPORTS)
+        got = run("sh", "-c", f'LD_LIBRARY_PATH=/opt/cuda-link-stubs:$LD_LIBRARY_PATH python3 -c "{IMPORTS}"')
         row["mscclpp_imports_rc"], row["mscclpp_imports"] = got.returncode, (got.stdout + got.stderr).strip()[-600:]
     report.append(row)
     print(json.dumps({k: row[k] for k in ("name", "pull_s", "same_id", "help_rc", "parsed", "parse_errors",

@@ -49,8 +49,8 @@ for f in $(find "$pkg" -name '*.so*' -type f | sort); do
 done
 echo "\$ python3 -c 'import mscclpp'   # no driver, no stubs on the path"
 python3 -c 'import mscclpp' 2>&1 | tail -n 1; echo "[exit $?]"
-echo "\$ LD_LIBRARY_PATH=/opt/cuda-link-stubs python3 -c 'import mscclpp, mscclpp.ext, mscclpp.default_algos; ...'"
-LD_LIBRARY_PATH=/opt/cuda-link-stubs python3 -c '
+echo "\$ LD_LIBRARY_PATH=/opt/cuda-link-stubs:\$LD_LIBRARY_PATH python3 -c 'import mscclpp, mscclpp.ext, mscclpp.default_algos; ...'"
+LD_LIBRARY_PATH="/opt/cuda-link-stubs:$LD_LIBRARY_PATH" python3 -c '
 import mscclpp, mscclpp.ext, mscclpp.default_algos
 from sglang.srt.distributed.device_communicators.pymscclpp import _create_algorithm_configs
 print("mscclpp", mscclpp.__version__, "language:", mscclpp.language.__name__,
