@@ -56,40 +56,46 @@ wildcard_constraints:
     launch="[1-9][0-9]*|aa",
 
 
+def configuration(wildcards):
+    # The {config} wildcard, known to the loaded config files (else a one-line message, no traceback).
+    return sw.configuration_name(PLANS, wildcards.config, workflow.configfiles, ROOT)
+
+
 def plan_json(wildcards):
-    return sw.plan_params(PLANS, wildcards.config)
+    return sw.plan_params(PLANS, configuration(wildcards))
 
 
 def parser_env_input(wildcards):
-    return sw.parser_env_input(PLANS, config, wildcards.config)
+    return sw.parser_env_input(PLANS, config, configuration(wildcards))
 
 
 def preflight_parser_input(wildcards):
-    return sw.preflight_parser_input(PLANS, config, wildcards.config)
+    return sw.preflight_parser_input(PLANS, config, configuration(wildcards))
 
 
 def config_image_spec_json(wildcards):
-    return sw.config_image_spec_json(PLANS, config, wildcards.config)
+    return sw.config_image_spec_json(PLANS, config, configuration(wildcards))
 
 
 def server_inputs(wildcards):
-    return sw.server_inputs(PLANS, wildcards.config)
+    return sw.server_inputs(PLANS, configuration(wildcards))
 
 
 def gpus_of(wildcards):
-    return sw.gpus_of(PLANS, wildcards.config)
+    return sw.gpus_of(PLANS, configuration(wildcards))
 
 
 def launch_priority(wildcards):
-    return sw.launch_priority(PRIORITIES, wildcards.config, wildcards.launch)
+    return sw.launch_priority(PRIORITIES, configuration(wildcards), wildcards.launch)
 
 
 def summary_inputs(wildcards):
-    return sw.summary_inputs(SCHEDULE, wildcards.config) | sw.baseline_inputs(config, wildcards.config)
+    name = configuration(wildcards)
+    return sw.summary_inputs(SCHEDULE, name) | sw.baseline_inputs(config, name)
 
 
 def summary_labels(wildcards):
-    return sw.summary_labels(LABELS, wildcards.config)
+    return sw.summary_labels(LABELS, configuration(wildcards))
 
 
 def report_params(wildcards):

@@ -21,7 +21,7 @@ from typing import Any
 from specsweep import __version__
 from specsweep.files import canonical_json, write_json_atomic
 from specsweep.images.cli import DockerError, build_command, image_exists, image_inspect, run_docker
-from specsweep.images.tag import STAGED_CONTEXTS_DIR, content_record, tag_of
+from specsweep.images.tag import STAGED_CONTEXTS_DIR, build_context_dirs, content_record, tag_of
 
 # Format history of results/images/<name>.json:
 #   1  name, tag, image_id, size_bytes, target, dockerfile(+_sha256), patches,
@@ -72,8 +72,9 @@ def stage_context(spec: Mapping[str, Any], root: Path, record: Mapping[str, Any]
     context = root / (spec.get("context") or ".")
     for rel in record["context_files"]:
         _link_or_copy(context / rel, dest / rel)
+    bases = build_context_dirs(record["name"], spec, root)
     for cname, files in record["build_contexts"].items():
-        base = Path(spec["build_contexts"][cname])
+        base = bases[cname]
         (dest / STAGED_CONTEXTS_DIR / cname).mkdir(parents=True, exist_ok=True)
         for rel in files:
             _link_or_copy(base / rel, dest / STAGED_CONTEXTS_DIR / cname / rel)

@@ -190,6 +190,19 @@ def _hashed_build_args(spec: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(args.items()) if k not in LABEL_ONLY_ARGS}
 
 
+def build_context_dirs(name: str, spec: Mapping[str, Any], root: Path) -> dict[str, Path]:
+    """Each extra build context's folder (a relative path is relative to the
+    workflow root, like ``context``); a missing one is an error naming its key."""
+    out = {}
+    for cname, cpath in (spec.get("build_contexts") or {}).items():
+        base = Path(root) / str(cpath)
+        if not base.is_dir():
+            raise ValueError(f"images.{name}.build_contexts.{cname}: {cpath} is not a folder"
+                             f" (looked for {base.resolve()})")
+        out[str(cname)] = base
+    return out
+
+
 def content_record(name: str, spec: Mapping[str, Any], root: Path) -> dict[str, Any]:
     """Everything the image tag is computed from (also stored in the manifest,
     so that a changed tag can be explained by diffing two manifests)."""
@@ -199,8 +212,8 @@ def content_record(name: str, spec: Mapping[str, Any], root: Path) -> dict[str, 
     text = dockerfile.read_text()
     files = context_files(context, context_sources(text))
     build_contexts = {
-        cname: _tree_hashes(Path(cpath), context_files(Path(cpath), ["."]))
-        for cname, cpath in sorted((spec.get("build_contexts") or {}).items())
+        cname: _tree_hashes(base, context_files(base, ["."]))
+        for cname, base in sorted(build_context_dirs(name, spec, root).items())
     }
     return {
         "scheme": TAG_SCHEME_VERSION,

@@ -28,6 +28,58 @@ LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "
                 "profile": "profile.json", "allreduce_bench": "allreduce_bench.json"}
 
 
+def configuration_name(plans: Mapping[str, dict], name: str, configfiles: Sequence[str], root: Path | str) -> str:
+    """``name`` when the loaded config files define that configuration; otherwise stop Snakemake
+    with one line naming it, the configurations they do define, and the files under ``config/``
+    that define it. A ``SystemExit``: Snakemake reports an input function's exceptions with a
+    traceback, but lets a ``SystemExit`` end the run with its message (and no lock left behind)."""
+    if name in plans:
+        return name
+    raise SystemExit(unknown_configuration_message(name, sorted(plans), configfiles, Path(root)))
+
+
+def unknown_configuration_message(name: str, defined: Sequence[str], configfiles: Sequence[str], root: Path) -> str:
+    loaded = ", ".join(_relative(Path(f), root) for f in configfiles) or "config.yaml"
+    shown = ", ".join(defined[:12]) + (f", ... ({len(defined)} in all)" if len(defined) > 12 else "")
+    where = defining_files(name, root)
+    if where:
+        hint = (f"`{name}` is in {', '.join(where)}: add `--configfile {where[0]}`"
+                + (" (or another of them)" if len(where) > 1 else ""))
+    else:
+        hint = f"no file under config/ defines `{name}`"
+    return f"specsweep: no configuration `{name}` in {loaded}, which defines {shown or 'none'}; {hint}"
+
+
+def defining_files(name: str, root: Path) -> list[str]:
+    """The config files under ``root/config/`` whose configurations (grids expanded) include ``name``."""
+    from specsweep.plan.config import ConfigError, load_schema, load_yaml_strict
+    from specsweep.plan.grid import expand_axes
+
+    schema = load_schema()
+    out = []
+    for path in sorted((Path(root) / "config").glob("*.yaml")):
+        try:
+            data = load_yaml_strict(path) or {}
+        except ConfigError:
+            continue  # a broken file defines nothing here; loading it says why
+        names = set((data.get("configurations") or {}) if isinstance(data, dict) else ())
+        if names and name not in names:
+            try:
+                names = set(expand_axes(data, schema).config.get("configurations") or {})
+            except (ValueError, KeyError, TypeError):
+                pass  # an overlay that is not a whole sweep: its own names only
+        if name in names:
+            out.append(_relative(path, root))
+    return out
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
     """Every (configuration, launch) in run order (``plan.launches.launch_order``)."""
     return launch_plan.launch_order(launches, config.get("baseline"), bool(config.get("aa_control", True)))
@@ -182,8 +234,12 @@ def image_spec_json(config: Mapping[str, Any], image: str) -> str:
 
 
 def image_tag_params(config: Mapping[str, Any], root: Path | str, image: str) -> str:
-    """The content-addressed tag the build must produce."""
-    return image_tag(image, (config.get("images") or {})[image], Path(root))
+    """The content-addressed tag the build must produce. A build context that is not there (a
+    source not staged yet) stops Snakemake with its key, as ``configuration_name`` does."""
+    try:
+        return image_tag(image, (config.get("images") or {})[image], Path(root))
+    except ValueError as exc:
+        raise SystemExit(f"specsweep: {exc}") from None
 
 
 def image_manifests(config: Mapping[str, Any]) -> list[str]:

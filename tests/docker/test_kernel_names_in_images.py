@@ -16,9 +16,10 @@ would take it from:
   ``flashinfer/data/include``, SGLang 0.5.23's own ``custom_all_reduce.cuh``):
   a ``__global__`` function of that name inside the nested namespaces.
 
-MSCCL++ is not in any image built here (the ``mscclpp`` target needs nvcc), so
-its names are not checked here (tests/fixtures/traces/README.md says where they
-were read).
+MSCCL++ is not in any image CI builds (the ``mscclpp`` target compiles it from a
+source CI cannot fetch; docs/measurements/2026-12-02-sglang-images/ has the
+build), so its names are not checked here (tests/fixtures/traces/README.md says
+where they were read).
 """
 
 from __future__ import annotations

@@ -168,3 +168,32 @@ def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
         assert pre["ok"] and pre["checked_with"].startswith("sglang 0.5.23"), pre
         assert pre["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], pre["loaded"]
     assert not list((work / "results").glob("images/*.json")), "preflight builds no image"
+
+
+def test_a_configuration_the_loaded_files_do_not_define_is_named_with_the_file_that_does(tmp_path):
+    work = copy_workflow(tmp_path)  # a fresh clone: the default config.yaml, the CPU reference engine
+    result = run(SNAKEMAKE + ["-n", "results/mscclpp/summary.json"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in out and "Exception" not in out, out[-3000:]
+    defined = ", ".join(sorted(yaml.safe_load((work / "config.yaml").read_text())["configurations"]))
+    assert (f"specsweep: no configuration `mscclpp` in config.yaml, which defines {defined}; "
+            "`mscclpp` is in config/kimi-k25-8gpu.yaml: add `--configfile config/kimi-k25-8gpu.yaml`") in out, out[-3000:]
+    assert not (work / ".snakemake" / "locks").exists() or not any((work / ".snakemake" / "locks").iterdir())
+    # a name no file defines says so
+    result = run(SNAKEMAKE + ["-n", "results/no-such/plan.json"], work)
+    assert result.returncode != 0 and "Traceback" not in result.stdout + result.stderr
+    assert "no file under config/ defines `no-such`" in result.stdout + result.stderr
+    # with the matrix's file the same target plans
+    result = run(SNAKEMAKE + ["-n", "results/mscclpp/summary.json", *GPU_MATRIX], work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result.stdout)["summarize_config"] == 1
+
+
+def test_a_build_context_not_staged_is_named_before_any_job(tmp_path):
+    work = copy_workflow(tmp_path / "checkout")  # the overlay's ../mscclpp_src is not there
+    result = run(SNAKEMAKE + ["-n", "results/images/sglang-mscclpp.json", *GPU_MATRIX,
+                              "config/kimi-k25-8gpu-local-base.yaml"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert "specsweep: images.sglang-mscclpp.build_contexts.mscclpp_src: ../mscclpp_src is not a folder" in out

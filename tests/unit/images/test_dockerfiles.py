@@ -157,7 +157,26 @@ def test_sglang_two_bases_one_file():
     assert "python3.1" not in "\n".join(line for line in _logical_lines(text) if not line.startswith("ARG ")), \
         "a python-version path outside the PYTHON arg"
     assert "${SITE_PACKAGES}/nvidia/cu13/lib" in text  # deepep's libcudart on either base
-    assert "nvcc" in text and "the local Debian base has none" in text
+    mscclpp = overlay["images"]["sglang-mscclpp"]
+    assert {k: mscclpp["build_args"][k] for k in ("BASE_IMAGE", "PYTHON", "MSCCLPP_SOURCE")} == \
+        {"BASE_IMAGE": "specsweep/debian:bookworm", "PYTHON": "python3.11", "MSCCLPP_SOURCE": "context"}
+    assert {"90", "120"} <= set(mscclpp["build_args"]["MSCCLPP_GPU_ARCHS"].split(";"))
+    assert set(mscclpp["build_contexts"]) == {"mscclpp_src"}
+
+
+def test_cuda_toolchain_from_the_base_or_from_wheels_of_the_venvs_cuda():
+    text = SGLANG.read_text()
+    assert "FROM base AS cuda-toolchain" in text and "FROM cuda-toolchain AS cuda-toolchain-check" in text
+    assert "if [ -x /usr/local/cuda/bin/nvcc ]; then" in text  # the devel base's own toolkit when present
+    wheels = dict(w.split("==") for w in re.search(r'^ARG CUDA_TOOLKIT_WHEELS="([^"]+)"$', text, re.M)[1].split())
+    assert wheels["nvidia-cuda-nvcc"] == "13.0.88"
+    # the cudart the toolchain links is the one the venv runs (the cuda-toolkit metapackage's set)
+    pins = dict(ln.split("==") for ln in (REPO / "containers/sglang/constraints.txt").read_text().splitlines()
+                if ln and not ln.startswith("#"))
+    assert wheels["nvidia-cuda-runtime"] == pins["nvidia-cuda-runtime"]
+    assert pins["cuda-toolkit"].startswith("13.0.")
+    assert {"nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl", "nvidia-nvml-dev"} <= set(wheels)
+    assert "containers/sglang/cuda_link_stubs.py" in text and "check_device_code.sh" in text
 
 
 def test_mscclpp_source_from_git_or_a_staged_context():
