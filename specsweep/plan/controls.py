@@ -28,11 +28,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from specsweep.plan.grid import value_label
+from specsweep.refengine.faults import STEP_SLOWDOWN_ENV  # the test-only fault the control sets
 
 #: The config key.
 KEY = "positive_control"
-#: The test-only fault the control sets (the reference engine reads it: specsweep/refengine/faults.py).
-STEP_SLOWDOWN_ENV = "SPECSWEEP_TEST_STEP_SLOWDOWN"
 #: Engines that implement ``STEP_SLOWDOWN_ENV`` (each engine step sleeps that fraction of its own duration).
 FAULT_ENGINES = ("reference",)
 
