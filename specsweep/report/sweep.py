@@ -26,6 +26,7 @@ nothing is measured or recomputed from records.
 from __future__ import annotations
 
 import io
+import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -158,6 +159,10 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
                    "than the model allows): read every verdict with care**" if called
                    else f"{comp['verdict']}, as it must be")
+        sd = r["noise"][PRIMARY_VERDICT].sd
+        if not called and sd is not None and abs(math.log1p(aa["drift"])) > sd:
+            verdict += (" (its drift is larger than the pooled launch SD of "
+                        f"{_pct(sd)}: the machine changed during the sweep, and every threshold is wide for it)")
         out.write(f"- A/A control{where}: {baseline} {again} (launch "
                   f"{aa['control']}) against its launch {aa['first']}: {_f(aa['launch_medians'][aa['first']])} vs "
                   f"{_f(aa['launch_medians'][aa['control']])} decode tok/s (drift {aa['drift'] * 100:+.1f} %): "
