@@ -215,3 +215,24 @@ def test_the_h200_launch_study_the_identical_setups_are_not_called_and_speculati
         assert v["verdict"] == "faster" and 1.5 < v["ratio"] < 1.7, (name, v["ratio"])
     aa = S.compare(samples["nospec-nccl"].select("aa"), samples["nospec-nccl"].select("1"), noise)
     assert aa["verdict"] == "no significant difference"
+
+
+VERDICTS_RUNS = REPO / "docs" / "measurements" / "2026-12-02-h200-tp1-verdicts"
+
+
+@pytest.mark.parametrize("run", ["run1", "run2"])
+def test_the_h200_verdicts_study_calls_the_five_percent_control_and_no_identical_pair(run):
+    """The committed H200 record of these verdicts (TP=1, 256-token outputs, 2 launches each, a +5 % control)."""
+    samples = {}
+    for path in sorted((VERDICTS_RUNS / run).glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        sample = summary["points"][0]["metrics"]["samples"]["decode_tok_s"]
+        samples[summary["config"]] = S.Sample(sample["values"], sample["launch"], sample["repeat"])
+    noise = S.pooled_noise(list(samples.values()))
+    assert noise.df == 7 and noise.sd < 0.02
+    control = S.compare(samples["eagle3-nccl-slow5"], samples["eagle3-nccl"], noise)
+    assert control["verdict"] == "slower" and 0.90 < control["ratio"] < 0.97
+    same = ["eagle3-nccl", "eagle3-nccl-nop2p", "eagle3-nccl-seed", "eagle3-symm-mem"]
+    family = S.holm_family([S.compare(samples[a], samples[b], noise) for i, a in enumerate(same) for b in same[i + 1:]])
+    assert [v["verdict"] for v in family] == ["no significant difference"] * 6
+    assert S.compare(samples["eagle3-nccl"], samples["nospec-nccl"], noise)["verdict"] == "faster"
