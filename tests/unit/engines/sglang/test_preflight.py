@@ -178,11 +178,83 @@ def test_known_failure_names_its_signature(gpu_plans):
                for e in _errors(_plan(gpu_plans, "eagle3", expect_signature="nccl_no_algorithm")))
 
 
+@pytest.fixture(scope="module")
+def dummy_plans() -> tuple[dict, dict]:
+    return _plans(CONFIG_SETS["dummy"])
+
+
+def test_dummy_matrix_passes_static_rules(dummy_plans):
+    for name, plan in dummy_plans[1].items():
+        assert [f.message for f in check_plan(plan, base=REPO) if f.severity == "error"] == [], name
+
+
+def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
+    """layers/moe/ep_moe/layer.py:297-301 (and :167-177): DeepEP's MoE layer runs only FP8/W4AFP8 experts;
+    the rule reads the model's config.json (Kimi-K2.5's text config: compressed-tensors INT4 experts)."""
+    from specsweep.engines.sglang.rules import model_quantization
+
+    deepep = dummy_plans[1]["deepep"]
+    assert model_quantization(deepep, REPO)[0] == "compressed-tensors"
+    # The matrix labels it an expected failure with its own signature: nothing to refuse.
+    assert deepep["expect"] == "failure" and deepep["expect_signature"] == ["deepep_quantization"]
+    assert [f for f in check_plan(deepep, base=REPO) if f.rule == "deepep-quantization"] == []
+    # Labelled as expected to run (or to fail for another reason): refused, naming the key and the cause.
+    for labels in ({"expect": "ok", "expect_signature": []},
+                   {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]}):
+        found = [f for f in check_plan({**deepep, **labels}, base=REPO) if f.rule == "deepep-quantization"]
+        assert [f.severity for f in found] == ["error"], labels
+        assert found[0].message.startswith("configurations.deepep.server_args.moe-a2a-backend: ")
+        assert "compressed-tensors" in found[0].message and "layer.py:167-177,297-301" in found[0].message
+    # A plan (no labels, as the preflight job reads it): a warning that names the label.
+    plan = {k: v for k, v in deepep.items() if k not in ("expect", "expect_signature", "variant", "description")}
+    found = [f for f in check_plan(plan, base=REPO) if f.rule == "deepep-quantization"]
+    assert [f.severity for f in found] == ["warning"] and "expect_signature: [deepep_quantization]" in found[0].message
+    # An unquantized (or FP8) model is not this rule's business.
+    assert model_quantization({**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}, REPO)[0] == "fp8"
+    fp8 = {**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}
+    assert [f for f in check_plan(fp8, base=REPO) if f.rule == "deepep-quantization"] == []
+
+
+def test_env_booleans_are_read_as_sglang_reads_them(gpu_plans):
+    """EnvBool (sglang/srt/environ.py:143-150) takes "true", "1", "yes", "y" as on; anything else but the
+    four "off" words raises in SGLang."""
+    from specsweep.engines.sglang.rules import env_bool
+
+    assert [env_bool(v) for v in ("1", "true", "True", "yes", "Y")] == [True] * 5
+    assert [env_bool(v) for v in ("0", "false", "no", "N")] == [False] * 4
+    assert env_bool("on") is None
+    for on in ("yes", "y"):
+        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3, env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
+        assert [f.severity for f in _findings(plan, "pcie-ipc-tp")] == ["warning"], on
+    bad = _plan(gpu_plans, "pcie-ipc", env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"})
+    assert [f.message for f in _findings(bad, "env-bool")] == [
+        "configurations.pcie-ipc.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: 'on' is not a boolean SGLang reads "
+        "(sglang/srt/environ.py:143-150 raises on it); allowed: true, 1, yes, y, false, 0, no, n"]
+
+
+def test_gpus_must_hold_every_rank(gpu_plans):
+    plan = _plan(gpu_plans, "eagle3", gpus=4)
+    assert [f.message for f in _findings(plan, "gpus-world-size")] == [
+        "configurations.eagle3.gpus: 4, but tp-size 8 needs 8 GPUs (one per rank); set gpus: 8, or a tp-size that fits"]
+    assert [f.severity for f in _findings(_plan(gpu_plans, "eagle3", gpus=16), "gpus-world-size")] == ["warning"]
+    assert _findings(gpu_plans[1]["eagle3"], "gpus-world-size") == []
+
+
+def test_labels_check_reports_every_static_finding(gpu_plans):
+    """When the workflow starts (snakemake -n included) every SGLang-free rule runs, not only what the
+    labels add: EAGLE without a draft model stops there, before any parser environment is built."""
+    plan = {k: v for k, v in _plan(gpu_plans, "eagle3", server_args={"speculative-draft-model-path": None}).items()
+            if k not in ("expect", "expect_signature", "variant", "description")}
+    result = SGLangEngine().check_labels(plan, {"expect": "ok", "variant": []})
+    assert any(e.startswith("configurations.eagle3.server_args.speculative-draft-model-path: ") for e in result.errors)
+
+
 def test_unknown_variant(gpu_plans):
     errors = _errors(_plan(gpu_plans, "eagle3", variant=["nvls"]))
     assert any("configurations.eagle3.variant" in e and "nvls" in e for e in errors), errors
 
 
+@pytest.mark.slow
 def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
     engine = SGLangEngine()
     good = engine.preflight(_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
