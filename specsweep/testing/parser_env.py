@@ -25,3 +25,15 @@ def parser_env_dir(requirements: Path = DEFAULT_REQUIREMENTS) -> Path:
 def parser_python(requirements: Path = DEFAULT_REQUIREMENTS) -> str:
     """The venv's python, built if needed; raises (never skips) when it cannot be built."""
     return ensure_parser_env(parser_env_dir(requirements), requirements)
+
+
+def wheel_site(python: str) -> Path:
+    """The site-packages directory holding the parser venv's ``sglang`` (to read the pinned wheel's sources)."""
+    import subprocess
+
+    out = subprocess.run(
+        [python, "-I", "-c", "import importlib.util, pathlib; "
+         "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent.parent)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    return Path(out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from specsweep.engines.sglang.logcheck import (
     variant_evidence,
 )
 from specsweep.testing.parser_env import parser_python as build_parser_python
+from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -310,13 +310,7 @@ def _printing_call_level(tree: ast.AST, source: str, literal: str, line: int) ->
 
 @pytest.fixture(scope="module")
 def wheel_site() -> Path:
-    python = build_parser_python()  # fails (never skips) when the venv cannot be built
-    site = subprocess.run(
-        [python, "-I", "-c", "import importlib.util, pathlib; "
-         "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent.parent)"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()
-    return Path(site)
+    return site_of(build_parser_python())  # fails (never skips) when the venv cannot be built
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ a preflight that silently does not run is worse than none.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from specsweep.engines.sglang.rules import check_plan
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.testing.parser_env import parser_python as build_parser_python
+from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO
 
 GPU_CONFIG = REPO / "config" / "kimi-k25-8gpu.yaml"
@@ -356,3 +358,91 @@ def test_sglang_parser_rejections_name_config_and_flag(parser_python, gpu_plans)
 @pytest.mark.slow
 def test_parser_env_is_idempotent(parser_python):
     assert build_parser_python() == parser_python
+
+
+def _fusion_backend_quotes() -> dict[str, str]:
+    """The fi-fusion entry's quotes of SGLang's help, one line per backend: ``#   '<choice>': <help text>``."""
+    quotes = {}
+    for line in GPU_CONFIG.read_text().splitlines():
+        m = re.match(r"^\s*#\s+'(?P<choice>[a-z]+)': (?P<text>.+)$", line)
+        if m:
+            quotes[m["choice"]] = f"'{m['choice']}': {m['text']}"
+    return quotes
+
+
+def test_kimi_fusion_comment_quotes_sglang_for_every_backend():
+    """What the config says about trtllm/mnnvl/cutedsl/auto is SGLang's own help text (checked against the
+    wheel below), not a paraphrase: mnnvl is not MNNVL-fabric-only (arg_groups/fields/exec_.py:770-790)."""
+    assert sorted(_fusion_backend_quotes()) == ["auto", "cutedsl", "mnnvl", "trtllm"]
+
+
+@pytest.fixture(scope="module")
+def wheel_site(parser_python) -> Path:
+    return site_of(parser_python)
+
+
+def _fusion_backend_help(wheel_site: Path) -> tuple[list[str], str]:
+    """(choices, help) of ``flashinfer_allreduce_fusion_backend`` in the wheel's exec_.py."""
+    import ast
+
+    tree = ast.parse((wheel_site / "sglang/srt/arg_groups/fields/exec_.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "flashinfer_allreduce_fusion_backend":
+            literal = next(n for n in ast.walk(node.annotation) if isinstance(n, ast.Subscript)
+                           and getattr(n.value, "id", "") == "Literal")
+            choices = [e.value for e in literal.slice.elts]
+            call = next(n for n in ast.walk(node.annotation) if isinstance(n, ast.Call))
+            help_text = next(k.value.value for k in call.keywords if k.arg == "help")
+            return choices, help_text
+    raise AssertionError("flashinfer_allreduce_fusion_backend not in exec_.py")
+
+
+@pytest.mark.slow
+def test_kimi_fusion_comment_matches_the_wheel(wheel_site):
+    choices, help_text = _fusion_backend_help(wheel_site)
+    assert sorted(choices) == sorted(_fusion_backend_quotes())
+    for choice, quote in _fusion_backend_quotes().items():
+        assert quote in help_text, choice
+
+
+@pytest.mark.slow
+def test_env_bool_words_match_the_wheel(wheel_site):
+    """rules.ENV_TRUE / ENV_FALSE are EnvBool.parse's lists (sglang/srt/environ.py:143-150)."""
+    from specsweep.engines.sglang.rules import ENV_FALSE, ENV_TRUE
+
+    lines = (wheel_site / "sglang/srt/environ.py").read_text().splitlines()
+    assert lines[142].startswith("class EnvBool(")  # line 143
+    assert lines[145].strip() == f"if value in {list(ENV_TRUE)!r}:".replace("'", '"')  # line 146
+    assert lines[147].strip() == f"if value in {list(ENV_FALSE)!r}:".replace("'", '"')  # line 148
+
+
+def _outcome_rows() -> list[tuple[list[str], str, str]]:
+    """(configurations, preflight, after a run) of docs/sglang.md's expected-outcomes table."""
+    text = (REPO / "docs" / "sglang.md").read_text()
+    table = text[text.index("## Expected outcomes on "):]
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows.append((re.findall(r"`([a-z0-9-]+)`", cells[0]), cells[1], cells[2]))
+    return rows
+
+
+def test_docs_outcome_table_matches_the_rules(dummy_plans):
+    """Each row's preflight column says what the rules find for its configurations: exactly the rules it names
+    as "warning `rule`" (a rule named otherwise is one that would refuse it elsewhere, and must not fire
+    here), and its run column names only failure signatures that exist."""
+    from specsweep.engines.sglang.logcheck import failure_names
+
+    rows = _outcome_rows()
+    assert len(rows) >= 9
+    for names, pre, after in rows:
+        for name in names:
+            found = {f.rule for f in check_plan(dummy_plans[1][name], base=REPO)}
+            named = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", pre)) - set(names) - {"sglang-fi-fusion"}
+            warned = {r for r in named if f"warning `{r}`" in pre}
+            assert found == warned, (name, found, pre)
+        for signature in re.findall(r"`([a-z_]+)`", after):
+            if "_" in signature:
+                assert signature in failure_names() or signature in dummy_plans[1][names[0]].get("variant", []) \
+                    or signature == "nccl_env", signature
