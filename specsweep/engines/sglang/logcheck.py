@@ -13,8 +13,10 @@ variant's. The only witness is the server's own log, so:
   by a slow test, which also requires each to print at the server's log level
   (``--log-level info``, SGLang's default): a line that prints only at DEBUG
   never reaches the log, so it is no evidence either way;
-- :data:`FAILURES` the lines that name why a server failed (NCCL finding no
-  algorithm, CUDA-graph capture failing); a known-failing configuration
+- :data:`FAILURES` the lines that name why a server failed (CUDA-graph capture
+  failing in decode, EAGLE draft or prefill, FlashInfer fusion on an
+  unsupported GPU, DeepEP on experts it cannot run; with NCCL finding no
+  algorithm from :data:`NCCL_SIGNATURES`); a known-failing configuration
   (``expect: failure``) is an expected failure only when its own
   ``expect_signature`` matched;
 - :data:`NCCL_SIGNATURES` the NCCL format strings :func:`parse_nccl` relies on,
