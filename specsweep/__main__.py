@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -27,14 +28,17 @@ from specsweep import __version__
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
     DEFAULT_REQUIREMENTS,
+    ParserEnvError,
     ensure_parser_env,
     image_parser_prefix,
+    parser_env_ready,
+    parser_env_size,
     preflight_plans,
 )
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
 from specsweep.plan.resolve import resolve_labels, resolve_plans
-from specsweep.workflow.inputs import DEFAULT_PARSER_ENV
+from specsweep.workflow.inputs import parser_env_path
 
 
 def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
@@ -50,17 +54,32 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
     return failed
 
 
-def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path) -> int:
+def _parser_python(venv: Path, requirements: Path) -> str | None:
+    """The parser venv's python, built first if needed (saying so, and how big it is); None, with the
+    builder's message printed, when it cannot be built."""
+    if not parser_env_ready(venv, requirements):
+        print(f"building SGLang's parser environment in {venv} (once per {requirements}: "
+              f"{parser_env_size(requirements)}; log {venv.parent / (venv.name + '.build.log')})", file=sys.stderr)
+    try:
+        return ensure_parser_env(venv, requirements)
+    except ParserEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
+              shown: Sequence[str] = ()) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
-    its parser, in the pinned venv); print each argv, every warning and error; 2 when any has errors."""
+    its parser, in the pinned venv); print each argv, every warning and error (once; none of ``shown``,
+    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
     parser_python = None
     if any(get_engine(p["engine"]).needs_parser_env for p in plans.values()):
-        venv = parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV)
-        print(f"SGLang's parser environment: {venv} (made once)", file=sys.stderr)
-        parser_python = ensure_parser_env(venv, requirements)
+        parser_python = _parser_python(parser_env or parser_env_path(config), requirements)
+        if parser_python is None:
+            return 1
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
         labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
@@ -68,9 +87,9 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
         errors += result.errors
         warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
-    for warning in warnings:
+    for warning in dict.fromkeys(w for w in warnings if w not in shown):
         print(f"warning: {warning}", file=sys.stderr)
-    for error in errors:
+    for error in dict.fromkeys(errors):
         print(f"error: {error}", file=sys.stderr)
     return 2 if errors else 0
 
@@ -80,7 +99,10 @@ def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: 
     if image:
         python: str | list[str] = image_parser_prefix(image)
     else:
-        python = ensure_parser_env(parser_env or Path(config.get("parser_env") or DEFAULT_PARSER_ENV), requirements)
+        found = _parser_python(parser_env or parser_env_path(config), requirements)
+        if found is None:
+            return 1
+        python = found
     results = preflight_plans(list(plans.values()), python, config.get("images"))
     json.dump(results, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
@@ -181,7 +203,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":
         return preflight(config, plans, args.parser_env, args.requirements, args.image)
-    return check_all(config, plans, args.parser_env, args.requirements)
+    return check_all(config, plans, args.parser_env, args.requirements, warnings)
 
 
 if __name__ == "__main__":

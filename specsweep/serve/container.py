@@ -43,6 +43,27 @@ def run_labels(config: str, checkout: str, workdir: Path | str, run_id: str) -> 
     return {CHECKOUT_LABEL_KEY: checkout, WORKDIR_LABEL_KEY: os.path.realpath(workdir), RUN_LABEL_KEY: run_id}
 
 
+# Where the kernel puts the RDMA devices of the host's HCAs (rdma-core): one uverbs<N> per HCA port
+# for verbs, rdma_cm for connection management. NVSHMEM's IBGDA transport (DeepEP's low-latency
+# kernels) opens an HCA through them (NVSHMEM v3.4.5 src/host/transport/transport.cpp:282 reports
+# "init failed for transport: IBGDA" when it cannot).
+RDMA_DEVICE_DIR = Path("/dev/infiniband")
+
+
+def rdma_devices(root: Path = RDMA_DEVICE_DIR) -> list[str]:
+    """The host's verbs and RDMA-CM devices (``uverbs*``, ``rdma_cm``) under ``root``, sorted."""
+    if not root.is_dir():
+        return []
+    return sorted(str(p) for p in root.iterdir() if p.name.startswith("uverbs") or p.name == "rdma_cm")
+
+
+def uses_host_network(plan: Mapping[str, Any]) -> bool:
+    """Whether the container shares the host's network namespace: with ``rdma: true`` (RoCE's GIDs
+    belong to the host's network interfaces, which a container's own namespace does not have).
+    The server then binds the job's host and port itself; nothing is published with ``-p``."""
+    return plan.get("rdma") is True and int(plan.get("gpus") or 0) > 0
+
+
 def run_argv(
     plan: Mapping[str, Any],
     image_ref: str,
@@ -54,6 +75,7 @@ def run_argv(
     docker: str = "docker",
     extra_args: Sequence[str] = (),
     labels: Mapping[str, str] | None = None,
+    rdma_device_paths: Sequence[str] | None = None,
 ) -> list[str]:
     """The ``docker run`` argv for a plan (pure; golden-tested).
 
@@ -62,6 +84,12 @@ def run_argv(
     up in ``ps``. ``extra_args`` are appended after the plan's argv (the
     engine's address flags, e.g. ``--host 0.0.0.0 --port <container_port>``).
     ``labels`` (``run_labels``) add the checkout and run identity.
+
+    With ``rdma: true`` on a GPU plan the container gets the host's RDMA
+    devices (``rdma_device_paths``, default :func:`rdma_devices`), ``IPC_LOCK``
+    (verbs pin memory; ``--ulimit memlock=-1`` alone does not grant it) and the
+    host's network (:func:`uses_host_network`; no ``-p``, the server's own
+    address args carry the job's host and port).
     """
     argv = [
         docker, "run", "--rm",
@@ -71,10 +99,9 @@ def run_argv(
     ]
     for key in sorted(labels or {}):
         argv += ["--label", f"{key}={labels[key]}"]
-    argv += [
-        "-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}",
-        "--init",
-    ]
+    host_network = uses_host_network(plan)
+    argv += ["--network", "host"] if host_network else ["-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}"]
+    argv += ["--init"]
     for key in sorted(plan.get("env") or {}):
         argv += ["-e", str(key)]
     for volume in plan.get("volumes") or []:
@@ -89,6 +116,11 @@ def run_argv(
             "--ulimit", "memlock=-1",
             "--ulimit", "stack=67108864",
         ]
+        if host_network:
+            devices = rdma_devices() if rdma_device_paths is None else list(rdma_device_paths)
+            for device in devices:
+                argv += ["--device", device]
+            argv += ["--cap-add", "IPC_LOCK"]
     elif plan.get("shm_size"):
         argv += ["--shm-size", str(plan["shm_size"])]
     argv.append(image_ref)

@@ -80,7 +80,15 @@ from specsweep.records import is_external, new_run_id, run_header
 from specsweep.serve import client, guard
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import Console, job_console
-from specsweep.serve.container import checkout_id, container_name, container_runtime, run_labels
+from specsweep.serve.container import (
+    RDMA_DEVICE_DIR,
+    checkout_id,
+    container_name,
+    container_runtime,
+    rdma_devices,
+    run_labels,
+    uses_host_network,
+)
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy
@@ -239,7 +247,10 @@ def build_launch(plan: dict, port: int, image_manifest: dict | None, labels: Map
     if runtime is not None:
         assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
         name = container_name(plan["name"]) if runtime.daemon else None
-        server_argv = plan["argv"] + engine.address_args("0.0.0.0", engine.container_port)
+        # On the host's network (rdma: true) the server binds the job's own address; else the container's port.
+        server_argv = plan["argv"] + (engine.address_args(plan["host"] or "127.0.0.1", port)
+                                      if uses_host_network(plan) else
+                                      engine.address_args("0.0.0.0", engine.container_port))
         run_plan = dict(plan, argv=server_argv, env={**plan["env"], **(identity or {})},
                         volumes=[*(plan.get("volumes") or []), *(extra_volumes or [])])
         argv = runtime.run_argv(run_plan, image_manifest["tag"], plan["host"], port, engine.container_port, name,
@@ -555,6 +566,11 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
             raise LaunchError("launch", "volume_missing", "; ".join(missing))
+        if plan["runtime"] == "docker" and uses_host_network(plan) and not rdma_devices():
+            raise LaunchError("launch", "rdma_missing",
+                              f"configurations.{plan['name']}.rdma: true, but this host has no {RDMA_DEVICE_DIR}/"
+                              f"uverbs* devices to pass into the container (no RDMA NIC, or rdma-core's kernel "
+                              f"modules not loaded); set rdma: false for this host")
         runtime = container_runtime(plan["runtime"])
         if runtime is not None:
             try:

@@ -168,8 +168,11 @@ def _check_abort(state: StreamState, finish_reason: Any) -> None:
     SGLang streams an abort as an ordinary chunk whose finish reason has type
     ``"abort"`` (``{"type": "abort", "message": ..., "status_code": ...}``,
     ``managers/tokenizer_manager.py``), then ``[DONE]``; ``/v1/completions``
-    passes ``finish_reason: "abort"`` on the choice
-    (``entrypoints/openai/serving_completions.py``).
+    and ``/v1/chat/completions`` pass a graceful abort (one without a status
+    code) through as ``finish_reason: "abort"`` on the choice
+    (``entrypoints/openai/serving_completions.py:355-372``,
+    ``entrypoints/openai/serving_chat.py:2561-2580``); one with a status code
+    becomes an error chunk (:func:`_error_text`).
     """
     kind = finish_reason.get("type") if isinstance(finish_reason, dict) else finish_reason
     if kind == "abort" and state.error is None:
@@ -392,6 +395,9 @@ class ChatAdapter:
                 new = None  # a text delta holds one or more tokens (exact below when usage comes with it)
             if choice.get("finish_reason") is not None:
                 state.finish_reason = str(choice["finish_reason"])
+                # A graceful abort (no status code) streams on as finish_reason "abort"
+                # (entrypoints/openai/serving_chat.py:2561-2580); one with a status code is an error chunk.
+                _check_abort(state, choice["finish_reason"])
         usage = obj.get("usage")
         if isinstance(usage, dict):
             _read_meta(state, usage)

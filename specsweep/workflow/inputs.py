@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.engines.registry import get_engine
+from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import launches as launch_plan
@@ -21,7 +22,6 @@ from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.records import is_external
 
-DEFAULT_PARSER_ENV = "results/envs/sglang-parser"
 #: The files of one launch, by the name of benchmark_server's output (the path grammar in the Snakefile).
 LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
                 "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl",
@@ -125,12 +125,18 @@ def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
     return canonical_json(plans[config_name])
 
 
+def parser_env_path(config: Mapping[str, Any]) -> Path:
+    """The parser venv's directory: the config's ``parser_env``, else one in the user's cache keyed by the
+    pins' content (``engines.sglang.preflight.parser_env_dir``), outside ``results/``."""
+    return Path(config.get("parser_env") or parser_env_dir())
+
+
 def parser_env_input(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> list[str]:
     """The parser environment's ready file, for engines whose preflight needs it (SGLang) to check a
     launch (an external server is not launched: nothing to parse)."""
     plan = plans[config_name]
     if get_engine(plan["engine"]).needs_parser_env and not is_external(plan):
-        return [f"{config.get('parser_env') or DEFAULT_PARSER_ENV}/ready.json"]
+        return [f"{parser_env_path(config)}/ready.json"]
     return []
 
 

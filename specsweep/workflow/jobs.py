@@ -19,7 +19,7 @@ from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import ensure_parser_env, parser_prefix
+from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
@@ -42,8 +42,14 @@ def write_plan(plan_json: str, out_path: str, log: TextIO) -> None:
 
 
 def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: TextIO) -> None:
-    """make_parser_env: the pinned SGLang parser venv, and its ready file."""
-    python = ensure_parser_env(venv_dir, requirements)
+    """make_parser_env: the pinned SGLang parser venv, and its ready file; a failed build ends the job with
+    the builder's message (what failed, its log, how to resume), not a traceback."""
+    print(f"building SGLang's parser environment in {venv_dir} ({parser_env_size(requirements)})", file=log)
+    try:
+        python = ensure_parser_env(venv_dir, requirements)
+    except ParserEnvError as exc:
+        print(f"error: {exc}", file=log)
+        raise SystemExit(f"make_parser_env: {exc}") from None
     write_json_atomic(ready_path, {"python": str(python), "requirements": str(requirements)})
     print(f"parser environment ready: {python}", file=log)
 

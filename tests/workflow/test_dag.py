@@ -137,7 +137,8 @@ def test_gpu_matrix_dry_run_shows_the_full_matrix(tmp_path):
     n = len(_gpu_matrix_names(work))
     n_images = len(yaml.safe_load((work / "config/kimi-k25-8gpu.yaml").read_text())["images"])
     for extra in (GPU_MATRIX, GPU_MATRIX_DUMMY):
-        result = run(SNAKEMAKE + ["-n", "all", *extra], work)
+        # A parser venv of its own (the default one, in the user's cache, may be built already).
+        result = run(SNAKEMAKE + ["-n", "all", *extra, "--config", f"parser_env={tmp_path / 'parser-env'}"], work)
         assert result.returncode == 0, result.stderr
         counts = job_counts(result.stdout)
         assert counts["benchmark_server"] == n + 1 and counts["preflight_config"] == n  # + the A/A control

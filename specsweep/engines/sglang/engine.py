@@ -49,12 +49,14 @@ class SGLangEngine:
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """The rules' findings that the labels (``variant``, ``expect``) add to the plan's own."""
-        own = check_plan(plan, images)
-        added = [f for f in check_plan({**plan, **labels}, images) if f not in own]
+        """Every SGLang-free rule on the plan with its labels (``variant``, ``expect``), not only what the
+        labels add: the rules are cheap (no SGLang, no parser environment), so a configuration that
+        cannot run (EAGLE without a draft model, ``gpus`` below tp-size) stops when the workflow starts,
+        ``snakemake -n`` included, and in ``check`` before the parser environment is built."""
+        findings = check_plan({**plan, **labels}, images)
         return PreflightResult(
-            errors=[f.message for f in added if f.severity == "error"],
-            warnings=[f.message for f in added if f.severity == "warning"],
+            errors=[f.message for f in findings if f.severity == "error"],
+            warnings=[f.message for f in findings if f.severity == "warning"],
             checked_with="specsweep.engines.sglang.rules",
         )
 

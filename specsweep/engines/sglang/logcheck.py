@@ -13,8 +13,10 @@ variant's. The only witness is the server's own log, so:
   by a slow test, which also requires each to print at the server's log level
   (``--log-level info``, SGLang's default): a line that prints only at DEBUG
   never reaches the log, so it is no evidence either way;
-- :data:`FAILURES` the lines that name why a server failed (NCCL finding no
-  algorithm, CUDA-graph capture failing); a known-failing configuration
+- :data:`FAILURES` the lines that name why a server failed (CUDA-graph capture
+  failing in decode, EAGLE draft or prefill, FlashInfer fusion on an
+  unsupported GPU, DeepEP on experts it cannot run; with NCCL finding no
+  algorithm from :data:`NCCL_SIGNATURES`); a known-failing configuration
   (``expect: failure``) is an expected failure only when its own
   ``expect_signature`` matched;
 - :data:`NCCL_SIGNATURES` the NCCL format strings :func:`parse_nccl` relies on,
@@ -49,10 +51,14 @@ class Signature:
     source: str  # file:line in the sglang 0.5.23 wheel (NCCL: in NCCL v2.30.7-1)
     literal: str  # verbatim fragment of the format string at ``source``
     level: str = "warning"  # the call that prints it: logger.<level>, or "raise" (logged by the process's handler)
+    # Where the call at ``source`` formats its text from a constant defined elsewhere:
+    # (file:line of the constant, verbatim fragment of it); None when the text is at ``source``.
+    template: tuple[str, str] | None = None
 
 
-def _sig(variant: str, kind: str, pattern: str, source: str, literal: str, level: str = "warning") -> Signature:
-    return Signature(variant, kind, re.compile(pattern), source, literal, level)
+def _sig(variant: str, kind: str, pattern: str, source: str, literal: str, level: str = "warning",
+         template: tuple[str, str] | None = None) -> Signature:
+    return Signature(variant, kind, re.compile(pattern), source, literal, level, template)
 
 
 #: Python logging levels by name; "raise" = an exception whose traceback the
@@ -73,7 +79,12 @@ _DCOMM = "sglang/srt/distributed/device_communicators"
 _CA = r"(?:CustomAllreduce|CustomAllReduceV2)"
 
 SIGNATURES: tuple[Signature, ...] = (
-    # --- custom all-reduce (no INFO line when it is on; only the reasons it is off)
+    # --- custom all-reduce. CustomAllReduceV2 is the default (SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2,
+    # environ.py:1532) and, once its workspace is up (after can_use_custom_all_reduce_v2 passed,
+    # custom_all_reduce_v2.py:139), rank 0 logs its config at INFO (custom_all_reduce_v2.py:340-348).
+    # The legacy CustomAllreduce logs nothing when on: with it, a working custom all-reduce is unproven.
+    _sig("custom_allreduce", "active", r"All Reduce config: symmetric_memory = [\d.]+ MB",
+         f"{_DCOMM}/custom_all_reduce_v2.py:342", "All Reduce config: symmetric_memory = %.2f MB, ", "info"),
     _sig("custom_allreduce", "fallback",
          _CA + r" is disabled because it's not supported on more than two PCIe-only GPUs",
          f"{_DCOMM}/custom_all_reduce_utils.py:494", "is disabled because it's not supported on"),
@@ -178,6 +189,27 @@ FAILURES: tuple[Signature, ...] = (
     _sig("cuda_graph_capture_failed", "failure", r"Capture cuda graph failed: ",
          "sglang/srt/speculative/eagle_draft_cuda_graph_runner.py:297",
          'f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}"', "raise"),
+    # Prefill uses the breakable CUDA graph by default on CUDA (model_executor/cuda_graph_config.py:119-154),
+    # captured before decode (model_runner_components/cuda_graph_setup.py:421-424): a failure there is
+    # logged with PREFILL_CUDA_GRAPH_CAPTURE_FAILED_MSG formatted with backend=Backend.BREAKABLE
+    # ("breakable", cuda_graph_config.py:46) and re-raised, so the decode line above never comes.
+    _sig("cuda_graph_capture_failed", "failure", r"Fail when using backend: breakable for prefill runner\.",
+         "sglang/srt/model_executor/runner_backend_utils/breakable_cuda_graph/context.py:48",
+         'f"{type(exc).__name__}: {exc}\\n{msg}"', "error",
+         ("sglang/srt/model_executor/runner_backend_utils/__init__.py:24",
+          "Fail when using backend: {backend} for prefill runner.")),
+    # DeepEP with experts quantized other than FP8 / W4AFP8 (Kimi-K2.5's compressed-tensors INT4):
+    # every MoE layer is a DeepEPMoE (layers/moe/ep_moe/layer.py:352-364); with a quantization,
+    # low_latency (or auto) mode first asserts that DeepGEMM's JIT kernels load (:167-177, on a
+    # GPU where they do not), then its low-latency forward asserts (:297-301), normal mode its
+    # contiguous forward (:292-296). Preflight's deepep-quantization rule says so before launch.
+    _sig("deepep_quantization", "failure", r"DeepEP \S+ mode requires deep_gemm",
+         "sglang/srt/layers/moe/ep_moe/layer.py:177", 'f"DeepEP {self.deepep_mode} mode requires deep_gemm"',
+         "raise"),
+    _sig("deepep_quantization", "failure", r"forward_deepgemm_masked is deprecated",
+         "sglang/srt/layers/moe/ep_moe/layer.py:301", '"forward_deepgemm_masked is deprecated"', "raise"),
+    _sig("deepep_quantization", "failure", r"forward_deepgemm_contiguous is deprecated",
+         "sglang/srt/layers/moe/ep_moe/layer.py:296", '"forward_deepgemm_contiguous is deprecated"', "raise"),
 )
 
 # --- NVSHMEM (DeepEP's low-latency transport) ---------------------------------
@@ -327,8 +359,8 @@ def _nccl_env_evidence(nccl: Mapping[str, Any], env: Mapping[str, str]) -> tuple
     return proven, mismatched
 
 
-#: SGLang 0.5.23's order for one TP all-reduce (``distributed/parallel_state.py``,
-#: ``GroupCoordinator.all_reduce``): a group tagged for FlashInfer's all-reduce
+#: SGLang 0.5.23's order for one TP all-reduce (``distributed/parallel_state.py:673``,
+#: ``GroupCoordinator.all_reduce``; ``:949-989``, ``_resolve_outplace_all_reduce_method``): a group tagged for FlashInfer's all-reduce
 #: (``--flashinfer-allreduce-fusion-backend``, ``_tag_groups_for_flashinfer_allreduce_only``)
 #: sends every 2-D tensor its fusion workspace fits (decode/verify sizes) to
 #: ``flashinfer_allreduce`` before anything else; then
@@ -343,7 +375,7 @@ ALLREDUCE_PRECEDENCE: tuple[str, ...] = (
     "pcie_ipc_allreduce",
     "torch_symm_mem",
 )
-PRECEDENCE_SOURCE = "sglang/srt/distributed/parallel_state.py (GroupCoordinator.all_reduce, _resolve_outplace_all_reduce_method)"
+PRECEDENCE_SOURCE = "sglang/srt/distributed/parallel_state.py:959-989 (_resolve_outplace_all_reduce_method)"
 
 
 def _shadowed(active: list[str]) -> list[dict[str, str]]:

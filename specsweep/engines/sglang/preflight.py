@@ -6,9 +6,10 @@ up only after an 8-GPU server has spent minutes loading a 1T-parameter model
 
 1. :mod:`specsweep.engines.sglang.rules` (in-process, no SGLang needed);
 2. every argv through ``sglang.srt.server_args.prepare_server_args`` of the
-   pinned wheel, inside a separate venv built by :func:`ensure_parser_env`
-   (``--system-site-packages`` to reuse the host's CPU torch, sglang installed
-   ``--no-deps``), driven by :mod:`specsweep.engines.sglang.parse_check` over JSON.
+   pinned wheel, inside a separate, self-contained venv built by
+   :func:`ensure_parser_env` (the complete pinned closure of
+   ``envs/sglang-parser.txt``, nothing from the interpreter that built it),
+   driven by :mod:`specsweep.engines.sglang.parse_check` over JSON.
 
 The parser is the authority for "does 0.5.23 accept this argv": no copy of its
 flag list is kept here.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -63,7 +65,10 @@ _HOST_ENV_DROP = ("SGLANG_", "NCCL_", "PYTHON")
 
 
 class ParserEnvError(RuntimeError):
-    """The parser venv could not be built or the parser could not run (not a verdict on a plan)."""
+    """The parser venv could not be built or the parser could not run (not a verdict on a plan).
+
+    Its message is one paragraph for a user (what failed, the log, how to resume), never a traceback.
+    """
 
 
 def _sha256(path: Path) -> str:
@@ -74,14 +79,47 @@ def _venv_python(venv_dir: Path) -> Path:
     return Path(venv_dir) / "bin" / "python"
 
 
-def _run(argv: list[str], log: Path, timeout: float) -> None:
+def parser_env_dir(requirements: Path = DEFAULT_REQUIREMENTS, cache: Path | None = None) -> Path:
+    """Where the parser venv of ``requirements`` lives unless the config's ``parser_env`` says otherwise.
+
+    ``<cache>/specsweep/sglang-parser-<sha256[:12]>``, ``cache`` defaulting to ``$XDG_CACHE_HOME`` or
+    ``~/.cache``: outside ``results/`` (``rm -rf results`` and ``scripts/gpu_launches.sh``, which moves
+    ``results/`` aside, leave it), and one per content of the pins, so two checkouts or branches with
+    different pins do not rebuild each other's.
+    """
+    digest = _sha256(requirements)[:12]
+    if cache is None:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(cache) / "specsweep" / f"sglang-parser-{digest}"
+
+
+_SIZE_LINE = re.compile(r"^#\s*size:\s*(?P<size>.+?)\s*$", re.MULTILINE)
+
+
+def parser_env_size(requirements: Path = DEFAULT_REQUIREMENTS) -> str:
+    """What building the venv of ``requirements`` costs, as its ``# size:`` line records it (measured when
+    the pins were last changed); ``"size not recorded"`` without one."""
+    m = _SIZE_LINE.search(Path(requirements).read_text())
+    return m.group("size") if m else "size not recorded"
+
+
+def _tail(log: Path, lines: int = 8) -> str:
+    text = Path(log).read_text(errors="replace").rstrip().splitlines()
+    return "\n".join("    " + line for line in text[-lines:])
+
+
+def _run(argv: list[str], log: Path, timeout: float, what: str, resume: str) -> None:
     with open(log, "a") as fh:
         fh.write(f"$ {argv!r}\n")
         fh.flush()
-        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        try:
+            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise ParserEnvError(f"SGLang's parser environment: {what} took longer than {timeout:.0f} s "
+                                 f"(log {log}); {resume}") from None
     if proc.returncode != 0:
-        tail = Path(log).read_text(errors="replace")[-3000:]
-        raise ParserEnvError(f"command {argv!r} failed with exit status {proc.returncode}; log {log}:\n{tail}")
+        raise ParserEnvError(f"SGLang's parser environment: {what} failed (exit status {proc.returncode}); "
+                             f"last lines of {log}:\n{_tail(log)}\n{resume}")
 
 
 # What `python -m venv` creates; only these are removed on a rebuild, so that
@@ -99,42 +137,68 @@ def _clear_venv(venv_dir: Path) -> None:
             shutil.rmtree(path)
 
 
+def parser_env_ready(venv_dir: Path, requirements: Path = DEFAULT_REQUIREMENTS) -> bool:
+    """Whether ``venv_dir`` holds a finished venv of exactly ``requirements`` (nothing to build)."""
+    venv_dir = Path(venv_dir)
+    marker = venv_dir / _MARKER
+    return (marker.exists() and marker.read_text().strip() == _sha256(requirements)
+            and _venv_python(venv_dir).exists())
+
+
+def wheels_dir(venv_dir: Path) -> Path:
+    """Where the build keeps what it downloaded until it has finished (so a failed build resumes)."""
+    venv_dir = Path(venv_dir)
+    return venv_dir.parent / f"{venv_dir.name}.wheels"
+
+
 def ensure_parser_env(
     venv_dir: Path,
     requirements: Path = DEFAULT_REQUIREMENTS,
     python: str = sys.executable,
-    timeout_s: float = 1800,
+    timeout_s: float = 3600,
 ) -> str:
     """Create (or reuse) the SGLang parser venv and return its python's path.
 
-    Idempotent and keyed on the sha256 of ``requirements``: an existing venv
-    whose marker matches (written only after its python imported
-    everything the checks import, :data:`IMPORT_CHECK`) is reused; otherwise its venv parts are removed and it is rebuilt, so a
-    changed pin never mixes with old packages (other files in ``venv_dir``
-    are left alone). Raises :class:`ParserEnvError` (never returns a broken
-    env), so a test that needs the parser fails instead of skipping.
+    Self-contained: a plain venv (no ``--system-site-packages``: from inside a
+    virtualenv that would expose the BASE interpreter's packages, not the
+    user's) holding exactly the pinned closure of ``requirements``, installed
+    ``--no-deps`` (SGLang's declared dependencies are CUDA kernels neither
+    check imports). Two steps, so that a failed or interrupted build resumes:
+    ``pip download`` into :func:`wheels_dir` (files already there are kept),
+    then ``pip install --no-index`` from it into a new venv. The wheels are
+    removed once the venv has imported everything the checks import
+    (:data:`IMPORT_CHECK`) and its marker (the sha256 of ``requirements``) is
+    written; a venv whose marker matches is reused, any other is rebuilt (only
+    its venv parts are removed). Raises :class:`ParserEnvError` with a
+    message for the user (never returns a broken env), so a test that needs the
+    parser fails instead of skipping.
     """
     venv_dir = Path(venv_dir).resolve()
     requirements = Path(requirements).resolve()
+    if parser_env_ready(venv_dir, requirements):
+        return str(_venv_python(venv_dir))
     digest = _sha256(requirements)
-    marker = venv_dir / _MARKER
     vpy = _venv_python(venv_dir)
-    if marker.exists() and marker.read_text().strip() == digest and vpy.exists():
-        return str(vpy)
-    _clear_venv(venv_dir)
+    wheels = wheels_dir(venv_dir)
     venv_dir.mkdir(parents=True, exist_ok=True)
+    wheels.mkdir(parents=True, exist_ok=True)
     log = venv_dir.parent / f"{venv_dir.name}.build.log"
-    log.write_text("")
-    _run([python, "-m", "venv", "--system-site-packages", str(venv_dir)], log, timeout_s)
-    # --no-deps for the whole file: every line is an exact pin and the closure
-    # is listed by hand; sglang's declared deps are CUDA wheels the parser never imports.
-    _run(
-        [str(vpy), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "-r", str(requirements)],
-        log,
-        timeout_s,
-    )
-    _run([str(vpy), "-I", "-W", "ignore", "-c", IMPORT_CHECK], log, timeout_s)
-    marker.write_text(digest + "\n")
+    with open(log, "a") as fh:
+        fh.write(f"# building {venv_dir} from {requirements} (sha256 {digest})\n")
+    resume = (f"Run the same command again to resume: what was downloaded is kept in {wheels} "
+              f"(delete it to start from nothing).")
+    _clear_venv(venv_dir)
+    _run([python, "-m", "venv", str(venv_dir)], log, timeout_s, f"`{python} -m venv {venv_dir}`", resume)
+    pip = [str(vpy), "-m", "pip", "--disable-pip-version-check"]
+    _run([*pip, "download", "--no-deps", "-d", str(wheels), "-r", str(requirements)], log, timeout_s,
+         f"downloading the pinned packages ({parser_env_size(requirements)}) into {wheels}", resume)
+    _run([*pip, "install", "--no-deps", "--no-index", "--find-links", str(wheels), "-r", str(requirements)],
+         log, timeout_s, f"installing the downloaded packages into {venv_dir}", resume)
+    _run([str(vpy), "-I", "-W", "ignore", "-c", IMPORT_CHECK], log, timeout_s,
+         f"importing SGLang's parser and model code in {venv_dir} (a package missing from {requirements}?)",
+         f"Add what the import lacked to {requirements} (exact pin), then run again.")
+    (venv_dir / _MARKER).write_text(digest + "\n")
+    shutil.rmtree(wheels, ignore_errors=True)
     return str(vpy)
 
 
@@ -319,7 +383,7 @@ def preflight_plans(
                 "sglang_version": None,
             }
             continue
-        findings = check_plan(plan, images)
+        findings = check_plan(plan, images, base)
         out[name] = {
             "ok": True,
             "errors": [f.message for f in findings if f.severity == "error"],

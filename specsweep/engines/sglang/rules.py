@@ -8,15 +8,26 @@ seeds' runs (the measured case in the README and docs/sglang.md), and its messag
 configuration and the flag so that the fix is obvious.
 
 Rules read only the resolved plan (``server_args``, ``env``, ``image``,
-``gpu_arch``, ``nvlink``, ``rdma``, ``variant``, ``expect``,
-``expect_signature``) and, optionally, the config's ``images:`` mapping.
+``gpus``, ``gpu_arch``, ``nvlink``, ``rdma``, ``volumes``, ``variant``,
+``expect``, ``expect_signature``), optionally the config's ``images:``
+mapping, and the model directory's ``config.json`` (its quantization; a
+file read, no SGLang). They are cheap, so they run first: when the workflow
+starts (``snakemake -n`` included) and in ``python -m specsweep check``
+before any parser environment is built. ``expect`` is a label, not in a
+plan: a plan without labels has no ``expect`` key, and a rule whose verdict
+depends on the labels says so in a warning there, its verdict when the
+labels are known (:meth:`SGLangEngine.check_labels`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
+
+from specsweep.engines.volumes import host_path
 
 # Variant names the evidence check knows (``variant:`` in config.yaml).
 KNOWN_VARIANTS = frozenset(
@@ -50,7 +61,9 @@ FUSION_NATIVE_ARCHS = frozenset({"sm90", "sm100", "sm103"})
 EAGLE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 # Names of the failure signatures of specsweep.engines.sglang.logcheck (FAILURES and
 # NCCL_SIGNATURES of kind "failure"); a test keeps the two in step (logcheck imports this module).
-FAILURE_NAMES = frozenset({"cuda_graph_capture_failed", "flashinfer_fusion_arch", "nccl_no_algorithm"})
+FAILURE_NAMES = frozenset(
+    {"cuda_graph_capture_failed", "deepep_quantization", "flashinfer_fusion_arch", "nccl_no_algorithm"}
+)
 EAGLE_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
@@ -65,6 +78,22 @@ class Finding:
 
 def _is_set(value: Any) -> bool:
     return value is not None and value is not False
+
+
+# SGLang's boolean environment variables (EnvBool, sglang/srt/environ.py:143-150): these strings,
+# lower-cased, and nothing else; any other value raises ValueError when SGLang reads the variable.
+ENV_TRUE = ("true", "1", "yes", "y")
+ENV_FALSE = ("false", "0", "no", "n")
+
+
+def env_bool(value: Any) -> bool | None:
+    """An environment value as SGLang's EnvBool reads it: True, False, or None when it would raise."""
+    text = str(value).lower()
+    if text in ENV_TRUE:
+        return True
+    if text in ENV_FALSE:
+        return False
+    return None
 
 
 def tp_size(server_args: Mapping[str, Any]) -> int:
@@ -230,6 +259,103 @@ def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, An
                     f"without RDMA NICs with GPUDirect RDMA the server fails at startup")]
 
 
+# --- DeepEP with the model's quantization -------------------------------------------------------
+# What SGLang 0.5.23 does with --moe-a2a-backend deepep (paths under sglang/srt/):
+# get_moe_impl_class makes every MoE layer a DeepEPMoE (layers/moe/ep_moe/layer.py:352-364). For
+# experts in a compressed-tensors checkpoint (Kimi-K2.5's INT4 W4A16 "pack-quantized" experts) its
+# quant_config is neither Fp8Config nor W4AFp8Config (:152-166): low_latency/auto mode asserts that
+# DeepGEMM's JIT kernels load (:167-177), then its low-latency forward hits
+# `assert False, "forward_deepgemm_masked is deprecated"` (:297-301), normal mode
+# "forward_deepgemm_contiguous is deprecated" (:292-296). The one way around the asserts (the
+# FusedMoE path, :101-147) hands the compressed-tensors WNA16 MoE method a DeepEP dispatch output,
+# while it reads only a standard one (layers/quantization/compressed_tensors/schemes/
+# compressed_tensors_wNa16_moe.py:444-494). RDMA or not, DeepEP cannot run these experts.
+DEEPEP_UNSUPPORTED_QUANT = frozenset({"compressed-tensors"})
+DEEPEP_QUANT_SIGNATURE = "deepep_quantization"
+
+
+def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None, str]:
+    """The target model's quantization as SGLang sees it, and where that was read.
+
+    ``--quantization`` when given, else ``quantization_config.quant_method`` of the model
+    directory's ``config.json`` (mapped to this host through the plan's volumes). ``(None, why)``
+    when it cannot be read here (a hub id, a directory missing on this host: the volume and
+    model checks say so) or the model is not quantized.
+    """
+    sa = plan.get("server_args") or {}
+    if _is_set(sa.get("quantization")):
+        return str(sa["quantization"]), "server_args.quantization"
+    model = sa.get("model-path")
+    if not isinstance(model, str) or not model:
+        return None, "no model-path"
+    path, why = host_path(plan, model, base)
+    config = None if path is None else path / "config.json"
+    if config is None or not config.is_file():
+        return None, why or f"{model}: no config.json on this host"
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"{config}: {exc}"
+    quant = (data.get("quantization_config") or {}) if isinstance(data, dict) else {}
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    return (str(method) if method else None), str(config)
+
+
+def rule_deepep_quantization(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None,
+                             base: Path) -> list[Finding]:
+    """DeepEP with compressed-tensors experts: refused, unless labelled an expected failure with its signature.
+
+    Without labels (a plan: no ``expect`` key) a warning that names the label that makes it expected.
+    """
+    sa = plan.get("server_args") or {}
+    if sa.get("moe-a2a-backend") != "deepep":
+        return []
+    method, where = model_quantization(plan, base)
+    if method not in DEEPEP_UNSUPPORTED_QUANT:
+        return []
+    what = (f"configurations.{name}.server_args.moe-a2a-backend: DeepEP in SGLang 0.5.23 cannot run the "
+            f"model's {method} experts ({where}; sglang/srt/layers/moe/ep_moe/layer.py:167-177,297-301 assert), "
+            f"with RDMA or without")
+    wanted = plan.get("expect_signature") or []
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    if plan.get("expect") == "failure" and DEEPEP_QUANT_SIGNATURE in wanted:
+        return []
+    label = f"expect: failure with expect_signature: [{DEEPEP_QUANT_SIGNATURE}]"
+    if "expect" not in plan:
+        return [Finding("warning", "deepep-quantization",
+                        f"{what}; it is an expected failure only where the configuration says {label}")]
+    return [Finding("error", "deepep-quantization",
+                    f"{what}; remove the configuration, or label it {label} to record the failure")]
+
+
+def rule_gpus_world_size(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+    """``gpus`` (what the job reserves, and ``docker run --gpus``) against the GPUs SGLang's ranks need.
+
+    One node runs tp-size x pp-size ranks, one GPU each (``--tp-size``/``--tensor-parallel-size``,
+    ``--pp-size``/``--pipeline-parallel-size``, sglang/srt/arg_groups/fields/parallel.py:43-64): fewer
+    GPUs fail at startup, more sit reserved and idle. Left alone with ``dp-size`` or ``nnodes`` other
+    than 1 (data-parallel replicas and attention DP change the count in ways this rule does not model).
+    """
+    sa = plan.get("server_args") or {}
+    gpus = plan.get("gpus")
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus <= 0:
+        return []
+    if any(_is_set(sa.get(k)) and int(sa[k]) != 1 for k in ("dp-size", "data-parallel-size", "nnodes")):
+        return []
+    pp = next((int(sa[k]) for k in ("pp-size", "pipeline-parallel-size") if _is_set(sa.get(k))), 1)
+    world = tp_size(sa) * pp
+    if world == gpus:
+        return []
+    how = f"tp-size {tp_size(sa)}" + (f" x pp-size {pp}" if pp != 1 else "")
+    if world > gpus:
+        return [Finding("error", "gpus-world-size",
+                        f"configurations.{name}.gpus: {gpus}, but {how} needs {world} GPUs (one per rank); "
+                        f"set gpus: {world}, or a tp-size that fits")]
+    return [Finding("warning", "gpus-world-size",
+                    f"configurations.{name}.gpus: {gpus}, but {how} uses {world}; the other {gpus - world} "
+                    f"stay reserved and idle")]
+
+
 def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
     env = plan.get("env") or {}
     findings: list[Finding] = []
@@ -356,8 +482,18 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                 f"and multicast; on {arch} SGLang warns and uses NCCL (expected status: fallback)",
             )
         )
-    pcie_ipc = str(env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE") or "").lower()
-    if pcie_ipc in ("1", "true"):
+    pcie_ipc = env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
+    if pcie_ipc is not None and env_bool(pcie_ipc) is None:
+        findings.append(
+            Finding(
+                "error",
+                "env-bool",
+                f"configurations.{name}.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: {pcie_ipc!r} is not a boolean "
+                f"SGLang reads (sglang/srt/environ.py:143-150 raises on it); allowed: "
+                f"{', '.join(ENV_TRUE + ENV_FALSE)}",
+            )
+        )
+    if pcie_ipc is not None and env_bool(pcie_ipc):
         if tp not in PCIE_IPC_TP_SIZES:
             findings.append(
                 Finding(
@@ -393,6 +529,7 @@ def rule_expect_signature(name: str, plan: Mapping[str, Any], images: Mapping[st
 
 RULES: tuple[Rule, ...] = (
     rule_removed_flags,
+    rule_gpus_world_size,
     rule_fusion_sm120,
     rule_mscclpp_tp,
     rule_deepep_nvlink,
@@ -404,10 +541,21 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check_plan(plan: Mapping[str, Any], images: Mapping[str, Any] | None = None) -> list[Finding]:
-    """All findings of all rules for one resolved plan (its ``name`` names it in messages)."""
+# Rules that also read the model directory (relative volume host paths start at ``base``).
+FILE_RULES = (rule_deepep_quantization,)
+
+
+def check_plan(plan: Mapping[str, Any], images: Mapping[str, Any] | None = None,
+               base: Path | None = None) -> list[Finding]:
+    """All findings of all rules for one resolved plan (its ``name`` names it in messages).
+
+    ``base``: where relative volume host paths start (default: the working directory, as for ``docker run``).
+    """
     name = plan.get("name", "?")
+    base = Path.cwd() if base is None else Path(base)
     findings: list[Finding] = []
     for rule in RULES:
         findings.extend(rule(name, plan, images))
+    for file_rule in FILE_RULES:
+        findings.extend(file_rule(name, plan, images, base))
     return findings

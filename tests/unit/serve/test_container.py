@@ -72,6 +72,50 @@ def test_run_argv_gpu_golden():
     ]
 
 
+def test_run_argv_rdma_golden(tmp_path):
+    """rdma: true: the host's verbs/RDMA-CM devices, IPC_LOCK and the host's network (RoCE GIDs belong to
+    its interfaces); NVSHMEM's IBGDA transport (DeepEP low-latency) opens an HCA through them
+    (NVSHMEM v3.4.5 src/host/transport/transport.cpp:282). No -p: the server binds the job's address."""
+    plan = _plan(name="deepep", gpus=8, rdma=True, env={"NVSHMEM_DEBUG": "INFO"},
+                 argv=["python3", "-m", "sglang.launch_server", "--tp-size", "8"])
+    devices = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1"]
+    argv = container.run_argv(plan, "specsweep/sglang-deepep:abcdefabcdef", "127.0.0.1", 30001, 30000, "c1",
+                              rdma_device_paths=devices)
+    assert argv == [
+        "docker", "run", "--rm", "--name", "c1",
+        "--label", "io.specsweep.config=deepep",
+        "--label", "io.specsweep.project=specsweep",
+        "--network", "host",
+        "--init",
+        "-e", "NVSHMEM_DEBUG",
+        "--gpus", "8", "--ipc=host", "--shm-size", "16g",
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+        "--device", "/dev/infiniband/rdma_cm",
+        "--device", "/dev/infiniband/uverbs0",
+        "--device", "/dev/infiniband/uverbs1",
+        "--cap-add", "IPC_LOCK",
+        "specsweep/sglang-deepep:abcdefabcdef",
+        "python3", "-m", "sglang.launch_server", "--tp-size", "8",
+    ]
+    # rdma false or unknown: as before (a published port, no devices).
+    for rdma in (False, None):
+        argv = container.run_argv(dict(plan, rdma=rdma), "i", "127.0.0.1", 30001, 30000, "c1", rdma_device_paths=devices)
+        assert "--network" not in argv and "--device" not in argv and "-p" in argv
+    # What the host has: uverbs* and rdma_cm, nothing else of /dev/infiniband.
+    for name in ("uverbs1", "uverbs0", "rdma_cm", "umad0", "issm0"):
+        (tmp_path / name).write_text("")
+    assert container.rdma_devices(tmp_path) == [str(tmp_path / n) for n in ("rdma_cm", "uverbs0", "uverbs1")]
+    assert container.rdma_devices(tmp_path / "absent") == []
+
+
+def test_rdma_server_binds_the_job_address_on_the_host_network():
+    plan = _plan(name="deepep", gpus=8, rdma=True, runtime="docker", host="127.0.0.1",
+                 argv=["python3", "-m", "sglang.launch_server", "--tp-size", "8"], engine="sglang")
+    argv, _ = job.build_launch(plan, 30123, {"tag": "img:1"})
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "30123"]
+    assert "--network" in argv and "-p" not in argv
+
+
 def test_run_argv_never_carries_env_values():
     plan = _plan(env={"HF_TOKEN": "hf_secret_value"})
     argv = container.run_argv(plan, "img:1", "127.0.0.1", 1, 2, "c")

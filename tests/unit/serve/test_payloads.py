@@ -121,3 +121,25 @@ def test_intended_lengths():
     assert get_adapter("completions").intended_len(synthetic) is None  # words: not token-accurate
     selected = Prompt.from_dict({"messages": [{"role": "user", "content": "hi"}], "input_len": 27})
     assert get_adapter("chat").intended_len(selected) == 27
+
+
+def test_chat_graceful_abort_is_a_failed_request():
+    """/v1/chat/completions passes a graceful abort (no status code) through as an ordinary finish chunk with
+    finish_reason "abort" (entrypoints/openai/serving_chat.py:2561-2580), then the usage chunk and [DONE]."""
+    state, _ = feed_all(ChatAdapter(), [
+        chat_chunk(role="assistant", content=""),
+        chat_chunk(content="Hel", usage=2),
+        chat_chunk(finish="abort"),
+        {"id": "x", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}},
+    ])
+    assert state.finish_reason == "abort"
+    assert state.error == "request aborted by the server: no message"
+
+
+def test_completions_graceful_abort_is_a_failed_request():
+    """The same on /v1/completions (entrypoints/openai/serving_completions.py:356-372)."""
+    state, _ = feed_all(CompletionsAdapter(), [
+        {"id": "x", "choices": [{"index": 0, "text": "a", "token_ids": [7], "finish_reason": None}]},
+        {"id": "x", "choices": [{"index": 0, "text": "", "token_ids": [], "finish_reason": "abort"}]},
+    ])
+    assert state.error == "request aborted by the server: no message"

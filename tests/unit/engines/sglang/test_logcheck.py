@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,12 @@ from specsweep.engines.sglang.logcheck import (
     variant_evidence,
 )
 from specsweep.testing.parser_env import parser_python as build_parser_python
+from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO
 
 FIXTURES = REPO / "tests" / "fixtures"
 VARIANT_LINES = FIXTURES / "sglang" / "variant_lines.log"
+FAILURE_LINES = FIXTURES / "sglang" / "failure_lines.log"
 
 
 def _fixture_cases() -> list[tuple[str, str, str, str]]:
@@ -56,6 +57,53 @@ def test_fixture_line_is_recognised(variant, kind, source, line):
 
 def _plan(variant, env=None):
     return {"name": "x", "variant": variant, "env": env or {}}
+
+
+def _failure_blocks() -> list[tuple[str, str, str]]:
+    """(signature, source, block of log lines) from failure_lines.log."""
+    blocks: list[tuple[str, str, list[str]]] = []
+    for line in FAILURE_LINES.read_text().splitlines():
+        words = line.split()
+        if line.startswith("# ") and len(words) == 4 and words[2] == "failure" and ":" in words[3]:
+            blocks.append((words[1], words[3], []))
+        elif line.startswith("#"):
+            continue
+        elif blocks:
+            blocks[-1][2].append(line)
+    return [(name, source, "\n".join(lines)) for name, source, lines in blocks]
+
+
+def test_every_failure_signature_has_a_fixture_block():
+    cases = {(name, source) for name, source, _ in _failure_blocks()}
+    for sig in FAILURES:
+        assert (sig.variant, sig.source) in cases, sig.source
+
+
+@pytest.mark.parametrize("name,source,block", _failure_blocks(), ids=lambda v: str(v)[:60])
+def test_failure_block_is_classified(name, source, block):
+    """Each block names exactly its failure, recognised by the signature at its source (the decode and
+    draft runners raise the same text, so one block matches both of theirs)."""
+    ev = variant_evidence(block, _plan([]))
+    assert [f["signature"] for f in ev["failures"]] == [name]
+    matched = [s for s in FAILURES if any(s.pattern.search(x) for x in block.splitlines())]
+    assert source in [s.source for s in matched] and {s.variant for s in matched} == {name}
+
+
+def test_prefill_breakable_capture_failure_is_the_expected_failure_of_bare_tree():
+    """Prefill's breakable graph is captured before decode: its failure line alone names a capture failure
+    (model_runner_components/cuda_graph_setup.py:421-424, breakable_cuda_graph/context.py:35-49)."""
+    block = next(b for n, s, b in _failure_blocks() if s.endswith("breakable_cuda_graph/context.py:48"))
+    ev = variant_evidence(block, _plan("nccl_env", {"NCCL_ALGO": "Tree"}))
+    assert [f["signature"] for f in ev["failures"]] == ["cuda_graph_capture_failed"]
+    assert ev["failures"][0]["line"] == "Fail when using backend: breakable for prefill runner."
+
+
+def test_deepep_on_int4_experts_fails_with_its_own_signature():
+    """layers/moe/ep_moe/layer.py:297-301: the low-latency forward asserts for experts not FP8/W4AFP8."""
+    for source in ("sglang/srt/layers/moe/ep_moe/layer.py:301", "sglang/srt/layers/moe/ep_moe/layer.py:177"):
+        block = next(b for n, s, b in _failure_blocks() if s == source)
+        ev = variant_evidence(block, _plan(["deepep"]))
+        assert [f["signature"] for f in ev["failures"]] == ["deepep_quantization"], source
 
 
 def test_custom_allreduce_falls_back_on_pcie():
@@ -172,6 +220,25 @@ def test_fusion_shadows_pcie_ipc_on_a_log_of_source_strings():
     assert ev["active"] == ["pcie_ipc_allreduce"] and ev["shadowed"] == []
 
 
+def test_custom_allreduce_v2_is_proven_by_its_config_line():
+    """CustomAllReduceV2 (the default, environ.py:1532) logs its config at INFO on rank 0 once it is up
+    (distributed/device_communicators/custom_all_reduce_v2.py:340-348): a working custom-ar is active."""
+    line = _fixture_line("sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py:342")
+    ev = variant_evidence(line, _plan(["custom_allreduce"]))
+    assert ev["active"] == ["custom_allreduce"] and ev["unproven"] == [] and ev["fell_back"] == []
+
+
+def test_custom_allreduce_shadows_pcie_ipc():
+    """_resolve_outplace_all_reduce_method returns "ca" before "pcie_ipc" (parallel_state.py:959-975):
+    on a host where custom all-reduce comes up, PCIe IPC logs "enabled" but gets no all-reduce."""
+    ca = _fixture_line("sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py:342")
+    pcie = _fixture_line("sglang/srt/distributed/device_communicators/pcie_ipc_ar.py:242")
+    ev = variant_evidence("\n".join([pcie, ca]), _plan(["pcie_ipc_allreduce"]))
+    assert ev["active"] == ["custom_allreduce"]
+    assert [(s["variant"], s["by"]) for s in ev["shadowed"]] == [("pcie_ipc_allreduce", "custom_allreduce")]
+    assert "parallel_state.py:959-989" in ev["shadowed"][0]["why"]
+
+
 def test_mscclpp_shadows_pcie_ipc():
     mscclpp = _fixture_line("sglang/srt/distributed/device_communicators/pymscclpp.py:1123")
     pcie = _fixture_line("sglang/srt/distributed/device_communicators/pcie_ipc_ar.py:242")
@@ -225,7 +292,7 @@ def _printing_call_level(tree: ast.AST, source: str, literal: str, line: int) ->
     """The level of the innermost logger call or ``raise`` whose source holds ``literal`` on ``line``."""
     best = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Raise):
+        if isinstance(node, (ast.Raise, ast.Assert)):  # an AssertionError is raised like any exception
             level = "raise"
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in _LOG_CALLS):
@@ -243,13 +310,7 @@ def _printing_call_level(tree: ast.AST, source: str, literal: str, line: int) ->
 
 @pytest.fixture(scope="module")
 def wheel_site() -> Path:
-    python = build_parser_python()  # fails (never skips) when the venv cannot be built
-    site = subprocess.run(
-        [python, "-I", "-c", "import importlib.util, pathlib; "
-         "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent.parent)"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()
-    return Path(site)
+    return site_of(build_parser_python())  # fails (never skips) when the venv cannot be built
 
 
 @pytest.mark.slow
@@ -262,6 +323,44 @@ def test_signature_is_in_the_pinned_wheel_at_a_printing_level(wheel_site, sig):
     level = _printing_call_level(ast.parse(source), source, sig.literal, int(line))
     assert level == sig.level, f"{sig.source}: printed by a {level!r} call, the signature says {sig.level!r}"
     assert prints_at(level, "info"), f"{sig.source}: a {level} line never reaches the server's INFO log"
+    if sig.template is not None:
+        where, fragment = sig.template
+        t_path, t_line = where.rsplit(":", 1)
+        t_source = (wheel_site / t_path).read_text().splitlines()
+        assert fragment in t_source[int(t_line) - 1], f"{where}: {fragment!r} not at that line"
+
+
+@pytest.mark.slow
+def test_prefill_failure_is_formatted_with_the_breakable_backend(wheel_site):
+    """context.py:35-49 formats PREFILL_CUDA_GRAPH_CAPTURE_FAILED_MSG with Backend.BREAKABLE = "breakable",
+    the default prefill backend on CUDA (cuda_graph_config.py:119-123), so the logged text is the
+    fixture's "Fail when using backend: breakable for prefill runner."."""
+    root = wheel_site / "sglang" / "srt" / "model_executor"
+    context = (root / "runner_backend_utils" / "breakable_cuda_graph" / "context.py").read_text().splitlines()
+    assert "backend=Backend.BREAKABLE" in context[45]  # line 46
+    config = (root / "cuda_graph_config.py").read_text().splitlines()
+    assert config[45].strip() == 'BREAKABLE = "breakable"'  # line 46
+    assert "return Backend.BREAKABLE if is_cuda() else Backend.DISABLED" in config[122]  # line 123
+
+
+@pytest.mark.slow
+def test_deepep_moe_layer_runs_only_fp8_and_w4afp8_experts(wheel_site):
+    """The cited lines of layers/moe/ep_moe/layer.py that make compressed-tensors experts fail with DeepEP."""
+    layer = (wheel_site / "sglang/srt/layers/moe/ep_moe/layer.py").read_text().splitlines()
+    assert "isinstance(quant_config, Fp8Config)" in layer[153]  # line 154
+    assert "isinstance(quant_config, W4AFp8Config)" in layer[158]  # line 159
+    assert "return DeepEPMoE" in "\n".join(layer[351:364])  # get_moe_impl_class, 352-364
+    assert "is_deepep()" in "\n".join(layer[351:364])
+    wna16 = (wheel_site / "sglang/srt/layers/quantization/compressed_tensors/schemes/"
+             "compressed_tensors_wNa16_moe.py").read_text().splitlines()
+    assert "dispatch_output: StandardDispatchOutput" in wna16[446]  # line 447
+    assert "topk_output = dispatch_output.topk_output" in wna16[458]  # line 459
+
+
+@pytest.mark.slow
+def test_custom_allreduce_v2_is_the_default(wheel_site):
+    environ = (wheel_site / "sglang/srt/environ.py").read_text().splitlines()
+    assert environ[1531].strip() == "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2 = EnvBool(True)"  # line 1532
 
 
 @pytest.mark.slow

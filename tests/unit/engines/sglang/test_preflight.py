@@ -9,6 +9,7 @@ a preflight that silently does not run is worse than none.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from specsweep.engines.sglang.rules import check_plan
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.testing.parser_env import parser_python as build_parser_python
+from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO
 
 GPU_CONFIG = REPO / "config" / "kimi-k25-8gpu.yaml"
@@ -178,11 +180,83 @@ def test_known_failure_names_its_signature(gpu_plans):
                for e in _errors(_plan(gpu_plans, "eagle3", expect_signature="nccl_no_algorithm")))
 
 
+@pytest.fixture(scope="module")
+def dummy_plans() -> tuple[dict, dict]:
+    return _plans(CONFIG_SETS["dummy"])
+
+
+def test_dummy_matrix_passes_static_rules(dummy_plans):
+    for name, plan in dummy_plans[1].items():
+        assert [f.message for f in check_plan(plan, base=REPO) if f.severity == "error"] == [], name
+
+
+def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
+    """layers/moe/ep_moe/layer.py:297-301 (and :167-177): DeepEP's MoE layer runs only FP8/W4AFP8 experts;
+    the rule reads the model's config.json (Kimi-K2.5's text config: compressed-tensors INT4 experts)."""
+    from specsweep.engines.sglang.rules import model_quantization
+
+    deepep = dummy_plans[1]["deepep"]
+    assert model_quantization(deepep, REPO)[0] == "compressed-tensors"
+    # The matrix labels it an expected failure with its own signature: nothing to refuse.
+    assert deepep["expect"] == "failure" and deepep["expect_signature"] == ["deepep_quantization"]
+    assert [f for f in check_plan(deepep, base=REPO) if f.rule == "deepep-quantization"] == []
+    # Labelled as expected to run (or to fail for another reason): refused, naming the key and the cause.
+    for labels in ({"expect": "ok", "expect_signature": []},
+                   {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]}):
+        found = [f for f in check_plan({**deepep, **labels}, base=REPO) if f.rule == "deepep-quantization"]
+        assert [f.severity for f in found] == ["error"], labels
+        assert found[0].message.startswith("configurations.deepep.server_args.moe-a2a-backend: ")
+        assert "compressed-tensors" in found[0].message and "layer.py:167-177,297-301" in found[0].message
+    # A plan (no labels, as the preflight job reads it): a warning that names the label.
+    plan = {k: v for k, v in deepep.items() if k not in ("expect", "expect_signature", "variant", "description")}
+    found = [f for f in check_plan(plan, base=REPO) if f.rule == "deepep-quantization"]
+    assert [f.severity for f in found] == ["warning"] and "expect_signature: [deepep_quantization]" in found[0].message
+    # An unquantized (or FP8) model is not this rule's business.
+    assert model_quantization({**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}, REPO)[0] == "fp8"
+    fp8 = {**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}
+    assert [f for f in check_plan(fp8, base=REPO) if f.rule == "deepep-quantization"] == []
+
+
+def test_env_booleans_are_read_as_sglang_reads_them(gpu_plans):
+    """EnvBool (sglang/srt/environ.py:143-150) takes "true", "1", "yes", "y" as on; anything else but the
+    four "off" words raises in SGLang."""
+    from specsweep.engines.sglang.rules import env_bool
+
+    assert [env_bool(v) for v in ("1", "true", "True", "yes", "Y")] == [True] * 5
+    assert [env_bool(v) for v in ("0", "false", "no", "N")] == [False] * 4
+    assert env_bool("on") is None
+    for on in ("yes", "y"):
+        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3, env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
+        assert [f.severity for f in _findings(plan, "pcie-ipc-tp")] == ["warning"], on
+    bad = _plan(gpu_plans, "pcie-ipc", env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"})
+    assert [f.message for f in _findings(bad, "env-bool")] == [
+        "configurations.pcie-ipc.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: 'on' is not a boolean SGLang reads "
+        "(sglang/srt/environ.py:143-150 raises on it); allowed: true, 1, yes, y, false, 0, no, n"]
+
+
+def test_gpus_must_hold_every_rank(gpu_plans):
+    plan = _plan(gpu_plans, "eagle3", gpus=4)
+    assert [f.message for f in _findings(plan, "gpus-world-size")] == [
+        "configurations.eagle3.gpus: 4, but tp-size 8 needs 8 GPUs (one per rank); set gpus: 8, or a tp-size that fits"]
+    assert [f.severity for f in _findings(_plan(gpu_plans, "eagle3", gpus=16), "gpus-world-size")] == ["warning"]
+    assert _findings(gpu_plans[1]["eagle3"], "gpus-world-size") == []
+
+
+def test_labels_check_reports_every_static_finding(gpu_plans):
+    """When the workflow starts (snakemake -n included) every SGLang-free rule runs, not only what the
+    labels add: EAGLE without a draft model stops there, before any parser environment is built."""
+    plan = {k: v for k, v in _plan(gpu_plans, "eagle3", server_args={"speculative-draft-model-path": None}).items()
+            if k not in ("expect", "expect_signature", "variant", "description")}
+    result = SGLangEngine().check_labels(plan, {"expect": "ok", "variant": []})
+    assert any(e.startswith("configurations.eagle3.server_args.speculative-draft-model-path: ") for e in result.errors)
+
+
 def test_unknown_variant(gpu_plans):
     errors = _errors(_plan(gpu_plans, "eagle3", variant=["nvls"]))
     assert any("configurations.eagle3.variant" in e and "nvls" in e for e in errors), errors
 
 
+@pytest.mark.slow
 def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
     engine = SGLangEngine()
     good = engine.preflight(_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
@@ -284,3 +358,91 @@ def test_sglang_parser_rejections_name_config_and_flag(parser_python, gpu_plans)
 @pytest.mark.slow
 def test_parser_env_is_idempotent(parser_python):
     assert build_parser_python() == parser_python
+
+
+def _fusion_backend_quotes() -> dict[str, str]:
+    """The fi-fusion entry's quotes of SGLang's help, one line per backend: ``#   '<choice>': <help text>``."""
+    quotes = {}
+    for line in GPU_CONFIG.read_text().splitlines():
+        m = re.match(r"^\s*#\s+'(?P<choice>[a-z]+)': (?P<text>.+)$", line)
+        if m:
+            quotes[m["choice"]] = f"'{m['choice']}': {m['text']}"
+    return quotes
+
+
+def test_kimi_fusion_comment_quotes_sglang_for_every_backend():
+    """What the config says about trtllm/mnnvl/cutedsl/auto is SGLang's own help text (checked against the
+    wheel below), not a paraphrase: mnnvl is not MNNVL-fabric-only (arg_groups/fields/exec_.py:770-790)."""
+    assert sorted(_fusion_backend_quotes()) == ["auto", "cutedsl", "mnnvl", "trtllm"]
+
+
+@pytest.fixture(scope="module")
+def wheel_site(parser_python) -> Path:
+    return site_of(parser_python)
+
+
+def _fusion_backend_help(wheel_site: Path) -> tuple[list[str], str]:
+    """(choices, help) of ``flashinfer_allreduce_fusion_backend`` in the wheel's exec_.py."""
+    import ast
+
+    tree = ast.parse((wheel_site / "sglang/srt/arg_groups/fields/exec_.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "flashinfer_allreduce_fusion_backend":
+            literal = next(n for n in ast.walk(node.annotation) if isinstance(n, ast.Subscript)
+                           and getattr(n.value, "id", "") == "Literal")
+            choices = [e.value for e in literal.slice.elts]
+            call = next(n for n in ast.walk(node.annotation) if isinstance(n, ast.Call))
+            help_text = next(k.value.value for k in call.keywords if k.arg == "help")
+            return choices, help_text
+    raise AssertionError("flashinfer_allreduce_fusion_backend not in exec_.py")
+
+
+@pytest.mark.slow
+def test_kimi_fusion_comment_matches_the_wheel(wheel_site):
+    choices, help_text = _fusion_backend_help(wheel_site)
+    assert sorted(choices) == sorted(_fusion_backend_quotes())
+    for choice, quote in _fusion_backend_quotes().items():
+        assert quote in help_text, choice
+
+
+@pytest.mark.slow
+def test_env_bool_words_match_the_wheel(wheel_site):
+    """rules.ENV_TRUE / ENV_FALSE are EnvBool.parse's lists (sglang/srt/environ.py:143-150)."""
+    from specsweep.engines.sglang.rules import ENV_FALSE, ENV_TRUE
+
+    lines = (wheel_site / "sglang/srt/environ.py").read_text().splitlines()
+    assert lines[142].startswith("class EnvBool(")  # line 143
+    assert lines[145].strip() == f"if value in {list(ENV_TRUE)!r}:".replace("'", '"')  # line 146
+    assert lines[147].strip() == f"if value in {list(ENV_FALSE)!r}:".replace("'", '"')  # line 148
+
+
+def _outcome_rows() -> list[tuple[list[str], str, str]]:
+    """(configurations, preflight, after a run) of docs/sglang.md's expected-outcomes table."""
+    text = (REPO / "docs" / "sglang.md").read_text()
+    table = text[text.index("## Expected outcomes on "):]
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows.append((re.findall(r"`([a-z0-9-]+)`", cells[0]), cells[1], cells[2]))
+    return rows
+
+
+def test_docs_outcome_table_matches_the_rules(dummy_plans):
+    """Each row's preflight column says what the rules find for its configurations: exactly the rules it names
+    as "warning `rule`" (a rule named otherwise is one that would refuse it elsewhere, and must not fire
+    here), and its run column names only failure signatures that exist."""
+    from specsweep.engines.sglang.logcheck import failure_names
+
+    rows = _outcome_rows()
+    assert len(rows) >= 9
+    for names, pre, after in rows:
+        for name in names:
+            found = {f.rule for f in check_plan(dummy_plans[1][name], base=REPO)}
+            named = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", pre)) - set(names) - {"sglang-fi-fusion"}
+            warned = {r for r in named if f"warning `{r}`" in pre}
+            assert found == warned, (name, found, pre)
+        for signature in re.findall(r"`([a-z_]+)`", after):
+            if "_" in signature:
+                assert signature in failure_names() or signature in dummy_plans[1][names[0]].get("variant", []) \
+                    or signature == "nccl_env", signature
