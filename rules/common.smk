@@ -102,12 +102,17 @@ def report_params(wildcards):
     return sw.report_params(SWEEP.config, LABELS, CONFIGS, SWEEP.grids, ORDER)
 
 
+def image(wildcards):
+    # The {image} wildcard, known to the loaded config files (else a one-line message, no traceback).
+    return sw.image_name(config, wildcards.image, workflow.configfiles, ROOT)
+
+
 def image_spec_json(wildcards):
-    return sw.image_spec_json(config, wildcards.image)
+    return sw.image_spec_json(config, image(wildcards))
 
 
 def image_tag(wildcards):
-    return sw.image_tag_params(config, ROOT, wildcards.image)
+    return sw.image_tag_params(config, ROOT, image(wildcards))
 
 
 def image_manifests(wildcards):

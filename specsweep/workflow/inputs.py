@@ -38,20 +38,32 @@ def configuration_name(plans: Mapping[str, dict], name: str, configfiles: Sequen
     raise SystemExit(unknown_configuration_message(name, sorted(plans), configfiles, Path(root)))
 
 
-def unknown_configuration_message(name: str, defined: Sequence[str], configfiles: Sequence[str], root: Path) -> str:
+def image_name(config: Mapping[str, Any], name: str, configfiles: Sequence[str], root: Path | str) -> str:
+    """``name`` when the loaded config files define that image (``images``); otherwise stop as
+    ``configuration_name`` does."""
+    images = config.get("images") or {}
+    if name in images:
+        return name
+    raise SystemExit(unknown_configuration_message(name, sorted(images), configfiles, Path(root), "images"))
+
+
+def unknown_configuration_message(name: str, defined: Sequence[str], configfiles: Sequence[str], root: Path,
+                                  section: str = "configurations") -> str:
     loaded = ", ".join(_relative(Path(f), root) for f in configfiles) or "config.yaml"
     shown = ", ".join(defined[:12]) + (f", ... ({len(defined)} in all)" if len(defined) > 12 else "")
-    where = defining_files(name, root)
+    where = defining_files(name, root, section)
     if where:
         hint = (f"`{name}` is in {', '.join(where)}: add `--configfile {where[0]}`"
                 + (" (or another of them)" if len(where) > 1 else ""))
     else:
         hint = f"no file under config/ defines `{name}`"
-    return f"specsweep: no configuration `{name}` in {loaded}, which defines {shown or 'none'}; {hint}"
+    what = "configuration" if section == "configurations" else "image"
+    return f"specsweep: no {what} `{name}` in {loaded}, which defines {shown or 'none'}; {hint}"
 
 
-def defining_files(name: str, root: Path) -> list[str]:
-    """The config files under ``root/config/`` whose configurations (grids expanded) include ``name``."""
+def defining_files(name: str, root: Path, section: str = "configurations") -> list[str]:
+    """The config files under ``root/config/`` whose ``section`` (configurations, grids expanded;
+    or images) includes ``name``; whole sweeps (files with configurations) before overlays."""
     from specsweep.plan.config import ConfigError, load_schema, load_yaml_strict
     from specsweep.plan.grid import expand_axes
 
@@ -62,15 +74,15 @@ def defining_files(name: str, root: Path) -> list[str]:
             data = load_yaml_strict(path) or {}
         except ConfigError:
             continue  # a broken file defines nothing here; loading it says why
-        names = set((data.get("configurations") or {}) if isinstance(data, dict) else ())
-        if names and name not in names:
+        names = set((data.get(section) or {}) if isinstance(data, dict) else ())
+        if section == "configurations" and names and name not in names:
             try:
                 names = set(expand_axes(data, schema).config.get("configurations") or {})
             except (ValueError, KeyError, TypeError):
                 pass  # an overlay that is not a whole sweep: its own names only
         if name in names:
-            out.append(_relative(path, root))
-    return out
+            out.append((not (isinstance(data, dict) and data.get("configurations")), _relative(path, root)))
+    return [rel for _overlay, rel in sorted(out)]
 
 
 def _relative(path: Path, root: Path) -> str:

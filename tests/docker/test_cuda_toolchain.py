@@ -5,8 +5,8 @@ sglang-mscclpp. Its build takes nvcc, the CUDA headers and CCCL from the pinned
 wheels (the local base has no /usr/local/cuda), makes the driver link stubs,
 compiles containers/sglang/toolchain_check.cu for each architecture and links
 it against the stubs, in the same stage the mscclpp target uses. The MSCCL++
-compile itself is not here (its source cannot be fetched in CI, and it takes
-the better part of an hour on two cores): docs/measurements/2026-12-02-sglang-images/
+compile itself is not here (its source cannot be fetched in CI, and it took
+39 minutes on two shared cores): docs/measurements/2026-12-02-sglang-images/
 records it.
 """
 

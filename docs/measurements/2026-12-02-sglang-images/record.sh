@@ -48,7 +48,7 @@ for f in $(find "$pkg" -name '*.so*' -type f | sort); do
   echo "$(stat -c %s "$f") $f: $(readelf -d "$f" | grep -oE 'NEEDED.*\[(libcuda|libnvidia-ml|libcudart)[^]]*\]' | grep -oE '\[[^]]+\]' | tr '\n' ' ')"
 done
 echo "\$ python3 -c 'import mscclpp'   # no driver, no stubs on the path"
-python3 -c 'import mscclpp' 2>&1 | tail -n 1; echo "[exit $?]"
+python3 -c 'import mscclpp' > /tmp/import.txt 2>&1; rc=$?; tail -n 1 /tmp/import.txt; echo "[exit $rc]"
 echo "\$ LD_LIBRARY_PATH=/opt/cuda-link-stubs:\$LD_LIBRARY_PATH python3 -c 'import mscclpp, mscclpp.ext, mscclpp.default_algos; ...'"
 LD_LIBRARY_PATH="/opt/cuda-link-stubs:$LD_LIBRARY_PATH" python3 -c '
 import mscclpp, mscclpp.ext, mscclpp.default_algos
@@ -70,6 +70,6 @@ cat "$OUT/mscclpp-inside.txt"
 
 # What the mscclpp build printed: its toolchain, source, compiler, and checks.
 grep -E "cuda-toolchain from|SONAME|mscclpp: CUDA toolkit from|mscclpp source: git tree|scikit-build-core|CUDA toolkit version|GPU architectures:|The CUDA compiler identification|cmake version|Successfully (built|installed)|^#[0-9]+ [0-9.]+ mscclpp [0-9]|imports:|cubins, for|no device code|No broken requirements" \
-    results/images/logs/build_sglang-mscclpp.log | cut -c1-400 > "$OUT/mscclpp-build-checks.txt" || true
+    results/images/logs/build_sglang-mscclpp.log | grep -v '^#[0-9]* \[' | cut -c1-400 > "$OUT/mscclpp-build-checks.txt" || true
 cat "$OUT/mscclpp-build-checks.txt"
 echo "record written to $OUT"

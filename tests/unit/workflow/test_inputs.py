@@ -107,3 +107,17 @@ def test_a_configuration_name_the_plans_hold_passes_and_another_stops_naming_the
     many = {f"c{i:02d}": {} for i in range(20)}
     assert "c11, ... (20 in all);" in inputs.unknown_configuration_message("x", sorted(many), [], tmp_path)
     assert inputs.unknown_configuration_message("x", [], [], tmp_path).endswith("no file under config/ defines `x`")
+
+
+def test_an_image_name_the_config_does_not_define_stops_naming_the_whole_sweep_before_the_overlay():
+    config = {"images": {"reference": {}}}
+    assert inputs.image_name(config, "reference", [], REPO) == "reference"
+    try:
+        inputs.image_name(config, "sglang-mscclpp", [str(REPO / "config.yaml")], REPO)
+    except SystemExit as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("no SystemExit")
+    assert message == ("specsweep: no image `sglang-mscclpp` in config.yaml, which defines reference; "
+                       "`sglang-mscclpp` is in config/kimi-k25-8gpu.yaml, config/kimi-k25-8gpu-local-base.yaml: "
+                       "add `--configfile config/kimi-k25-8gpu.yaml` (or another of them)")
