@@ -55,6 +55,10 @@ BASELINE_LINE = "#000000"
 OUTPUTS_DIFFER = "outputs differ from the baseline"
 #: Where each row keeps its decode rate's interval (``report.render.rate_interval``).
 RATE_CI = ("decode_rate_ci_low", "decode_rate_ci_high")
+#: An interval end beyond this many times the largest estimate on a figure is cut at it (and
+#: marked): a variance on one or two degrees of freedom gives intervals of 10^7 tok/s, which
+#: would squash every bar to nothing.
+CI_AXIS_FACTOR = 2.0
 FLAG_COLOR = "#d62728"
 PART_COLORS = {"draft": "#9467bd", "verify compute": "#ff7f0e", "verify communication": "#d62728"}
 
@@ -113,6 +117,11 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     fig, ax = plt.subplots(figsize=(9, _height(len(rows)) + 0.6))
     y = np.arange(len(rows))[::-1]
     xmax = 0.0
+    estimates = [r[BASELINE_TOK_S] for r in rows if r.get(BASELINE_TOK_S) is not None]
+    if baseline is not None and baseline.get(BASELINE_TOK_S) is not None:
+        estimates.append(baseline[BASELINE_TOK_S])
+    cap = CI_AXIS_FACTOR * max(estimates)
+    clipped = False
     for yi, row in zip(y, rows):
         tok = row.get(BASELINE_TOK_S)
         if tok is None:
@@ -126,6 +135,10 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
         lo, hi = row.get(RATE_CI[0]), row.get(RATE_CI[1])
         right = tok
         if lo is not None and hi is not None:
+            if hi > cap:
+                clipped = True
+                hi = cap
+                ax.plot([cap], [yi], ">", color="black", ms=6)
             ax.errorbar(tok, yi, xerr=[[tok - lo], [hi - tok]], fmt="none", ecolor="black", capsize=4)
             right = hi
         label = f" {tok:.1f}"
@@ -161,8 +174,11 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     if any(r["status"] != "ok" and r.get(BASELINE_TOK_S) is not None for r in rows):
         legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
                        "hatched: status fallback / failed"))
+    if clipped:
+        legend.append((plt.Line2D([], [], marker=">", color="black", ls="none"),
+                       f"interval runs past {CI_AXIS_FACTOR:g}x the largest rate (too few launches)"))
     base_handles, base_labels = ax.get_legend_handles_labels()
-    labels = base_labels + [k if k.startswith("hatched") else f"verdict: {k}" for _, k in legend]
+    labels = base_labels + [k if k.startswith(("hatched", "interval")) else f"verdict: {k}" for _, k in legend]
     _legend_below(ax, base_handles + [h for h, _ in legend], labels, ncol=3)
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
@@ -349,6 +365,14 @@ def plot_break_even(groups: list[Any], path: Path) -> str | None:
             ax.plot([], [], ls=":", color="black", label="measured crossing (band: 95% interval)")
         if any(g.computed and g.base is not None for g in here):
             ax.plot([], [], "x", color="black", mew=2.5, label="computed: cycle time x baseline tok/s")
+        panel = [r[BASELINE_TOK_S] for g in groups if g.point == point for r in g.rows]
+        panel += [g.base[BASELINE_TOK_S] for g in groups if g.point == point and g.base is not None]
+        top = CI_AXIS_FACTOR * max(panel)
+        if ax.get_ylim()[1] > top:
+            # An interval past the cut is drawn to the panel's edge; the note says so.
+            ax.set_ylim(0, top)
+            ax.annotate(f"intervals cut at {CI_AXIS_FACTOR:g}x the largest rate (too few launches)",
+                        (0.01, 0.99), xycoords="axes fraction", ha="left", va="top", fontsize=7)
         ax.set_xlabel("accept length (completion tokens / verify)")
         ax.set_ylabel("decode rate, tok/s (95% interval)")
         ax.set_title(f"point {point}", fontsize=10)

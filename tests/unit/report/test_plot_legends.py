@@ -166,3 +166,18 @@ def test_tok_s_title_fits_the_figure(drawn):
     plots.plot_tok_s(rows, None, Path("unused.png"))
     [fig] = drawn
     assert _inside(fig, fig.axes[0].title)
+
+
+def test_tok_s_cuts_an_interval_of_few_degrees_of_freedom_at_the_axis_and_says_so(drawn):
+    """A launch variance on one degree of freedom gives intervals of ~10^7 tok/s: the axis stays
+    at the bars' scale, the cut end is marked, and the legend says why."""
+    base = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
+            "absent": {}, RATE_CI[0]: 45.0, RATE_CI[1]: 55.0}
+    wild = dict(base, config="b", verdict="no significant difference", **{RATE_CI[0]: 1e-3, RATE_CI[1]: 6e7})
+    plots.plot_tok_s([base, dict(base, config="c")], None, Path("unused.png"))
+    plots.plot_tok_s([base, wild], None, Path("unused.png"))
+    calm, cut = drawn
+    assert calm.axes[0].get_xlim()[1] < 100
+    assert not any("interval runs past" in t.get_text() for t in calm.axes[0].get_legend().get_texts())
+    assert cut.axes[0].get_xlim()[1] <= plots.CI_AXIS_FACTOR * 50.0 * 1.2
+    assert any("interval runs past" in t.get_text() for t in cut.axes[0].get_legend().get_texts())
