@@ -74,6 +74,8 @@ import re
 import uuid
 from typing import Any
 
+from specsweep.contracts.vocabulary import RequestStatus
+
 # Format history of a record (one line of requests.jsonl / warmup.jsonl):
 #   1  the fields of RECORD_FIELDS below.
 #   2  + prompt_key, output_ids, spec_correct_drafts_histogram; endpoint "chat";
@@ -85,7 +87,8 @@ RECORD_FORMAT_VERSION = 3
 PHASES = ("warmup", "measured", "profile")
 #: ``point`` of the records of a configuration that declares no workload points.
 DEFAULT_POINT = "default"
-STATUSES = ("ok", "error", "incomplete")
+#: How a request ended (``contracts.vocabulary.RequestStatus``).
+STATUSES = tuple(RequestStatus)
 
 #: Every record carries exactly these keys.
 RECORD_FIELDS = (

@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, TextIO
 
 import aiohttp
 
+from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage
 from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
 from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
@@ -37,19 +38,10 @@ _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _CONNECT_PREFIX = "connection failed: "
 
 
-class BenchmarkError(RuntimeError):
-    """The benchmark could not produce a measurement.
-
-    ``stage`` is ``"warmup"`` or ``"benchmark"``; ``reason`` a short machine
-    word (``unreachable``, ``all_requests_failed``, ``repeat_failed``);
-    ``detail`` a human sentence with the first errors seen.
-    """
-
-    def __init__(self, stage: str, reason: str, detail: str) -> None:
-        super().__init__(f"{stage}: {reason}: {detail}")
-        self.stage = stage
-        self.reason = reason
-        self.detail = detail
+class BenchmarkError(Failure):
+    """The benchmark could not produce a measurement: a ``Failure`` of stage ``warmup`` or ``benchmark``,
+    reason ``unreachable``, ``all_requests_failed`` or ``repeat_failed``, the detail naming the first
+    errors seen."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +65,7 @@ async def stream_one(
     state = StreamState()
     chunk_ns: list[int] = []
     chunk_tokens: list[int | None] = []
-    status, error, http_status, end_ns = "incomplete", None, None, None
+    status, error, http_status, end_ns = RequestStatus.INCOMPLETE, None, None, None
     started = False
     send_ns = time.perf_counter_ns()
     try:
@@ -83,7 +75,7 @@ async def stream_one(
             http_status = resp.status
             if resp.status != 200:
                 text = (await resp.read()).decode("utf-8", "replace")[:500]
-                status, error, end_ns = "error", f"HTTP {resp.status}: {text}", time.perf_counter_ns()
+                status, error, end_ns = RequestStatus.ERROR, f"HTTP {resp.status}: {text}", time.perf_counter_ns()
             else:
                 started = True
                 buf = b""
@@ -107,24 +99,26 @@ async def stream_one(
                     if done or state.error is not None:
                         break
                 if state.error is not None:
-                    status, error, end_ns = "error", f"server error in stream: {state.error}", time.perf_counter_ns()
+                    status, error = RequestStatus.ERROR, f"server error in stream: {state.error}"
+                    end_ns = time.perf_counter_ns()
                 elif done:
-                    status = "ok"
+                    status = RequestStatus.OK
                 else:
-                    status, error, end_ns = "incomplete", "stream ended without [DONE]", time.perf_counter_ns()
+                    status, error = RequestStatus.INCOMPLETE, "stream ended without [DONE]"
+                    end_ns = time.perf_counter_ns()
     except TimeoutError:
-        status = "incomplete" if started else "error"
+        status = RequestStatus.INCOMPLETE if started else RequestStatus.ERROR
         error, end_ns = f"timeout after {timeout_s} s", time.perf_counter_ns()
     except aiohttp.ClientConnectorError as exc:
-        status, error, end_ns = "error", f"{_CONNECT_PREFIX}{exc}", time.perf_counter_ns()
+        status, error, end_ns = RequestStatus.ERROR, f"{_CONNECT_PREFIX}{exc}", time.perf_counter_ns()
     except aiohttp.ClientError as exc:
-        status = "incomplete" if started else "error"
+        status = RequestStatus.INCOMPLETE if started else RequestStatus.ERROR
         error, end_ns = f"{type(exc).__name__}: {exc}", time.perf_counter_ns()
     except OSError as exc:  # a socket error aiohttp did not wrap
-        status = "incomplete" if started else "error"
+        status = RequestStatus.INCOMPLETE if started else RequestStatus.ERROR
         error, end_ns = f"{type(exc).__name__}: {exc}", time.perf_counter_ns()
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-        status, error, end_ns = "error", f"malformed chunk: {exc}", time.perf_counter_ns()
+        status, error, end_ns = RequestStatus.ERROR, f"malformed chunk: {exc}", time.perf_counter_ns()
 
     return new_record(
         **req.base,
@@ -159,7 +153,7 @@ class _Progress:
 
     def update(self, rec: dict[str, Any]) -> None:
         self.done += 1
-        if rec["status"] == "ok" and rec["completion_tokens"] is not None:
+        if rec["status"] == RequestStatus.OK and rec["completion_tokens"] is not None:
             self.tokens += rec["completion_tokens"]
         else:
             self.failed += 1
@@ -232,9 +226,9 @@ def _failure_detail(records: list[dict[str, Any]]) -> tuple[str, str]:
     """(reason, detail) for a phase in which no request succeeded."""
     errors = [r["error"] or r["status"] for r in records]
     if records and all(e.startswith(_CONNECT_PREFIX) for e in errors):
-        reason = "unreachable"
+        reason = Reason.UNREACHABLE
     else:
-        reason = "all_requests_failed"
+        reason = Reason.ALL_REQUESTS_FAILED
     distinct = list(dict.fromkeys(errors))[:3]
     return reason, f"{len(records)} requests, 0 succeeded; first errors: {distinct}"
 
@@ -348,7 +342,7 @@ class _Runner:
             if stopped or (n_done + 1) % window:
                 return
             tok_s = warmup_windows_tok_s(records, window)
-            if not any(r["status"] == "ok" for r in records):
+            if not any(r["status"] == RequestStatus.OK for r in records):
                 stop["failed_window"] = True  # a whole window, nothing succeeded: fail fast
             elif windows_converged(tok_s, tol, min_windows):
                 stop["converged"] = True
@@ -369,8 +363,8 @@ class _Runner:
         if self.console is not None:
             self.console.say(f"[warmup] {'steady' if report.get('converged') else 'not steady'} after "
                              f"{len(records)} requests")
-        if records and not any(r["status"] == "ok" for r in records):
-            raise BenchmarkError("warmup", *_failure_detail(records))
+        if records and not any(r["status"] == RequestStatus.OK for r in records):
+            raise BenchmarkError(Stage.WARMUP, *_failure_detail(records))
         return report
 
     async def measure(self, session: aiohttp.ClientSession, path: Path) -> list[dict[str, Any]]:
@@ -397,11 +391,11 @@ class _Runner:
                 on_done=on_done,
             )
             records.extend(round_records)
-            if round_records and not any(x["status"] == "ok" for x in round_records):
+            if round_records and not any(x["status"] == RequestStatus.OK for x in round_records):
                 reason, detail = _failure_detail(round_records)
-                if any(x["status"] == "ok" for x in records):
-                    reason = "repeat_failed"  # the server worked earlier in this run, then stopped
-                failure = BenchmarkError("benchmark", reason, f"repeat {r}: {detail}")
+                if any(x["status"] == RequestStatus.OK for x in records):
+                    reason = Reason.REPEAT_FAILED  # the server worked earlier in this run, then stopped
+                failure = BenchmarkError(Stage.BENCHMARK, reason, f"repeat {r}: {detail}")
                 break
         write_jsonl_atomic(path, records)
         if failure is not None:
@@ -433,7 +427,7 @@ class _Runner:
             on_done=on_done,
         )
         write_jsonl_atomic(path, records)
-        if records and not any(r["status"] == "ok" for r in records):
+        if records and not any(r["status"] == RequestStatus.OK for r in records):
             raise BenchmarkError(phase, *_failure_detail(records))
         return records
 
@@ -477,10 +471,10 @@ async def run_workload_async(
             if model is not None:
                 runner.adapter.model = model
         if on_stage is not None:
-            on_stage("warmup")
+            on_stage(Stage.WARMUP)
         report = await runner.warmup(session, Path(warmup_path))
         if on_stage is not None:
-            on_stage("benchmark")
+            on_stage(Stage.BENCHMARK)
         await runner.measure(session, Path(measured_path))
     return report
 

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from specsweep.analysis.trace import TRACE_NAME_RE
+from specsweep.contracts.vocabulary import Failure, Reason, Stage
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic
 from specsweep.images.cli import run_docker
@@ -75,13 +76,8 @@ CONTAINER_PROFILE_DIR = "/specsweep/profile"
 STABLE_S = 1.0
 
 
-class ProfileError(RuntimeError):
-    """A profiling stage could not produce its evidence; ``reason`` is a short machine word."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+class ProfileError(Failure):
+    """A profiling stage (``allreduce_bench`` or ``profile``) could not produce its evidence."""
 
 
 def settings_of(plan: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -180,7 +176,8 @@ def _run_bench(argv: list[str], env: Mapping[str, str], timeout_s: float,
         out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, out, err
     except subprocess.TimeoutExpired:
-        raise ProfileError("bench_timeout", f"the micro-benchmark did not finish within {timeout_s:g} s") from None
+        raise ProfileError(Stage.ALLREDUCE_BENCH, Reason.BENCH_TIMEOUT,
+                           f"the micro-benchmark did not finish within {timeout_s:g} s") from None
     finally:
         if proc.poll() is None:
             try:
@@ -219,14 +216,16 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
             log.write(err[-4000:])
             log.flush()
         if code != 0:
-            raise ProfileError("bench_failed", f"exited {code}: {err.strip()[-1500:]}")
+            raise ProfileError(Stage.ALLREDUCE_BENCH, Reason.BENCH_FAILED, f"exited {code}: {err.strip()[-1500:]}")
         try:
             record["result"] = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError) as exc:
-            raise ProfileError("bench_output", f"no JSON on stdout ({exc}): {out[-500:]!r}") from exc
+            raise ProfileError(Stage.ALLREDUCE_BENCH, Reason.BENCH_OUTPUT,
+                               f"no JSON on stdout ({exc}): {out[-500:]!r}") from exc
         bad = [s["tokens"] for s in record["result"]["sizes"] if not s["correct"]]
         if bad:
-            raise ProfileError("bench_wrong_sum", f"the all-reduce summed wrongly at {bad} tokens")
+            raise ProfileError(Stage.ALLREDUCE_BENCH, Reason.BENCH_WRONG_SUM,
+                               f"the all-reduce summed wrongly at {bad} tokens")
         record.update(status="ok")
         return record
     except ProfileError as exc:
@@ -304,8 +303,9 @@ def wait_for_traces(directory: Path, ranks: int, timeout_s: float, poll_s: float
         if len(files) >= ranks and len(stable) == len(files) and all(_complete(p) for p in files):
             return files
         if now >= deadline:
-            raise ProfileError("traces_missing", f"{len(files)} of {ranks} trace files complete in {directory} "
-                                                 f"after {timeout_s:g} s: {[p.name for p in files]}")
+            raise ProfileError(Stage.PROFILE, Reason.TRACES_MISSING,
+                               f"{len(files)} of {ranks} trace files complete in {directory} "
+                               f"after {timeout_s:g} s: {[p.name for p in files]}")
         time.sleep(poll_s)
 
 
@@ -342,7 +342,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
     try:
         status, text = _post(server.base_url + "/start_profile", body, timeout_s=float(settings["trace_timeout_s"]))
         if status != 200:
-            raise ProfileError("start_profile_failed", f"HTTP {status}: {text[:500]}")
+            raise ProfileError(Stage.PROFILE, Reason.START_PROFILE_FAILED, f"HTTP {status}: {text[:500]}")
         t_requests = time.monotonic()
         record["start_s"] = t_requests - t0
         records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
@@ -353,14 +353,15 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         status, text = _post(server.base_url + "/stop_profile", {}, timeout_s=float(settings["trace_timeout_s"]))
         record["stop_profile"] = {"status": status, "body": text[:500]}
         if status != 200 and not settings.get("num_steps"):
-            raise ProfileError("stop_profile_failed", f"HTTP {status}: {text[:500]}")
+            raise ProfileError(Stage.PROFILE, Reason.STOP_PROFILE_FAILED, f"HTTP {status}: {text[:500]}")
         files = wait_for_traces(directory, ranks, float(settings["trace_timeout_s"]))
         record["stop_s"] = time.monotonic() - t_stop
         if server.container:
             _chown(server.container, log)
         record.update(status="ok", files=[p.name for p in files], bytes=sum(p.stat().st_size for p in files))
         if not server.alive():
-            raise ProfileError("server_exited", f"the server exited with code {server.proc.returncode} while profiling")
+            raise ProfileError(Stage.PROFILE, Reason.SERVER_EXITED,
+                               f"the server exited with code {server.proc.returncode} while profiling")
     except (ProfileError, client.BenchmarkError) as exc:
         record.update(status="failed", reason=exc.reason, detail=exc.detail)
         print(f"profiling failed: {exc}", file=log, flush=True)

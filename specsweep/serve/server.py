@@ -27,20 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from specsweep.contracts.vocabulary import Failure, Reason, Stage
 from specsweep.serve.container import remove_container
 from specsweep.serve.watchdog import exec_argv
 
 TERM_GRACE_S = 15.0
 
 
-class LaunchError(RuntimeError):
-    """The server could not be brought up. ``stage`` and ``reason`` classify why."""
-
-    def __init__(self, stage: str, reason: str, detail: str) -> None:
-        super().__init__(f"{stage}/{reason}: {detail}")
-        self.stage = stage
-        self.reason = reason
-        self.detail = detail
+class LaunchError(Failure):
+    """The server could not be brought up, or died: a ``Failure`` raised by the job's own checks."""
 
 
 def free_port(host: str) -> int:
@@ -98,8 +93,8 @@ class Server:
     def start(self) -> None:
         if port_in_use(self.host, self.port):
             raise LaunchError(
-                "launch",
-                "port_in_use",
+                Stage.LAUNCH,
+                Reason.PORT_IN_USE,
                 f"{self.host}:{self.port} already answers before launch: a leftover server "
                 "from an earlier run (or another program) holds it; stop it or pick another port",
             )
@@ -122,17 +117,18 @@ class Server:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise LaunchError("launch", "server_exited", f"server exited with code {code} before it was ready")
+                raise LaunchError(Stage.LAUNCH, Reason.SERVER_EXITED,
+                                  f"server exited with code {code} before it was ready")
             status, _ = http_get(url, timeout=min(2.0, max(0.1, deadline - time.monotonic())))
             if status == 200:
                 if self.proc.poll() is not None:
-                    raise LaunchError("launch", "server_exited", "readiness answered but our process has exited")
+                    raise LaunchError(Stage.LAUNCH, Reason.SERVER_EXITED,
+                                      "readiness answered but our process has exited")
                 self.ready_s = time.monotonic() - t0
                 return self.ready_s
             if time.monotonic() >= deadline:
-                raise LaunchError(
-                    "ready", "ready_timeout", f"{url} did not answer 200 within {timeout_s:g} s (last status {status})"
-                )
+                raise LaunchError(Stage.READY, Reason.READY_TIMEOUT,
+                                  f"{url} did not answer 200 within {timeout_s:g} s (last status {status})")
             time.sleep(poll_s)
 
     def alive(self) -> bool:

@@ -1,0 +1,5 @@
+"""The ground floor: what every stage agrees on, importing nothing of the package above it.
+
+``vocabulary``: the words a result is told in (statuses, stages, reasons) and the one
+``Failure`` a stage raises; ``layout``: where each result lives under ``results/``.
+"""
