@@ -2,11 +2,12 @@
 #
 # The Snakefile only wires; the logic lives in the `specsweep` package.
 #
-# Path grammar of results/ (docs/design.md: "Units of measurement"). A
-# configuration (one per entry, or per combination of a grid's axes) has one
-# plan; it runs in one or more launches (<launch> = 1, 2, ..., or aa: the A/A
-# control, the baseline launched again last); a launch measures every workload
-# point (<point>) of the plan against one server:
+# Path grammar of results/ (docs/design.md: "Units of measurement"; the package
+# builds these paths in specsweep/contracts/layout.py). A configuration (one per
+# entry, or per combination of a grid's axes) has one plan; it runs in one or
+# more launches (<launch> = 1, 2, ..., or aa: the A/A control, the baseline
+# launched again last); a launch measures every workload point (<point>) of the
+# plan against one server:
 #   results/<config>/plan.json                        resolved launch plan (argv, env, engine, image, workload, points)
 #   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
 #   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance

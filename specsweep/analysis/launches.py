@@ -54,9 +54,9 @@ from specsweep.analysis.summary import (
     build_summary,
     expected_failure,
 )
+from specsweep.contracts.layout import CONTROL
 from specsweep.records import DEFAULT_POINT
 
-CONTROL = "aa"  # = plan.launches.CONTROL (analysis does not import plan)
 _STATUS_RANK = {"ok": 0, "fallback": 1, "contaminated": 2, "failed": 3}
 
 

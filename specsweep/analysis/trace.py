@@ -75,6 +75,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from specsweep.contracts.layout import TRACE_NAME_RE
+
 # Format history of the dict analyze_traces returns (summary.json "profile.analysis"):
 #   1  mode, attribution, ranks.<r>.forwards.<kind>, target, rank_skew, implementations.
 ANALYSIS_FORMAT_VERSION = 1
@@ -85,7 +87,6 @@ ANALYSIS_FORMAT_VERSION = 1
 #: docs/measurements/2026-12-01-cpu-profile/README.md).
 COMM_SHARE_TOLERANCE = 0.05
 
-TRACE_NAME_RE = re.compile(r"-TP-(?P<rank>\d+)(?:-[A-Z]+-\d+)*(?:-[A-Z_]+)?\.trace\.json(?:\.gz)?$")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.layout import PROMPTS_DIR  # where selections live (relative to Snakemake's directory)
 from specsweep.files import canonical_json, write_json_atomic, write_text_atomic
 from specsweep.plan.tokenizer import (
     PromptTokenizer,
@@ -59,8 +60,6 @@ from specsweep.plan.tokenizer import (
 from specsweep.refengine.tokenizer import message_text
 
 FORMATS = ("random", "sharegpt", "jsonl")
-#: Where selections live (relative to the directory Snakemake runs in).
-PROMPTS_DIR = "results/prompts"
 # Format history of a selection (the lines of results/prompts/<sha256>.jsonl and its identity):
 #   1  one prompt per line: {"input_len", and "input_ids" | "text" | "messages"}.
 SELECTION_FORMAT_VERSION = 1

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: The id of the A/A control launch (the baseline, launched again at the end).
-CONTROL = "aa"
+from specsweep.contracts.layout import CONTROL  # the A/A control's launch id (the baseline, launched again last)
+
 #: Benchmark priorities lie in (0, PRIORITY_CEILING), below preflight's 100.
 PRIORITY_CEILING = 99.0
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from specsweep.analysis.stats import VERDICT_METHOD
+from specsweep.contracts.layout import BEST_FILES
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.report.sweep import GridWinner
 
@@ -56,8 +57,7 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]*$")
 
 def export_paths(best_dir: Path | str, grid: str) -> dict[str, Path]:
     best_dir = Path(best_dir)
-    return {"env": best_dir / f"{grid}.env", "tuner": best_dir / f"{grid}.nccl-tuner.csv",
-            "evidence": best_dir / f"{grid}.json"}
+    return {kind: best_dir / f"{grid}{suffix}" for kind, suffix in BEST_FILES.items()}
 
 
 def tuner_algorithm(value: str | None) -> str | None:

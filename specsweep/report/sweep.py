@@ -41,7 +41,6 @@ from specsweep.records import DEFAULT_POINT, is_external
 
 ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
-CONTROL = "aa"
 #: Pairwise verdicts are listed when a point has at most this many ok configurations besides the baseline.
 PAIRWISE_MAX = 6
 

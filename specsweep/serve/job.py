@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from specsweep.contracts.layout import NCCL_FILE_GLOB, NCCL_FILE_PATTERN, NCCL_LOG_DIR
 from specsweep.engines.registry import get_engine
 from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_json_atomic, write_text_atomic
@@ -130,9 +131,8 @@ class JobPaths:
 # (one file per process: %h = host, %p = pid) is opened line-buffered instead
 # (NCCL v2.30.7-1 src/debug.cc ncclDebugInit: fopen + setlinebuf). Written into
 # the configuration's results directory; a container gets it mounted here.
-NCCL_LOG_DIR = "nccl"
+# The directory and file names are the path grammar's (contracts.layout: NCCL_LOG_DIR, NCCL_FILE_PATTERN).
 NCCL_CONTAINER_DIR = "/specsweep-nccl"
-NCCL_FILE_PATTERN = "nccl.%h.%p.log"
 
 
 def with_nccl_debug_file(plan: dict, host_dir: Path) -> dict:
@@ -158,13 +158,13 @@ def nccl_logs(results_dir: Path, nccl_dir: Path | None = None) -> list[str]:
     directory = Path(nccl_dir) if nccl_dir is not None else Path(results_dir) / NCCL_LOG_DIR
     if not directory.is_dir():
         return []
-    return [path.read_text(errors="replace") for path in sorted(directory.glob("nccl.*.log"))]
+    return [path.read_text(errors="replace") for path in sorted(directory.glob(NCCL_FILE_GLOB))]
 
 
 def _fresh_dir(directory: Path) -> None:
     """An empty directory: a previous run's NCCL files must not count as this run's evidence."""
     directory.mkdir(parents=True, exist_ok=True)
-    for path in directory.glob("nccl.*.log"):
+    for path in directory.glob(NCCL_FILE_GLOB):
         path.unlink()
 
 

@@ -50,7 +50,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
-from specsweep.analysis.trace import TRACE_NAME_RE
+from specsweep.contracts.layout import TRACE_GLOB, TRACE_NAME_RE
 from specsweep.contracts.vocabulary import Failure, Reason, Stage
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic
@@ -271,7 +271,7 @@ def _post(url: str, body: Mapping[str, Any], timeout_s: float) -> tuple[int, str
 
 def trace_files(directory: Path) -> list[Path]:
     """The per-rank trace files in ``directory`` (``*-TP-<rank>*.trace.json.gz``)."""
-    return sorted(p for p in directory.glob("*.trace.json.gz") if TRACE_NAME_RE.search(p.name))
+    return sorted(p for p in directory.glob(TRACE_GLOB) if TRACE_NAME_RE.search(p.name))
 
 
 def _complete(path: Path) -> bool:

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts import layout
+from specsweep.contracts.layout import LAUNCH_FILES, launch_dir
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
@@ -22,10 +24,8 @@ from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.records import is_external
 
-#: The files of one launch, by the name of benchmark_server's output (the path grammar in the Snakefile).
-LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
-                "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl",
-                "profile": "profile.json", "allreduce_bench": "allreduce_bench.json"}
+# LAUNCH_FILES (the files of one launch, by the name of benchmark_server's output) and launch_dir are the
+# path grammar's (contracts.layout); callers of this module use them too.
 
 
 def configuration_name(plans: Mapping[str, dict], name: str, configfiles: Sequence[str], root: Path | str) -> str:
@@ -119,14 +119,10 @@ def launch_priority(priorities: Mapping[tuple[str, str], float], config_name: st
             from None
 
 
-def launch_dir(config_name: str, launch: str) -> str:
-    return f"results/{config_name}/launch-{launch}"
-
-
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
     """summarize_config's named inputs: the plan, and each file kind of every launch (in run order)."""
     dirs = [launch_dir(config_name, launch) for launch in schedule[config_name]]
-    out: dict[str, list[str]] = {"plan": [f"results/{config_name}/plan.json"]}
+    out: dict[str, list[str]] = {"plan": [layout.plan_path(config_name)]}
     out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
     return out
 
@@ -159,14 +155,14 @@ def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any],
     plan = plans[config_name]
     if config.get("preflight_parser", "venv") == "image" and get_engine(plan["engine"]).needs_parser_env \
             and plan.get("image"):
-        return [f"results/images/{plan['image']}.json"]
+        return [layout.image_manifest(plan["image"])]
     return parser_env_input(plans, config, config_name)
 
 
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     """A docker configuration depends on its image's manifest (content-addressed tag)."""
     plan = plans[config_name]
-    return [f"results/images/{plan['image']}.json"] if plan["runtime"] == "docker" else []
+    return [layout.image_manifest(plan["image"])] if plan["runtime"] == "docker" else []
 
 
 def config_image_spec_json(plans: Mapping[str, dict], config: Mapping[str, Any], config_name: str) -> str:
@@ -195,8 +191,8 @@ def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, st
     baseline = config.get("baseline")
     if baseline is None or baseline == config_name:
         return {}
-    return {"baseline_plan": f"results/{baseline}/plan.json",
-            "baseline_requests": f"{launch_dir(baseline, '1')}/requests.jsonl"}
+    return {"baseline_plan": layout.plan_path(baseline),
+            "baseline_requests": layout.launch_file(baseline, "1", "requests")}
 
 
 def agreement_params(config: Mapping[str, Any]) -> str:
@@ -262,7 +258,7 @@ def image_tag_params(config: Mapping[str, Any], root: Path | str, image: str) ->
 
 def image_manifests(config: Mapping[str, Any]) -> list[str]:
     """Every image's manifest (what `push` needs)."""
-    return [f"results/images/{name}.json" for name in sorted(config.get("images") or {})]
+    return [layout.image_manifest(name) for name in sorted(config.get("images") or {})]
 
 
 def registry_json(config: Mapping[str, Any]) -> str:
@@ -274,4 +270,4 @@ def registry_json(config: Mapping[str, Any]) -> str:
 
 def best_exports(grids: Mapping[str, Grid]) -> list[str]:
     """The best-configuration files of every grid (render_report writes them)."""
-    return [f"results/best/{grid}{suffix}" for grid in sorted(grids) for suffix in (".env", ".nccl-tuner.csv", ".json")]
+    return [path for grid in sorted(grids) for path in layout.best_files(grid)]

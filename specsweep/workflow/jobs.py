@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
+from specsweep.contracts.layout import launch_id_of
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
@@ -170,7 +171,7 @@ def read_launch(paths: Mapping[str, str],
     rerun that launch).
     """
     outcome = read_json(paths["outcome"])
-    launch_id = outcome.get("launch") or Path(paths["outcome"]).parent.name.removeprefix("launch-")
+    launch_id = outcome.get("launch") or launch_id_of(str(Path(paths["outcome"]).parent))
     record = read_json(paths["launch"])
     server_log = Path(paths["server_log"]).read_text(errors="replace")
     warmup, measured = read_jsonl(paths["warmup"]), read_jsonl(paths["requests"])
@@ -183,7 +184,7 @@ def read_launch(paths: Mapping[str, str],
         where = Path(paths["outcome"]).parent
         raise SystemExit(f"{where}: {exc}; not summarising them. Rerun this launch's server job: "
                          f"snakemake --cores 1 all -R {paths['outcome']}") from None
-    # NCCL writes to its per-process NCCL_DEBUG_FILEs (serve.job.NCCL_LOG_DIR), not to server.log.
+    # NCCL writes to its per-process NCCL_DEBUG_FILEs (contracts.layout.NCCL_LOG_DIR), not to server.log.
     nccl = nccl_logs(Path(paths["server_log"]).parent, paths.get("nccl_logs") or None)
     profile = None
     if profile_files is not None and profile_of is not None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.trace import SGLANG_STEP, TRACE_NAME_RE, forward_kind
+from specsweep.analysis.trace import SGLANG_STEP, forward_kind
+from specsweep.contracts.layout import TRACE_NAME_RE
 from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
 from specsweep.serve import profile as prof
 

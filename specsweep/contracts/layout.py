@@ -1,0 +1,92 @@
+"""Where every result lives: the path grammar of ``results/``, in one place for the package.
+
+The grammar is written out at the top of the ``Snakefile`` (and in docs/design.md);
+the rules spell the same paths as Snakemake patterns. Python code that names a
+results path builds it here, so that the package and the rules cannot drift apart
+one function at a time:
+
+    results/<config>/plan.json, preflight.json, summary.json, logs/<rule>.log
+    results/<config>/launch-<launch>/<LAUNCH_FILES>      one launch (<launch> = 1, 2, ..., or CONTROL)
+    results/<config>/launch-<launch>/nccl/nccl.<host>.<pid>.log
+    results/<config>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz  (TRACE_NAME_RE)
+    results/images/<image>.json
+    results/prompts/<sha256>.jsonl, index/<key>.json
+    results/summary.csv, report.md, plots/<name>.png
+    results/best/<grid>.{env,nccl-tuner.csv,json}
+
+Paths are relative to the workflow's directory (Snakemake's working directory), as strings.
+"""
+
+from __future__ import annotations
+
+import re
+
+RESULTS = "results"
+
+#: The launch id of the A/A control: the baseline launched once more, after every other launch.
+CONTROL = "aa"
+
+#: The files of one launch, by the name of benchmark_server's output.
+LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
+                "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl",
+                "profile": "profile.json", "allreduce_bench": "allreduce_bench.json"}
+#: The directory of NCCL's per-process debug files, in a launch directory (``LAUNCH_FILES["nccl_logs"]``).
+NCCL_LOG_DIR = LAUNCH_FILES["nccl_logs"]
+#: NCCL_DEBUG_FILE's pattern (%h = host, %p = pid; NCCL v2.30.7-1 src/debug.cc ncclDebugInit) and its files.
+NCCL_FILE_PATTERN = "nccl.%h.%p.log"
+NCCL_FILE_GLOB = "nccl.*.log"
+
+#: A PyTorch profiler trace of one TP rank, as SGLang names it (``<prefix>-TP-<rank>[-EP-<rank>...][-DECODE]
+#: .trace.json.gz``, its ``/start_profile``) and the reference engine too (``refengine/worker.py``).
+TRACE_NAME_RE = re.compile(r"-TP-(?P<rank>\d+)(?:-[A-Z]+-\d+)*(?:-[A-Z_]+)?\.trace\.json(?:\.gz)?$")
+TRACE_GLOB = "*.trace.json.gz"
+
+#: Selected dataset prompts (``plan.datasets``).
+PROMPTS_DIR = f"{RESULTS}/prompts"
+
+#: The cross-configuration report (render_report).
+SUMMARY_CSV = f"{RESULTS}/summary.csv"
+REPORT_MD = f"{RESULTS}/report.md"
+PLOTS_DIR = f"{RESULTS}/plots"
+#: Each grid's winner (``report.export``), by kind: these suffixes after ``results/best/<grid>``.
+BEST_FILES = {"env": ".env", "tuner": ".nccl-tuner.csv", "evidence": ".json"}
+
+
+def config_dir(config: str) -> str:
+    return f"{RESULTS}/{config}"
+
+
+def plan_path(config: str) -> str:
+    return f"{config_dir(config)}/plan.json"
+
+
+def preflight_path(config: str) -> str:
+    return f"{config_dir(config)}/preflight.json"
+
+
+def summary_path(config: str) -> str:
+    return f"{config_dir(config)}/summary.json"
+
+
+def launch_dir(config: str, launch: str) -> str:
+    return f"{config_dir(config)}/launch-{launch}"
+
+
+def launch_file(config: str, launch: str, kind: str) -> str:
+    """One file of a launch, by its kind (a key of ``LAUNCH_FILES``)."""
+    return f"{launch_dir(config, launch)}/{LAUNCH_FILES[kind]}"
+
+
+def launch_id_of(launch_directory: str) -> str:
+    """The launch id of ``.../launch-<launch>`` (its last path part, without the prefix)."""
+    return launch_directory.rstrip("/").rsplit("/", 1)[-1].removeprefix("launch-")
+
+
+def image_manifest(image: str) -> str:
+    """The manifest of a built image (``images.build``)."""
+    return f"{RESULTS}/images/{image}.json"
+
+
+def best_files(grid: str) -> list[str]:
+    """The files of a grid's winner (``report.export``)."""
+    return [f"{RESULTS}/best/{grid}{suffix}" for suffix in BEST_FILES.values()]
