@@ -123,6 +123,9 @@ RECORD_FIELDS = (
     "error",
 )
 
+#: Time stamps of a record (``*_ns``) are ``time.perf_counter_ns`` integers: this many a second.
+NS_PER_S = 1e9
+
 #: Keys of the engine's per-request ``timing`` dict.
 TIMING_FIELDS = ("draft_s", "verify_s", "verify_comm_s", "allreduce_ct", "forward_ct")
 

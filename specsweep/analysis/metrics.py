@@ -33,15 +33,14 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from specsweep.analysis.stats import (
     PERCENTILE_METHOD_NAME,
-    WARMUP_CRITERION,
     bootstrap_median_ci,
     distribution,
     launch_estimate,
     per_repeat_medians,
-    windows_converged,
 )
+from specsweep.records import NS_PER_S
+from specsweep.warmup import warmup_report, warmup_windows_tok_s  # noqa: F401 - analysis' callers import them here
 
-NS_PER_S = 1e9
 NS_PER_MS = 1e6
 
 
@@ -505,55 +504,6 @@ def break_even_accept_length(cycle_time_ms_value: float, baseline_tok_s: float) 
     matching a cycle time that counts decode only.
     """
     return cycle_time_ms_value / 1e3 * baseline_tok_s
-
-
-def warmup_windows_tok_s(records: Sequence[dict[str, Any]], window: int) -> list[float | None]:
-    """Throughput of each full warmup window, tok/s (``None`` = no ok request in it).
-
-    Records are taken in completion order (``end_ns``) and grouped by their
-    ``window`` index; a window's throughput is
-    ``sum(completion_tokens of its ok requests) / (end of its last request -
-    end of the previous window's last request)``, the first window measured
-    from the first send. Only complete windows (``window`` requests) count.
-    """
-    by: dict[int, list[dict[str, Any]]] = {}
-    for r in records:
-        if r.get("window") is not None:
-            by.setdefault(int(r["window"]), []).append(r)
-    out: list[float | None] = []
-    sends = [r["send_ns"] for r in records]
-    prev_end = min(sends) if sends else 0
-    for w in sorted(by):
-        group = by[w]
-        if len(group) < window:
-            break
-        end = max(r["end_ns"] for r in group if r["end_ns"] is not None)
-        ok = [r for r in group if r["status"] == "ok" and r.get("completion_tokens") is not None]
-        span = (end - prev_end) / NS_PER_S
-        out.append(sum(r["completion_tokens"] for r in ok) / span if ok and span > 0 else None)
-        prev_end = end
-    return out
-
-def warmup_report(records: Sequence[dict[str, Any]], cfg: dict[str, Any]) -> dict[str, Any]:
-    """The warmup section of a run (``cfg`` = the workload's ``warmup`` settings).
-
-    ``windows_tok_s`` by ``warmup_windows_tok_s``; ``converged`` by
-    ``stats.windows_converged`` (criterion: ``stats.WARMUP_CRITERION``);
-    ``failed`` counts the warmup requests that did not end ok.
-    """
-    window, tol, min_windows = int(cfg["window"]), float(cfg["tolerance"]), int(cfg["min_windows"])
-    tok_s = warmup_windows_tok_s(records, window)
-    return {
-        "requests": len(records),
-        "windows_tok_s": tok_s,
-        "converged": windows_converged(tok_s, tol, min_windows),
-        "tolerance": tol,
-        "window": window,
-        "min_windows": min_windows,
-        "max_requests": int(cfg["max_requests"]),
-        "criterion": WARMUP_CRITERION,
-        "failed": sum(r["status"] != "ok" for r in records),
-    }
 
 
 # ----------------------------------------------------------- whole run

@@ -38,6 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import special as _special
 
+from specsweep.warmup import WARMUP_CRITERION, windows_converged  # noqa: F401 - analysis' callers import them here
+
 PERCENTILE_METHOD = "linear"
 PERCENTILE_METHOD_NAME = "numpy method='linear' (Hyndman & Fan 1996 type 7)"
 PERCENTILES = (50, 90, 99)
@@ -72,11 +74,6 @@ POWER_METHOD = (
 )
 
 VERDICTS = ("faster", "slower", "no significant difference", "insufficient samples")
-
-WARMUP_CRITERION = (
-    "converged when the last min_windows warmup windows all have a throughput and "
-    "max/min - 1 <= tolerance"
-)
 
 
 def percentiles(values: Sequence[float], qs: Sequence[float] = PERCENTILES) -> dict[str, float]:
@@ -391,13 +388,3 @@ def holm_family(comparisons: Sequence[Mapping[str, Any]], lower_is_better: bool 
         else:  # then p < a / (m - rank): the step's interval excludes 1
             c["verdict"] = "faster" if (d > 0) != lower_is_better else "slower"
     return out
-
-
-def windows_converged(windows_tok_s: Sequence[float | None], tolerance: float, min_windows: int) -> bool:
-    """True when the last ``min_windows`` windows agree: see ``WARMUP_CRITERION``."""
-    if min_windows < 1 or len(windows_tok_s) < min_windows:
-        return False
-    last = windows_tok_s[-min_windows:]
-    if any(v is None or not math.isfinite(v) or v <= 0 for v in last):
-        return False
-    return max(last) / min(last) - 1 <= tolerance  # type: ignore[type-var]

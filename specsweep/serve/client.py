@@ -27,12 +27,11 @@ from typing import Any, Awaitable, Callable, TextIO
 import aiohttp
 
 from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage
-from specsweep.analysis.metrics import warmup_report, warmup_windows_tok_s
-from specsweep.analysis.stats import windows_converged
 from specsweep.files import write_jsonl_atomic
 from specsweep.records import DEFAULT_POINT, new_record, new_run_id
 from specsweep.serve.console import Console
 from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
+from specsweep.warmup import warmup_report, warmup_windows_tok_s, windows_converged
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _CONNECT_PREFIX = "connection failed: "
@@ -323,7 +322,7 @@ class _Runner:
 
         Windows are consecutive groups of ``window`` requests in completion
         order; a window's throughput is its completed tokens over the time
-        since the previous window ended (``metrics.warmup_windows_tok_s``).
+        since the previous window ended (``warmup.warmup_windows_tok_s``).
         """
         cfg = self.workload["warmup"]
         window, tol = int(cfg["window"]), float(cfg["tolerance"])
