@@ -10,6 +10,15 @@ from typing import Any
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.preflight import PreflightResult
 from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
+# The engine's chat template and message text: what plan.tokenizer's ByteChatTokenizer renders chat prompts
+# with and plan.datasets reads messages with, so they count what this server will tokenize. The rest of
+# the package reaches the engine through this adapter, never specsweep.refengine itself.
+from specsweep.refengine.tokenizer import (  # noqa: F401 - for plan.tokenizer and plan.datasets
+    CHAT_GENERATION_PROMPT,
+    CHAT_TEMPLATE,
+    apply_chat_template,
+    message_text,
+)
 
 #: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports.
 VARIANTS = frozenset(f"all-reduce:{b}" for b in BACKENDS)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.layout import PROMPTS_DIR  # where selections live (relative to Snakemake's directory)
+from specsweep.engines.reference import message_text
 from specsweep.files import canonical_json, write_json_atomic, write_text_atomic
 from specsweep.plan.tokenizer import (
     PromptTokenizer,
@@ -57,7 +58,6 @@ from specsweep.plan.tokenizer import (
     source_stat_key,
     tokenizer_source,
 )
-from specsweep.refengine.tokenizer import message_text
 
 FORMATS = ("random", "sharegpt", "jsonl")
 # Format history of a selection (the lines of results/prompts/<sha256>.jsonl and its identity):

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from specsweep.refengine import tokenizer as refengine_tokenizer
+from specsweep.engines import reference
 
 #: Files whose presence makes a directory a tokenizer directory (any one of them).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "vocab.json", "vocab.txt")
@@ -74,7 +74,7 @@ class ByteChatTokenizer:
     kind = "refengine-bytes"
 
     def identity(self) -> dict[str, Any]:
-        template = refengine_tokenizer.CHAT_TEMPLATE + refengine_tokenizer.CHAT_GENERATION_PROMPT
+        template = reference.CHAT_TEMPLATE + reference.CHAT_GENERATION_PROMPT
         return {"kind": self.kind, "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()}
 
     def encode(self, text: str) -> list[int]:
@@ -87,7 +87,7 @@ class ByteChatTokenizer:
         return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="ignore")
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        return refengine_tokenizer.apply_chat_template(messages)
+        return reference.apply_chat_template(messages)
 
     def chat_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         return self.encode(self.render_chat(messages))
