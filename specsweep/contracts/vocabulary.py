@@ -75,6 +75,13 @@ class Stage(_Word):
     PROFILE = "profile"
 
 
+class Expect(_Word):
+    """What a configuration's ``expect`` label says its run should end as: a known failure is a result."""
+
+    OK = "ok"
+    FAILURE = "failure"
+
+
 class Reason(_Word):
     """Why a stage failed (outcome.json, summary.json, the profiling stages' files)."""
 

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from specsweep import HARNESS_VERSION
+from specsweep.contracts.vocabulary import Expect
 from specsweep.engines.registry import get_engine
 from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
 from specsweep.plan.controls import control_problems
@@ -221,7 +222,7 @@ def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) ->
 
 def _labels_of(config: Mapping, name: str, entry: Mapping) -> dict:
     own = config["configurations"][name] or {}
-    return {"description": own.get("description", ""), "expect": entry.get("expect", "ok"),
+    return {"description": own.get("description", ""), "expect": entry.get("expect", Expect.OK),
             "expect_signature": as_list(entry.get("expect_signature")),
             "variant": sorted(as_list(entry.get("variant")))}
 

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from specsweep.contracts.layout import TRACE_GLOB, TRACE_NAME_RE
-from specsweep.contracts.vocabulary import Failure, Reason, Stage
+from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage, StageStatus
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic
 from specsweep.images.cli import run_docker
@@ -99,8 +99,9 @@ def _initial(plan: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
     """A stage's file before the stage: ``off``, or ``not_run`` (the job ended before the stage)."""
     settings = settings_of(plan)
     if settings is None:
-        return _record(False, run_id, status="off", reason="profile.enabled is false for this configuration")
-    return _record(True, run_id, status="not_run", reason="the server job ended before this stage", settings=settings)
+        return _record(False, run_id, status=StageStatus.OFF, reason="profile.enabled is false for this configuration")
+    return _record(True, run_id, status=StageStatus.NOT_RUN, reason="the server job ended before this stage",
+                   settings=settings)
 
 
 def reset(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None,
@@ -194,16 +195,16 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
                         run_id: str | None = None, labels: Mapping[str, str] | None = None,
                         on_start: Callable[[int], None] | None = None) -> dict:
     """The micro-benchmark stage: time the plan's all-reduce at the verify's size; write ``out_path``."""
-    record = _record(True, run_id, status="failed", reason=None, detail=None, settings=dict(settings))
+    record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=dict(settings))
     t0 = time.monotonic()
     try:
         comm = get_engine(plan["engine"]).comm_profile(dict(plan))
         record["comm"] = comm
         if not settings.get("allreduce_bench", True):
-            record.update(status="off", reason="profile.allreduce_bench is false")
+            record.update(status=StageStatus.OFF, reason="profile.allreduce_bench is false")
             return record
         if comm.get("skip"):
-            record.update(status="skipped", reason=comm["skip"])
+            record.update(status=StageStatus.SKIPPED, reason=comm["skip"])
             return record
         script_args = bench_script_args(comm, int(plan["workload"]["concurrency"]), int(settings["allreduce_iters"]))
         runtime = container_runtime(plan["runtime"])
@@ -226,7 +227,7 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
         if bad:
             raise ProfileError(Stage.ALLREDUCE_BENCH, Reason.BENCH_WRONG_SUM,
                                f"the all-reduce summed wrongly at {bad} tokens")
-        record.update(status="ok")
+        record.update(status=StageStatus.OK)
         return record
     except ProfileError as exc:
         record.update(reason=exc.reason, detail=exc.detail)
@@ -327,7 +328,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
     if settings is None or profile_json is None:
         return None
     directory = profile_dir(profile_json)
-    record = _record(True, run_id, status="failed", reason=None, detail=None, settings=settings, files=[],
+    record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=settings, files=[],
                      requests=str(Path(directory.name) / "requests.jsonl"))
     t0 = time.monotonic()
     ranks = int(get_engine(plan["engine"]).comm_profile(dict(plan))["world_size"])
@@ -348,7 +349,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
                                    directory / "requests.jsonl", log, prompts, run_id)
         record["requests_s"] = time.monotonic() - t_requests
-        record["requests_ok"] = sum(r["status"] == "ok" for r in records)
+        record["requests_ok"] = sum(r["status"] == RequestStatus.OK for r in records)
         t_stop = time.monotonic()
         status, text = _post(server.base_url + "/stop_profile", {}, timeout_s=float(settings["trace_timeout_s"]))
         record["stop_profile"] = {"status": status, "body": text[:500]}
@@ -358,12 +359,12 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
         record["stop_s"] = time.monotonic() - t_stop
         if server.container:
             _chown(server.container, log)
-        record.update(status="ok", files=[p.name for p in files], bytes=sum(p.stat().st_size for p in files))
+        record.update(status=StageStatus.OK, files=[p.name for p in files], bytes=sum(p.stat().st_size for p in files))
         if not server.alive():
             raise ProfileError(Stage.PROFILE, Reason.SERVER_EXITED,
                                f"the server exited with code {server.proc.returncode} while profiling")
     except (ProfileError, client.BenchmarkError) as exc:
-        record.update(status="failed", reason=exc.reason, detail=exc.detail)
+        record.update(status=StageStatus.FAILED, reason=exc.reason, detail=exc.detail)
         print(f"profiling failed: {exc}", file=log, flush=True)
     finally:
         record["seconds"] = time.monotonic() - t0

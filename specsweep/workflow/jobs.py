@@ -17,7 +17,8 @@ from typing import Any, TextIO
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
-from specsweep.contracts.layout import launch_id_of
+from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
+from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
@@ -199,7 +200,7 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
 
     ``inputs``: ``plan`` and, per file kind of a launch (``launch``,
     ``server_log``, ``warmup``, ``requests``, ``outcome``, ``nccl_logs``,
-    ``profile``, ``allreduce_bench``: ``workflow.inputs.LAUNCH_FILES``), one
+    ``profile``, ``allreduce_bench``: ``contracts.layout.LAUNCH_FILES``), one
     path per launch in run order (``workflow.inputs.summary_inputs``); the
     baseline's plan and requests are the named inputs ``baseline_plan`` /
     ``baseline_requests``. ``agreement``: the params (baseline name,
@@ -207,7 +208,7 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
     and ``expect_signature`` (``workflow.inputs.summary_labels``).
     """
     plan = read_json(paths_of(inputs["plan"])[0])
-    kinds = ("launch", "server_log", "warmup", "requests", "outcome", "nccl_logs", "profile", "allreduce_bench")
+    kinds = tuple(LAUNCH_FILES)
     columns = [paths_of(inputs[k]) if k in inputs.keys() else [] for k in kinds]
     for column in columns[5:]:  # not named: NCCL's default directory beside server.log; no profiling files
         column[:] = column or [""] * len(columns[0])
@@ -216,7 +217,7 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
 
     def profile_of(profile: dict, bench: dict, directory: Path, outcome: dict) -> dict | None:
         # A contaminated run's numbers are kept for inspection; so is its profile.
-        if outcome["status"] not in ("ok", "contaminated"):
+        if outcome["status"] not in (Status.OK, Status.CONTAMINATED):
             return None
         return profile_section(plan, profile, bench, directory, labels.get("variant") or [])
 
@@ -248,7 +249,7 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
-        summary["expect"] = report.get("expects", {}).get(summary["config"], "ok")
+        summary["expect"] = report.get("expects", {}).get(summary["config"], Expect.OK)
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
                                                   "smallest_effect") if k in report}
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
