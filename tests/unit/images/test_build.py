@@ -7,23 +7,7 @@ import os
 from pathlib import Path
 
 from specsweep.images import build, tag
-
-
-def _mini_repo(tmp_path: Path) -> tuple[Path, dict]:
-    root = tmp_path / "repo"
-    (root / "pkg" / "__pycache__").mkdir(parents=True)
-    (root / "pkg" / "mod.py").write_text("x = 1\n")
-    (root / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"junk")
-    (root / "other.py").write_text("unrelated\n")
-    (root / "p.patch").write_text("--- a/x\n+++ b/x\n")
-    (root / "Dockerfile").write_text("FROM base\nCOPY pkg /app/pkg\n")
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "w-1.whl").write_bytes(b"wheel")
-    spec = {"dockerfile": "Dockerfile", "target": "runtime", "context": ".", "description": "d",
-            "build_args": {"A": "1", "REVISION": "abc"}, "patches": ["p.patch"],
-            "build_contexts": {"wheels": str(wheels)}}
-    return root, spec
+from specsweep.testing.doubles import mini_repo
 
 
 def _manifest(**kw):
@@ -55,7 +39,7 @@ def test_build_argv_golden(tmp_path):
 
 
 def test_stage_context_holds_exactly_the_hashed_files(tmp_path):
-    root, spec = _mini_repo(tmp_path)
+    root, spec = mini_repo(tmp_path)
     record = tag.content_record("ref", spec, root)
     dest = tmp_path / "staged"
     dest.mkdir()

@@ -7,25 +7,7 @@ import json
 import pytest
 
 from specsweep.images import cli, registry
-
-
-class _Recorder:
-    """Stands in for subprocess.run and records argv and stdin."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, argv, **kw):
-        import subprocess
-
-        self.calls.append((list(argv), kw.get("input")))
-        out = ""
-        if argv[1:3] == ["image", "inspect"]:
-            out = json.dumps([{"Id": "sha256:1", "RepoDigests": [argv[3].rsplit(":", 1)[0] + "@sha256:d"]}])
-        stdout = kw.get("stdout")
-        if stdout is not None and hasattr(stdout, "write"):
-            stdout.write("ok\n")
-        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
+from specsweep.testing.doubles import DockerRecorder
 
 
 def test_registry_ref():
@@ -35,7 +17,7 @@ def test_registry_ref():
 
 
 def test_push_login_password_only_on_stdin(tmp_path, monkeypatch):
-    rec = _Recorder()
+    rec = DockerRecorder()
     monkeypatch.setattr(cli.subprocess, "run", rec)
     log = tmp_path / "push.log"
     result = registry.push_image(
@@ -54,7 +36,7 @@ def test_push_login_password_only_on_stdin(tmp_path, monkeypatch):
 
 
 def test_push_missing_password_env_fails_loudly(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli.subprocess, "run", _Recorder())
+    monkeypatch.setattr(cli.subprocess, "run", DockerRecorder())
     with pytest.raises(cli.DockerError, match="REG_PW"):
         registry.push_image({"name": "r", "tag": "specsweep/r:0", "image_id": "sha256:1"},
                           {"url": "h:1", "password_env": "REG_PW"}, tmp_path / "l", environ={})

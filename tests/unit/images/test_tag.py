@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from specsweep.images import tag as tags
+from specsweep.testing.doubles import mini_repo
 from specsweep.testing.workflow import REPO
-
-
-def _mini_repo(tmp_path: Path) -> tuple[Path, dict]:
-    root = tmp_path / "repo"
-    (root / "pkg" / "__pycache__").mkdir(parents=True)
-    (root / "pkg" / "mod.py").write_text("x = 1\n")
-    (root / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"junk")
-    (root / "other.py").write_text("unrelated\n")
-    (root / "p.patch").write_text("--- a/x\n+++ b/x\n")
-    (root / "Dockerfile").write_text("FROM base\nCOPY pkg /app/pkg\n")
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "w-1.whl").write_bytes(b"wheel")
-    spec = {"dockerfile": "Dockerfile", "target": "runtime", "context": ".", "description": "d",
-            "build_args": {"A": "1", "REVISION": "abc"}, "patches": ["p.patch"],
-            "build_contexts": {"wheels": str(wheels)}}
-    return root, spec
 
 
 def test_context_sources_parses_copy_add_and_bind_mounts():
@@ -51,7 +33,7 @@ def test_reference_dockerfile_sources():
 
 
 def test_image_tag_format_and_stability(tmp_path):
-    root, spec = _mini_repo(tmp_path)
+    root, spec = mini_repo(tmp_path)
     tag = tags.image_tag("ref", spec, root)
     assert tag.startswith("specsweep/ref:") and len(tag.split(":")[1]) == 12
     assert tags.image_tag("ref", dict(spec), root) == tag
@@ -67,7 +49,7 @@ def test_image_tag_format_and_stability(tmp_path):
 
 @pytest.mark.parametrize("change", ["build_arg", "target", "dockerfile", "patch", "source", "wheel", "new_source"])
 def test_image_tag_changes_with_content(tmp_path, change):
-    root, spec = _mini_repo(tmp_path)
+    root, spec = mini_repo(tmp_path)
     before = tags.image_tag("ref", spec, root)
     if change == "build_arg":
         spec = {**spec, "build_args": {"A": "2"}}

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import socket
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,6 +15,7 @@ from specsweep.files import read_jsonl
 from specsweep.records import validate_record
 from specsweep.serve.client import BenchmarkError, run_workload
 from specsweep.serve.payloads import make_prompt
+from specsweep.testing.doubles import models, serve_app, sse
 
 OUTPUT_LEN = 7
 TOKENS_PER_CHUNK = 3  # speculation-like: several tokens per chunk -> chunks != tokens
@@ -32,10 +31,6 @@ class Behaviour:
         self.meta_without_verify = False
         self.n = 0
         self.bodies: list[dict[str, Any]] = []
-
-
-def _sse(obj: Any) -> bytes:
-    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
 def make_app(beh: Behaviour) -> web.Application:
@@ -57,12 +52,12 @@ def make_app(beh: Behaviour) -> web.Application:
                 meta.update(spec_verify_ct=VERIFY_CT, spec_accept_length=len(ids) / VERIFY_CT,
                             timing={"draft_s": 0.001, "verify_s": 0.004, "verify_comm_s": 0.003,
                                     "allreduce_ct": 10, "forward_ct": 2, "unrelated": 1})
-            await resp.write(_sse({"text": "x" * len(ids), "output_ids": ids, "meta_info": meta}))
+            await resp.write(sse({"text": "x" * len(ids), "output_ids": ids, "meta_info": meta}))
             await asyncio.sleep(0.002)
         if beh.truncate_every and beh.n % beh.truncate_every == 0:
             await resp.write_eof()  # no [DONE]
             return resp
-        await resp.write(_sse(b"[DONE]"))
+        await resp.write(sse(b"[DONE]"))
         await resp.write_eof()
         return resp
 
@@ -72,14 +67,11 @@ def make_app(beh: Behaviour) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for i in range(body["max_tokens"]):
-            await resp.write(_sse({"choices": [{"index": 0, "text": f" w{i}", "finish_reason": None}]}))
-        await resp.write(_sse({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}}))
-        await resp.write(_sse(b"[DONE]"))
+            await resp.write(sse({"choices": [{"index": 0, "text": f" w{i}", "finish_reason": None}]}))
+        await resp.write(sse({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}}))
+        await resp.write(sse(b"[DONE]"))
         await resp.write_eof()
         return resp
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "served-model", "object": "model"}]})
 
     app = web.Application()
     app.router.add_get("/v1/models", models)
@@ -90,33 +82,10 @@ def make_app(beh: Behaviour) -> web.Application:
 
 @pytest.fixture()
 def server() -> Iterator[tuple[str, Behaviour]]:
-    """The app served from a background thread with its own event loop."""
+    """The app served on 127.0.0.1 from a background thread (``testing.doubles.serve_app``)."""
     beh = Behaviour()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict[str, Any] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(make_app(beh), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        holder["runner"] = runner
-        holder["port"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        started.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert started.wait(10)
-    yield f"http://127.0.0.1:{holder['port']}", beh
-    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
+    with serve_app(make_app(beh)) as url:
+        yield url, beh
 
 
 def workload(**kw: Any) -> dict[str, Any]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from specsweep.images import cli
 from specsweep.serve import container, job
+from specsweep.testing.doubles import DockerRecorder
 
 
 def _plan(**overrides):
@@ -17,25 +16,6 @@ def _plan(**overrides):
     }
     plan.update(overrides)
     return plan
-
-
-class _Recorder:
-    """Stands in for subprocess.run and records argv and stdin."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, argv, **kw):
-        import subprocess
-
-        self.calls.append((list(argv), kw.get("input")))
-        out = ""
-        if argv[1:3] == ["image", "inspect"]:
-            out = json.dumps([{"Id": "sha256:1", "RepoDigests": [argv[3].rsplit(":", 1)[0] + "@sha256:d"]}])
-        stdout = kw.get("stdout")
-        if stdout is not None and hasattr(stdout, "write"):
-            stdout.write("ok\n")
-        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
 
 
 def test_run_argv_cpu_golden():
@@ -154,7 +134,7 @@ def test_checkout_id_differs_per_directory_and_not_per_spelling(tmp_path):
 
 def test_remove_leftovers_uses_config_and_checkout_labels(monkeypatch):
     """Another checkout's container of the same configuration name is not a leftover of this one."""
-    rec = _Recorder()
+    rec = DockerRecorder()
 
     def fake(argv, **kw):
         rec(argv, **kw)

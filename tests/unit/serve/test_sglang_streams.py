@@ -14,10 +14,7 @@ The in-test server (real sockets on 127.0.0.1) sends what SGLang's code sends:
 
 from __future__ import annotations
 
-import asyncio
 import io
-import json
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,12 +24,9 @@ from aiohttp import web
 from specsweep.analysis.metrics import compute_metrics
 from specsweep.files import read_jsonl
 from specsweep.serve.client import run_workload
+from specsweep.testing.doubles import models, serve_app, sse
 
 VERIFY_CT = 4
-
-
-def _sse(obj: Any) -> bytes:
-    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
 class Behaviour:
@@ -58,10 +52,10 @@ def make_app(beh: Behaviour) -> web.Application:
                 meta.update(spec_verify_ct=VERIFY_CT, spec_accept_length=done / VERIFY_CT, e2e_latency=0.01,
                             finish_reason=({"type": "abort", "message": "Abort before prefill", "status_code": None}
                                            if abort else {"type": "length", "length": done}))
-            await resp.write(_sse({"text": "x", "output_ids": list(range(done)), "meta_info": meta}))
+            await resp.write(sse({"text": "x", "output_ids": list(range(done)), "meta_info": meta}))
             if last:
                 break
-        await resp.write(_sse(b"[DONE]"))
+        await resp.write(sse(b"[DONE]"))
         await resp.write_eof()
         return resp
 
@@ -75,21 +69,18 @@ def make_app(beh: Behaviour) -> web.Application:
         n = body["max_tokens"]
         for i in range(n):
             finish = ("abort" if abort else "length") if i == n - 1 else None
-            await resp.write(_sse({"choices": [{"index": 0, "text": f" w{i}", "finish_reason": finish}]}))
+            await resp.write(sse({"choices": [{"index": 0, "text": f" w{i}", "finish_reason": finish}]}))
         if body.get("return_spec_tokens_details"):
             details = {"spec_accept_rate": 0.5, "spec_accept_length": n / VERIFY_CT, "spec_cap_length": 0.0,
                        "spec_block_accept_length": 0.0, "spec_num_correct_drafts": n - VERIFY_CT,
                        "spec_num_proposed_drafts": 3 * VERIFY_CT, "spec_verify_ct": VERIFY_CT,
                        "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": []}
-            await resp.write(_sse({"id": "x", "object": "text_completion", "created": 0, "model": "m",
+            await resp.write(sse({"id": "x", "object": "text_completion", "created": 0, "model": "m",
                                    "choices": [], "sglext": {"spec_tokens_details": details}}))
-        await resp.write(_sse({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n}}))
-        await resp.write(_sse(b"[DONE]"))
+        await resp.write(sse({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n}}))
+        await resp.write(sse(b"[DONE]"))
         await resp.write_eof()
         return resp
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "served-model", "object": "model"}]})
 
     app = web.Application()
     app.router.add_get("/v1/models", models)
@@ -100,32 +91,10 @@ def make_app(beh: Behaviour) -> web.Application:
 
 @pytest.fixture()
 def server() -> Iterator[tuple[str, Behaviour]]:
+    """The app served on 127.0.0.1 from a background thread (``testing.doubles.serve_app``)."""
     beh = Behaviour()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict[str, Any] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(make_app(beh), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        holder["runner"] = runner
-        holder["port"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        started.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert started.wait(10)
-    yield f"http://127.0.0.1:{holder['port']}", beh
-    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
+    with serve_app(make_app(beh)) as url:
+        yield url, beh
 
 
 def workload(**kw: Any) -> dict[str, Any]:
