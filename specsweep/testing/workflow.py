@@ -1,6 +1,7 @@
-"""Running the workflow from tests and benchmarks: a private copy of it, and Snakemake's job table.
+"""Running the workflow from tests and benchmarks: a private copy of it, a small config, a pipeline run,
+and what Snakemake planned.
 
-One copy helper for every test tier, so that all of them run the same files.
+One helper of each for every test tier, so that all of them run the same files the same way.
 """
 
 from __future__ import annotations
@@ -8,7 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -47,6 +53,68 @@ def plain_default_config(repo: Path = REPO) -> dict:
     config.pop("positive_control", None)
     config.setdefault("defaults", {})["launches"] = 1
     return config
+
+
+#: Snakemake on one core, as the workflow's tests run it.
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
+
+#: A workload small enough for a whole pipeline in a test: 3 prompts x 2 repeats of 16 tokens.
+SMALL_WORKLOAD = {
+    "num_prompts": 3,
+    "output_len": 16,
+    "repeats": 2,
+    "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3},
+}
+
+#: A server that dies during startup: its flags parse (preflight runs where the server may not),
+#: but a CPU machine has no CUDA device. Its failure is a result; the other configurations complete.
+CRASHES = {
+    "description": "asks for CUDA on a machine without a GPU",
+    "extends": "nospec",
+    "server_args": {"device": "cuda", "all-reduce-backend": "nccl"},
+}
+
+
+def run(argv: Sequence[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``argv`` in ``cwd``, its output captured as text."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+
+
+def small_config(workload: Mapping[str, Any] = SMALL_WORKLOAD, crashes: bool = True) -> dict:
+    """The default ``config.yaml`` as ``plain_default_config`` gives it, with ``workload`` over its defaults'
+    and, with ``crashes``, the ``crashes`` configuration (``CRASHES``) added."""
+    config = plain_default_config()
+    config["defaults"]["workload"].update(workload)
+    if crashes:
+        config["configurations"]["crashes"] = dict(CRASHES)
+    return config
+
+
+def run_pipeline(work: Path, config: Mapping[str, Any] | None = None, config_path: str = "config.yaml",
+                 snakemake: Sequence[str] = SNAKEMAKE, args: Sequence[str] = ("all",), timeout: float = 1800) -> Path:
+    """``config`` written to ``work/config_path`` (when given), then ``snakemake args`` in ``work``, which must
+    succeed (an ``AssertionError`` with the tails of its output otherwise); returns ``work``."""
+    if config is not None:
+        (work / config_path).write_text(yaml.safe_dump(dict(config), sort_keys=False))
+    t0 = time.monotonic()
+    result = run([*snakemake, *args], work, timeout=timeout)
+    print(f"pipeline {work.name} took {time.monotonic() - t0:.0f} s")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work
+
+
+def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE) -> list[tuple[str, str, str]]:
+    """(rule, config, launch) of every job ``snakemake -n all`` would execute in ``work``, sorted
+    (``""`` where a job has no such wildcard)."""
+    result = run([*snakemake, "-n", "all", *extra], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if head and head[1] != "all":
+            wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, launch=(\w+))?", block)
+            jobs.append((head[1], wild[1] if wild else "", (wild[2] or "") if wild else ""))
+    return sorted(jobs)
 
 
 def job_counts(output: str) -> dict[str, int]:

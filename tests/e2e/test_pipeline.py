@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,59 +17,29 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, only_point, plain_default_config
+from specsweep.testing import workflow as wf
+from specsweep.testing.workflow import (
+    SNAKEMAKE,
+    copy_workflow,
+    only_point,
+    plain_default_config,
+    run,
+    run_pipeline,
+    small_config,
+)
 
 pytestmark = pytest.mark.slow
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
-SMALL_WORKLOAD = {
-    "num_prompts": 3,
-    "output_len": 16,
-    "repeats": 2,
-    "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3},
-}
-
-
-def small_config() -> dict:
-    config = plain_default_config()
-    config["defaults"]["workload"].update(SMALL_WORKLOAD)
-    # A server that dies during startup: the flags parse (preflight runs where
-    # the server may not), but this machine has no CUDA device. Its failure is
-    # a result; the other configurations complete.
-    config["configurations"]["crashes"] = {
-        "description": "asks for CUDA on a machine without a GPU",
-        "extends": "nospec",
-        "server_args": {"device": "cuda", "all-reduce-backend": "nccl"},
-    }
-    return config
-
-
-def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
 def planned_jobs(work: Path, *extra: str) -> list[tuple[str, str]]:
     """(rule, config) of every job a dry run would execute."""
-    result = run(SNAKEMAKE + ["-n", "all", *extra], work)
-    assert result.returncode == 0, result.stdout + result.stderr
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
-        head = re.match(r"(?:local)?rule (\w+):", block)
-        if head and head[1] != "all":
-            cfg = re.search(r"wildcards: config=([a-z0-9_-]+)", block)
-            jobs.append((head[1], cfg[1] if cfg else ""))
-    return sorted(jobs)
+    return sorted((rule, config) for rule, config, _ in wf.planned_jobs(work, *extra))
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> Path:
-    work = copy_workflow(tmp_path_factory.mktemp("pipeline"))
-    (work / "config.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
-    t0 = time.monotonic()
-    result = run(SNAKEMAKE + ["all"], work)
-    print(f"pipeline took {time.monotonic() - t0:.0f} s")
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work
+    # The default configurations on a small workload, and one whose server crashes at startup.
+    return run_pipeline(copy_workflow(tmp_path_factory.mktemp("pipeline")), small_config())
 
 
 summary = only_point  # the one point of a configuration

@@ -12,19 +12,23 @@ figure next to the trace's.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
-from specsweep.testing.workflow import REPO, copy_workflow, job_counts, only_point, plain_default_config
+from specsweep.testing.workflow import (
+    SNAKEMAKE,
+    copy_workflow,
+    job_counts,
+    only_point,
+    plain_default_config,
+    run,
+    run_pipeline,
+)
 
 pytestmark = pytest.mark.slow
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 SMALL = {"num_prompts": 2, "output_len": 16, "repeats": 2,
          "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 1, "max_requests": 1}}
 PROFILE = {"enabled": True, "requests": 2, "allreduce_iters": 100}
@@ -44,17 +48,9 @@ def profile_config() -> dict:
     return config
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
-
-
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> Path:
-    work = copy_workflow(tmp_path_factory.mktemp("profile"))
-    (work / "config.yaml").write_text(yaml.safe_dump(profile_config(), sort_keys=False))
-    result = run(SNAKEMAKE + ["all"], work)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work
+    return run_pipeline(copy_workflow(tmp_path_factory.mktemp("profile")), profile_config())
 
 
 summary = only_point  # the one point of a configuration

@@ -12,10 +12,6 @@ A/A control's included, is larger than it.
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,11 +20,10 @@ import yaml
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import compare, pooled_noise
 from specsweep.report.render import compare_rows, config_rows, explode_points
-from specsweep.testing.workflow import REPO, copy_workflow, plain_default_config
+from specsweep.testing.workflow import copy_workflow, plain_default_config, planned_jobs, run_pipeline
 
 pytestmark = pytest.mark.slow
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 CONTROL_DELAY_S = "0.25"  # per step, A/A control launch only
 PAIR_DELAY_S = "0.05"  # per step, one of the pair, every launch: large against load noise
 
@@ -51,32 +46,9 @@ def sweep_config() -> dict:
     return config
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
-
-
-def planned_jobs(work: Path) -> list[tuple[str, str, str]]:
-    """(rule, config, launch) of every job a dry run would execute."""
-    result = run(SNAKEMAKE + ["-n", "all"], work)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
-        head = re.match(r"(?:local)?rule (\w+):", block)
-        if head and head[1] != "all":
-            wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, launch=(\w+))?", block)
-            jobs.append((head[1], wild[1] if wild else "", (wild[2] or "") if wild else ""))
-    return sorted(jobs)
-
-
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
-    work = copy_workflow(tmp_path_factory.mktemp("sweep"))
-    (work / "config.yaml").write_text(yaml.safe_dump(sweep_config(), sort_keys=False))
-    t0 = time.monotonic()
-    result = run(SNAKEMAKE + ["all"], work)
-    print(f"sweep pipeline took {time.monotonic() - t0:.0f} s")
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work
+    return run_pipeline(copy_workflow(tmp_path_factory.mktemp("sweep")), sweep_config())
 
 
 def _summaries(work: Path) -> list[dict]:

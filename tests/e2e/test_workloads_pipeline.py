@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from specsweep.testing.datasets import write_sharegpt
-from specsweep.testing.workflow import copy_workflow, job_counts, only_point
+from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, only_point, run, run_pipeline
 
 pytestmark = pytest.mark.slow
 
 CONFIG = "config/refengine-sharegpt-chat.yaml"
 DATA = "data/sharegpt-sample.json"
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
-
-
-def run(argv: list[str], cwd: Path, timeout: float = 1200) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +36,7 @@ def work(tmp_path_factory) -> Path:
         "extends": "eagle3-shm",
         "env": {"SPECSWEEP_TEST_CORRUPT_ALLREDUCE": "0.5"},
     }
-    (work / CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
-    result = run(SNAKEMAKE + ["all", "--configfile", CONFIG], work)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work
+    return run_pipeline(work, config, config_path=CONFIG, args=("all", "--configfile", CONFIG))
 
 
 summary = only_point  # the one point of a configuration

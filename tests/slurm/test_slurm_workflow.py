@@ -25,22 +25,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, only_point, plain_default_config
+from specsweep.testing.workflow import REPO, copy_workflow, only_point, run, run_pipeline, small_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm"]
-SMALL_WORKLOAD = {
-    "num_prompts": 3,
-    "output_len": 16,
-    "repeats": 2,
-    "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3},
-}
 OK_CONFIGS = ("nospec", "eagle3-gloo", "eagle3-shm")
-
-
-def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
 
 
 @pytest.fixture(scope="module")
@@ -74,28 +64,15 @@ def scheduler_records(log: Path, workdir: Path) -> dict[str, dict[str, str]]:
 
 
 def slurm_config() -> dict:
-    config = plain_default_config()
-    config["defaults"]["workload"].update(SMALL_WORKLOAD)
-    # A server that dies during startup (asks for CUDA on a host without a GPU):
-    # its failure is a result, the other configurations complete.
-    config["configurations"]["crashes"] = {
-        "description": "asks for CUDA on a machine without a GPU",
-        "extends": "nospec",
-        "server_args": {"device": "cuda", "all-reduce-backend": "nccl"},
-    }
+    # The default configurations on a small workload, and one whose server crashes at startup (a result).
+    config = small_config()
     config["aa_control"] = False  # one launch per configuration: these tests are about Slurm, not replication
     return config
 
 
 @pytest.fixture(scope="module")
 def slurm_run(tmp_path_factory, jobcomp_log):
-    work = copy_workflow(tmp_path_factory.mktemp("slurm"))
-    (work / "config.yaml").write_text(yaml.safe_dump(slurm_config(), sort_keys=False))
-    t0 = time.monotonic()
-    result = run(SNAKEMAKE + ["all"], work)
-    print(f"slurm pipeline took {time.monotonic() - t0:.0f} s")
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work
+    return run_pipeline(copy_workflow(tmp_path_factory.mktemp("slurm")), slurm_config(), snakemake=SNAKEMAKE)
 
 
 def launch(work: Path, name: str) -> dict:

@@ -13,13 +13,7 @@ import pytest
 import yaml
 
 from specsweep.plan.config import load_configs
-from specsweep.testing.workflow import REPO, copy_workflow, job_counts
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
-
-
-def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, run
 
 
 def test_lint_is_clean(tmp_path):

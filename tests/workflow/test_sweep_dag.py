@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import yaml
 
-from specsweep.testing.workflow import copy_workflow, job_counts
+from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, run
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 SWEEP = ["--configfile", "config/sweep-cpu.yaml"]
-
-
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)  # noqa: S603
 
 
 def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
