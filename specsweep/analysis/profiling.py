@@ -38,13 +38,14 @@ from specsweep.analysis.trace import (
     target_stats,
     trace_variant_evidence,
 )
+from specsweep.contracts.vocabulary import RequestStatus, StageStatus
 from specsweep.files import read_jsonl
 
 
 def _bench(bench: dict[str, Any] | None) -> dict[str, Any]:
     if not bench or not bench.get("enabled"):
         return {"absent": "profiling is off"}
-    if bench.get("status") != "ok":
+    if bench.get("status") != StageStatus.OK:
         return {"absent": f"micro-benchmark {bench.get('status')}: {bench.get('reason')} {bench.get('detail') or ''}"
                 .strip(), "seconds": bench.get("seconds")}
     result = bench["result"]
@@ -83,12 +84,12 @@ def profile_section(plan: dict[str, Any], profile: dict[str, Any] | None, bench:
     section: dict[str, Any] = {
         "enabled": True,
         "settings": plan["profile"],
-        "status": (profile or {}).get("status", "missing"),
+        "status": (profile or {}).get("status", StageStatus.MISSING),
         "seconds": (profile or {}).get("seconds"),
         "bench": _bench(bench),
         "comm": (bench or {}).get("comm"),
     }
-    if not profile or profile.get("status") != "ok":
+    if not profile or profile.get("status") != StageStatus.OK:
         section["absent"] = (f"profiling stage {section['status']}: {(profile or {}).get('reason')} "
                              f"{(profile or {}).get('detail') or ''}").strip()
         return section
@@ -105,7 +106,8 @@ def profile_section(plan: dict[str, Any], profile: dict[str, Any] | None, bench:
     section["rank_skew"] = analysis["rank_skew"].get(analysis.get("target") or "", {"absent": "no target forward"})
     requests_path = profile_dir.parent / profile["requests"] if profile.get("requests") else None
     records = read_jsonl(requests_path) if requests_path is not None and requests_path.exists() else []
-    section["profiled_requests"] = {"records": len(records), "ok": sum(r.get("status") == "ok" for r in records)}
+    section["profiled_requests"] = {"records": len(records),
+                                    "ok": sum(r.get("status") == RequestStatus.OK for r in records)}
     section["agreement"] = comm_share_agreement(analysis, records)
     model = section["bench"].get("model") if "absent" not in section["bench"] else None
     section["allreduce_check"] = allreduce_check(target, section.get("comm"), model)

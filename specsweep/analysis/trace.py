@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from specsweep.contracts.layout import TRACE_NAME_RE
+from specsweep.contracts.vocabulary import RequestStatus
 
 # Format history of the dict analyze_traces returns (summary.json "profile.analysis"):
 #   1  mode, attribution, ranks.<r>.forwards.<kind>, target, rank_skew, implementations.
@@ -670,7 +671,7 @@ def engine_verify_timing(records: Iterable[dict[str, Any]]) -> dict[str, float] 
     comm = total = forwards = 0.0
     n = 0
     for r in records:
-        if r.get("status") != "ok":
+        if r.get("status") != RequestStatus.OK:
             continue
         t = r.get("timing") or {}
         if t.get("verify_comm_s") is None or t.get("verify_s") is None or not t.get("forward_ct"):

@@ -60,6 +60,7 @@ class StageStatus(_Word):
     OFF = "off"  # not asked for
     NOT_RUN = "not_run"  # the job ended before the stage
     SKIPPED = "skipped"  # asked for, but the engine has nothing to measure (its reason says why)
+    MISSING = "missing"  # the summary found no file of the stage
 
 
 class Stage(_Word):

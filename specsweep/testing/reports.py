@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from specsweep.contracts.vocabulary import RequestStatus, Status
 from specsweep.records import new_record
 
 MS = 1_000_000
@@ -14,7 +15,7 @@ WORKLOAD = {
     "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
 }
 #: The outcome of a launch that ended ok.
-OK = {"status": "ok", "stage": None, "reason": None, "detail": None, "log_tail": None}
+OK = {"status": Status.OK, "stage": None, "reason": None, "detail": None, "log_tail": None}
 
 
 def sequential_records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed: int, jitter: float,
@@ -40,6 +41,6 @@ def sequential_records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed
                 run_id=run, request_id=f"{run}{rep}{i}", phase="measured", repeat=rep, index=i, endpoint="generate",
                 input_len=8, output_len=33, send_ns=t, chunk_ns=chunks, chunk_tokens=toks, end_ns=chunks[-1],
                 http_status=200, completion_tokens=33, spec_verify_ct=verify if spec else None, timing=engine_timing,
-                status="ok"))
+                status=RequestStatus.OK))
             t = chunks[-1] + MS
     return out
