@@ -10,29 +10,21 @@ from __future__ import annotations
 
 import ast
 import io
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from specsweep.analysis.trace import SGLANG_STEP, forward_kind
 from specsweep.contracts.layout import TRACE_NAME_RE
-from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
 from specsweep.serve import profile as prof
+from specsweep.testing.parser_env import parser_python, wheel_site
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def srt() -> Path:
-    venv = os.environ.get("SPECSWEEP_PARSER_ENV") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specsweep" / "sglang-parser")
-    python = ensure_parser_env(Path(venv), DEFAULT_REQUIREMENTS)
-    site = subprocess.run([python, "-I", "-c", "import importlib.util, pathlib; "
-                           "print(pathlib.Path(importlib.util.find_spec('sglang').origin).parent)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return Path(site) / "srt"
+    return wheel_site(parser_python()) / "sglang" / "srt"  # the parser venv, built if needed (fails, never skips)
 
 
 class _FakeServer:
