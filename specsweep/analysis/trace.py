@@ -77,6 +77,7 @@ from typing import Any, Iterable, Sequence
 
 from specsweep.contracts.layout import TRACE_NAME_RE
 from specsweep.contracts.vocabulary import RequestStatus
+from specsweep.engines import reference
 
 # Format history of the dict analyze_traces returns (summary.json "profile.analysis"):
 #   1  mode, attribution, ranks.<r>.forwards.<kind>, target, rank_skew, implementations.
@@ -182,7 +183,7 @@ PATTERNS: tuple[CommPattern, ...] = (
 )
 
 #: CPU ranges around each eager all-reduce of the reference engine (specsweep/refengine/trace.py ALL_REDUCE_PREFIX).
-REFENGINE_ALL_REDUCE = re.compile(r"^refengine\.all_reduce\.(?P<backend>\w+)$")
+REFENGINE_ALL_REDUCE = re.compile("^" + re.escape(reference.TRACE_ALL_REDUCE_PREFIX) + r"(?P<backend>\w+)$")
 _REFENGINE_IMPL = {"gloo": "gloo", "shm": "shm", "nccl": "nccl", "symm_mem": "torch_symm_mem"}
 
 #: Names that look like a collective: a GPU kernel matching this but no pattern is reported, not counted as compute.
@@ -190,8 +191,7 @@ COMM_LIKE = re.compile(r"(?i)all_?reduce|all_?gather|reduce_?scatter|nccl|alltoa
                        r"lamport|pcie_ipc|deep_ep|cross_device")
 
 #: Forward ranges: the reference engine's (refengine/trace.py) and SGLang's step spans (profile_utils.py:462).
-_REFENGINE_PHASES = {"refengine.prefill": "prefill", "refengine.draft_prefill": "draft_prefill",
-                     "refengine.draft": "draft", "refengine.verify": "verify", "refengine.decode": "decode"}
+_REFENGINE_PHASES = {name: name.split(".", 1)[1] for name in reference.TRACE_PHASES}  # refengine.verify: verify
 SGLANG_STEP = re.compile(r"^step\[(?P<stage>[A-Z_]+) bs=(?P<bs>\d+)(?P<toks> toks=\d+)?")
 _SGLANG_STAGES = {"VERIFY": "verify", "DECODE": "decode", "EXTEND": "prefill", "MIXED": "mixed", "IDLE": "idle"}
 

@@ -10,6 +10,9 @@ from typing import Any
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.preflight import PreflightResult
 from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
+# Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
+from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401
+from specsweep.refengine.ranges import PHASES as TRACE_PHASES  # noqa: F401
 # The engine's chat template and message text: what plan.tokenizer's ByteChatTokenizer renders chat prompts
 # with and plan.datasets reads messages with, so they count what this server will tokenize. The rest of
 # the package reaches the engine through this adapter, never specsweep.refengine itself.
