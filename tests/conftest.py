@@ -32,6 +32,8 @@ FOLDER_MARKERS = {
     "docker": ("docker", "slow"),
     "slurm": ("slurm", "slow"),
     "workflow": ("slow",),
+    "sglang": ("slow",),  # the pinned SGLang wheel (downloaded) or its preflight venv (built once, cached)
+    "gpu": ("gpu",),
 }
 
 
@@ -46,9 +48,9 @@ def _folder_markers(item: pytest.Item) -> tuple[str, ...]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers from the folder, then: GPU tests run only when asked for (`-m gpu`).
 
-    Every test of tests/docker, tests/slurm, tests/e2e and tests/workflow gets
-    its folder's markers (FOLDER_MARKERS), so `-m 'not slow'` is the fast tier
-    whatever a module declares. GPU tests fail, never skip, without a GPU; CI
+    Every test of tests/docker, tests/slurm, tests/e2e, tests/workflow,
+    tests/sglang and tests/gpu gets its folder's markers (FOLDER_MARKERS), so
+    `-m 'not slow'` is the fast tier whatever a module declares. GPU tests fail, never skip, without a GPU; CI
     has no GPU and its run deselects them, which pytest reports as deselected,
     not as passed or skipped.
     """

@@ -3,37 +3,24 @@
 The torch runner is the one the SGLang configurations use with NCCL inside
 their image; on this CPU-only host the same code runs with ``--backend gloo``
 (only ``init_process_group``'s backend name differs). NCCL itself runs in
-the ``gpu`` test at the end.
+the ``gpu`` tier (tests/gpu/test_cuda.py).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from specsweep.serve.allreduce_bench import main, measure_sizes, model_shape, served_dtype
-from specsweep.serve.profile import BENCH_SCRIPT
-from specsweep.testing.workflow import REPO
-
-TINY = str(REPO / "specsweep/refengine/configs/tiny")
-
-
-def run_script(*args: str) -> dict:
-    """The script as the profiling stage runs it: by path, with -P, output on stdout."""
-    proc = subprocess.run([sys.executable, "-P", str(BENCH_SCRIPT), *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
-                                                      "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+from specsweep.testing.refengine import TINY, run_allreduce_bench
 
 
 @pytest.mark.parametrize("backend", ["shm", "gloo"])
 def test_refengine_backends_at_the_verify_size(backend):
-    out = run_script("--runner", "refengine", "--backend", backend, "--world-size", "2", "--model-path", TINY,
-                     "--dtype", "float32", "--tokens", "4", "--iters", "30", "--warmup", "5")
+    out = run_allreduce_bench("--runner", "refengine", "--backend", backend, "--world-size", "2",
+                              "--model-path", TINY, "--dtype", "float32", "--tokens", "4", "--iters", "30",
+                              "--warmup", "5")
     (size,) = out["sizes"]
     # tiny: hidden 256 x 4 draft tokens x float32
     assert (size["tokens"], size["numel"], size["bytes"]) == (4, 1024, 4096)
@@ -84,14 +71,3 @@ def test_served_dtype_follows_sglang_auto():
     assert served_dtype("config", {"torch_dtype": None}) == "float16"
     assert served_dtype("half", {}) == "float16" and served_dtype("float32", {}) == "float32"
 
-
-@pytest.mark.gpu
-def test_torch_runner_over_nccl_on_the_gpus():
-    import torch
-
-    n = torch.cuda.device_count()
-    assert n >= 1, "needs a CUDA GPU"
-    out = run_script("--runner", "torch", "--backend", "nccl", "--world-size", str(n), "--device", "cuda",
-                     "--model-path", str(REPO / "specsweep/refengine/configs/kimi-k25-scaled"), "--dtype", "bfloat16",
-                     "--tokens", "4", "--iters", "50")
-    assert out["sizes"][0]["correct"] and out["nccl"]

@@ -1,4 +1,5 @@
-"""The profiling stages of the server job: files, argv, and the trace stage against a real reference engine."""
+"""The profiling stages of the server job: files, argv, the micro-benchmark stage (its trace stage against a real
+reference engine is in tests/e2e/test_profile_stage.py)."""
 
 from __future__ import annotations
 
@@ -12,35 +13,15 @@ import time
 import pytest
 
 from specsweep.engines.registry import get_engine
-from specsweep.files import read_json, read_jsonl
+from specsweep.files import read_json
 from specsweep.records import MixedRunsError, run_header, run_id_of_log
 from specsweep.serve import lock
 from specsweep.serve import profile as prof
 from specsweep.serve.job import JobHost, JobPaths, run_config, server_environment
-from specsweep.serve.server import Server, free_port
+from specsweep.testing.refengine import PROFILE_SETTINGS as SETTINGS
+from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.jobs import one_run_id, profile_run_ids
-
-SETTINGS = {"enabled": True, "requests": 2, "num_steps": None, "activities": ["CPU", "GPU"], "trace_timeout_s": 120,
-            "allreduce_bench": True, "allreduce_iters": 20, "allreduce_timeout_s": 300}
-
-
-def ref_plan(tp: int = 2, backend: str = "shm", **extra) -> dict:
-    server_args = {"model-path": "specsweep/refengine/configs/tiny", "load-format": "dummy", "tp-size": tp,
-                   "device": "cpu", "random-seed": 0, "speculative-algorithm": "EAGLE3", "speculative-num-steps": 3,
-                   "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4, "all-reduce-backend": backend}
-    engine = get_engine("reference")
-    plan = {"name": "p", "engine": "reference", "runtime": "local", "image": None, "server_args": server_args,
-            "argv": engine.launch_argv("python3", server_args), "env": {"OMP_NUM_THREADS": "1",
-                                                                        "SGLANG_SIMULATE_ACC_LEN": "2.5"},
-            "host": "127.0.0.1", "port": None, "volumes": [], "gpus": 0,
-            "workload": {"endpoint": "generate", "num_prompts": 2, "input_len": 16, "output_len": 16, "concurrency": 1,
-                         "request_rate": None, "repeats": 1, "seed": 0, "temperature": 0.0, "request_timeout_s": 120,
-                         "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 1, "max_requests": 0}},
-            "profile": dict(SETTINGS)}
-    plan.update(extra)
-    return plan
-
 
 def test_reset_writes_off_records_and_clears_old_traces(tmp_path):
     pj, bj = tmp_path / "profile.json", tmp_path / "allreduce_bench.json"
@@ -167,32 +148,3 @@ def test_wait_for_traces_waits_for_every_rank_and_a_whole_gzip(tmp_path):
     files = prof.wait_for_traces(tmp_path, 2, timeout_s=10, poll_s=0.2)
     assert [f.name for f in files] == ["a-TP-0.trace.json.gz", "a-TP-1.trace.json.gz"]
     assert time.monotonic() - t0 >= prof.STABLE_S
-
-
-@pytest.mark.slow
-def test_trace_stage_against_the_reference_engine(tmp_path):
-    """/start_profile, two requests, /stop_profile: every rank's trace lands, with the profiled requests."""
-    plan = ref_plan()
-    port = free_port("127.0.0.1")
-    log_file = (tmp_path / "server.log").open("wb")
-    server = Server(argv=[*plan["argv"], "--host", "127.0.0.1", "--port", str(port)],
-                    env=server_environment(plan, {**os.environ, "PYTHONPATH": str(REPO)}), host="127.0.0.1",
-                    port=port, ready_path="/ready", log_file=log_file)
-    pj = tmp_path / "profile.json"
-    prof.reset(plan, pj, tmp_path / "allreduce_bench.json")
-    server.start()
-    try:
-        server.wait_ready(180)
-        rec = prof.after_measure(server, plan, pj, io.StringIO())
-    finally:
-        server.stop()
-    assert rec == read_json(pj)
-    assert rec["status"] == "ok", rec
-    assert sorted(f.split("-TP-")[1] for f in rec["files"]) == ["0.trace.json.gz", "1.trace.json.gz"]
-    assert rec["requests_ok"] == 2 and rec["seconds"] >= rec["requests_s"] > 0
-    records = read_jsonl(tmp_path / rec["requests"])
-    assert [r["phase"] for r in records] == ["profile", "profile"] and records[0]["timing"]["verify_comm_s"] > 0
-    assert rec["start_body"]["output_dir"] == str((tmp_path / "profile").resolve())
-    assert rec["start_body"]["with_stack"] is False and "num_steps" not in rec["start_body"]
-    events = json.loads(gzip.open(tmp_path / "profile" / rec["files"][0]).read())["traceEvents"]
-    assert any(e.get("name") == "refengine.verify" for e in events)
