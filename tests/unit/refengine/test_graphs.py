@@ -3,7 +3,7 @@
 On the CPU nothing can be captured, so the fixed-shape forwards that the graphs
 hold run directly (``GraphRunner(capture=False)``): that checks the static
 pool, padding, buckets and the graph-or-eager decision against the eager
-forwards. The ``gpu`` tests capture and replay real CUDA graphs.
+forwards. tests/gpu/test_cuda_graphs.py captures and replays real CUDA graphs.
 """
 
 from __future__ import annotations
@@ -19,20 +19,24 @@ from specsweep.analysis import metrics as M
 from specsweep.refengine import trace
 from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
 from specsweep.refengine.comm import make_communicator, prepare_spec
-from specsweep.refengine.config import ModelConfig, load_config
+from specsweep.refengine.config import load_config
 from specsweep.refengine.cudagraph import (GraphKey, GraphRunner, capture_batch_sizes, graph_key, kv_buckets,
                                            make_plan, pack_inputs, pool_capacity, prefill_buckets)
-from specsweep.refengine.engine import GRAPH_COMM_ABSENT, Engine, Request, _add_comm
+from specsweep.refengine.engine import GRAPH_COMM_ABSENT, Request, _add_comm
 from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.server import rank_setup
 from specsweep.refengine.worker import Driver, build_graphs, build_rank
-
-from specsweep.testing.workflow import REPO  # noqa: E402
-SMALL = ModelConfig(num_hidden_layers=4, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                    vocab_size=300, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
-                    moe_intermediate_size=32, first_k_dense_replace=1, max_position_embeddings=256)
-PROMPTS = [[5, 17, 99, 3, 250, 42, 7, 8, 9], [1, 2, 3], list(range(40, 75))]
-CONTEXT = 256
+from specsweep.testing.refengine import SMALL
+from specsweep.testing.refmodel import (
+    CONTEXT,
+    PREFILL_TOKENS,
+    PROMPTS,
+    count_prefill_calls,
+    generate_all,
+    small_engine,
+    small_model,
+)
+from specsweep.testing.workflow import REPO
 
 
 # ------------------------------------------------------------ selection
@@ -67,11 +71,11 @@ def test_setup_carries_the_decision_to_every_rank() -> None:
 
 
 def test_capture_refused_off_cuda() -> None:
-    m = _model(pool=True)
+    m = small_model(pool=True)
     with pytest.raises(RuntimeError, match="--device cuda"):
         GraphRunner(m, make_plan(4, CONTEXT, 3), logits=True, capture=True)
     with pytest.raises(RuntimeError, match="static pool"):
-        GraphRunner(_model(pool=False), make_plan(4, CONTEXT, 3), logits=True, capture=False)
+        GraphRunner(small_model(pool=False), make_plan(4, CONTEXT, 3), logits=True, capture=False)
 
 
 def test_plan_sizes() -> None:
@@ -152,72 +156,15 @@ def test_pack_inputs_layout_and_padding() -> None:
 
 
 # ------------------------------------------------------ static == eager
-def _model(pool: bool, seed: int = 0, device: str = "cpu", comm=None, max_slots: int = 4) -> TPModel:
-    comm = comm or make_communicator(0, prepare_spec("shm" if device == "cpu" else "nccl", 1, device))
-    m = TPModel(SMALL, 0, 1, comm, torch.device(device), torch.float32, seed, with_draft=True)
-    if pool:
-        m.enable_pool(max_slots, pool_capacity(CONTEXT))
-    return m
-
-
-CHUNK = 16  # the test engines' prefill chunk
-PREFILL_TOKENS = 4 * CHUNK  # the largest prefill graph (batch x bucket): one chunk of up to 4 prompts fits
-
-
-def _engine(k: int | None, graphs: str, device: str = "cpu", max_running: int = 4, comm=None,
-            prefill: bool = True) -> Engine:
-    """graphs: 'off' (per-slot caches, eager), 'static' (pool + fixed-shape forwards run directly), 'cuda';
-    prefill: prefill graphs too (as the server by default), else prefill runs eager."""
-    model = _model(pool=graphs != "off", device=device, comm=comm, max_slots=max_running)
-    runner = None
-    if graphs != "off":
-        plan = make_plan(max_running, CONTEXT, k, prefill_tokens=PREFILL_TOKENS if prefill else 0)
-        runner = GraphRunner(model, plan, logits=True, capture=graphs == "cuda")
-    driver = Driver(model, [], runner)
-    report = driver.capture_graphs()  # what the server does at start (None with graphs off)
-    if runner is not None:
-        assert report is not None and not report["failed"]
-        assert len(report["captured"]) == len(runner.plan.keys()) == report["kept_per_rank"][0]
-    return Engine(driver, eos_token_id=256, spec_steps=k, simulate_acc_len=None, seed=0,
-                  max_running=max_running, context_length=CONTEXT, chunk_tokens=CHUNK)
-
-
-def _count_prefill_calls(engine: Engine) -> collections.Counter:
-    """Count the engine's prefill commands by phase (the real Driver.call still runs them)."""
-    counts: collections.Counter = collections.Counter()
-    call = engine.driver.call
-
-    def counting(cmd: tuple):
-        if cmd[0] in ("target", "draft") and cmd[-1] in (trace.PREFILL, trace.DRAFT_PREFILL):
-            counts[cmd[-1]] += 1
-        return call(cmd)
-
-    engine.driver.call = counting  # type: ignore[method-assign]
-    return counts
-
-
-def _generate_all(engine: Engine, prompts: list[list[int]], max_new: int) -> list[dict]:
-    done: dict[int, dict] = {}
-    for i, p in enumerate(prompts):
-        engine.submit(Request(input_ids=p, max_new_tokens=max_new, ignore_eos=True,
-                              sink=lambda s, i=i: done.__setitem__(i, s) if s["finished"] else None))
-    while len(done) < len(prompts):
-        engine._drain(block=False)
-        engine._admit()
-        if engine.running:
-            engine._step()
-    return [done[i] for i in range(len(prompts))]
-
-
 @pytest.mark.parametrize("k", [3, 1, None])
 @pytest.mark.parametrize("prefill", [True, False])
 def test_static_forwards_give_the_eager_tokens(k: int | None, prefill: bool) -> None:
     """Three requests prefilled and decoded together (batch 3, padded to 4; prompts of 9, 3 and 35 tokens in
     chunks of 16, so later chunks start past 0): the fixed-shape path gives eager's tokens."""
-    eager = _generate_all(_engine(k, "off"), PROMPTS, 20)
-    engine = _engine(k, "static", prefill=prefill)
-    calls = _count_prefill_calls(engine)
-    static = _generate_all(engine, PROMPTS, 20)
+    eager = generate_all(small_engine(k, "off"), PROMPTS, 20)
+    engine = small_engine(k, "static", prefill=prefill)
+    calls = count_prefill_calls(engine)
+    static = generate_all(engine, PROMPTS, 20)
     for e, s in zip(eager, static):
         assert s["output_ids"] == e["output_ids"]
         t = s["meta_info"]["timing"]
@@ -233,7 +180,7 @@ def test_static_forwards_give_the_eager_tokens(k: int | None, prefill: bool) -> 
 def test_static_prefill_matches_eager_logits_and_state() -> None:
     """Two prompts in one prefill forward (padded to 16 tokens, batch 2), then the draft's prefill: logits,
     KV entries, aux features and draft state agree with the eager forwards."""
-    a, b = _model(pool=True), _model(pool=True)
+    a, b = small_model(pool=True), small_model(pool=True)
     runner = GraphRunner(b, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=False)
     runner.capture()
     p0, p1 = PROMPTS[0], PROMPTS[1]
@@ -265,7 +212,7 @@ def test_static_prefill_matches_eager_logits_and_state() -> None:
 
 def test_static_forward_matches_eager_logits_and_state() -> None:
     """One verify and one draft extend + chain step: logits, KV entries and draft state agree."""
-    a, b = _model(pool=True), _model(pool=True)
+    a, b = small_model(pool=True), small_model(pool=True)
     runner = GraphRunner(b, make_plan(4, CONTEXT, 3), logits=True, capture=False)
     runner.capture()  # without CUDA: runs each planned fixed-shape forward once on the scratch slot
     prompt = PROMPTS[0]
@@ -333,7 +280,7 @@ def test_static_path_over_two_ranks_equals_one_rank() -> None:
 
 
 def test_pool_alloc_checks() -> None:
-    m = _model(pool=True, max_slots=2)
+    m = small_model(pool=True, max_slots=2)
     with pytest.raises(ValueError, match="outside the pool"):
         m.alloc(2, 10)  # slot 2 is the scratch slot
     with pytest.raises(ValueError, match="pool holds"):
@@ -381,10 +328,10 @@ def test_ranges_appear_in_a_profile() -> None:
     """Every phase name and the all-reduce name show up in a real torch profiler trace."""
     comm = make_communicator(0, prepare_spec("shm", 1, "cpu", force_collectives=True))
     try:
-        engine = _engine(3, "off", comm=comm)
+        engine = small_engine(3, "off", comm=comm)
         assert trace.annotate(trace.VERIFY) is trace._NULL  # no profiler: no range at all
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            _generate_all(engine, [list(range(30, 60))], 6)  # 30 tokens: two prefill chunks of 16
+            generate_all(engine, [list(range(30, 60))], 6)  # 30 tokens: two prefill chunks of 16
         names = {e.name for e in prof.events()}
     finally:
         comm.close()
@@ -394,9 +341,9 @@ def test_ranges_appear_in_a_profile() -> None:
 
 
 def test_graph_path_ranges() -> None:
-    engine = _engine(None, "static")
+    engine = small_engine(None, "static")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        _generate_all(engine, [PROMPTS[1]], 4)
+        generate_all(engine, [PROMPTS[1]], 4)
     names = {e.name for e in prof.events()}
     assert {trace.DECODE, trace.GRAPH_REPLAY, trace.PREFILL} <= names
 
@@ -410,168 +357,12 @@ def test_readme_lists_every_range_name() -> None:
 def test_followers_get_no_logits() -> None:
     """Rank 0 alone reads logits: the command a follower receives asks for none, the rest unchanged."""
     here, there = Pipe()
-    driver = Driver(_model(pool=False), [here])
+    driver = Driver(small_model(pool=False), [here])
     driver.model.alloc(0, 32)
     driver.call(("target", [1, 2], [Segment(0, 0, 2)], "last", trace.PREFILL))
     driver.call(("draft", [1], [Segment(0, 0, 1)], "target", "last", trace.DRAFT))
     assert there.recv() == ("target", [1, 2], [Segment(0, 0, 2)], "none", trace.PREFILL)
     assert there.recv() == ("draft", [1], [Segment(0, 0, 1)], "target", "none", trace.DRAFT)
-
-
-# ------------------------------------------------------------ on a GPU
-@pytest.mark.gpu
-@pytest.mark.parametrize("k", [3, None])
-def test_cuda_graphs_give_the_eager_tokens(k: int | None) -> None:
-    """Replayed CUDA graphs (float32), prefill included, produce exactly the tokens of the eager engine, batch of 3
-    padded to 4."""
-    eager = _generate_all(_engine(k, "off", device="cuda"), PROMPTS, 24)
-    engine = _engine(k, "cuda", device="cuda")
-    calls = _count_prefill_calls(engine)
-    graphs = _generate_all(engine, PROMPTS, 24)
-    for e, g in zip(eager, graphs):
-        assert g["output_ids"] == e["output_ids"]
-        t = g["meta_info"]["timing"]
-        assert t["verify_graph_ct"] == t["forward_ct"] > 0
-        assert t["prefill_graph_ct"] > 0
-        assert t["allreduce_ct"] == 2 * SMALL.num_hidden_layers * t["forward_ct"]  # counted inside replays
-        assert t["verify_comm_s"] == 0.0  # one rank: no collective runs, eager or replayed
-    replays = engine.driver.executor.graphs.replays_by_kind
-    assert replays["prefill"] == calls[trace.PREFILL] and replays["draft_prefill"] == calls[trace.DRAFT_PREFILL]
-
-
-@pytest.mark.gpu
-def test_cuda_graph_replay_matches_eager_logits() -> None:
-    """A prompt prefilled by a replayed prefill graph (35 tokens padded to 64), then a verify replayed on the cache
-    that graph wrote: logits as eager's, the same greedy tokens."""
-    a, b = _model(pool=True, device="cuda"), _model(pool=True, device="cuda")
-    runner = GraphRunner(b, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=True)
-    report = runner.capture()
-    assert not report["failed"] and len(report["captured"]) == len(runner.plan.keys()) and report["pools"] == 1
-    prompt = PROMPTS[2]
-    p = len(prompt)
-    for m in (a, b):
-        m.alloc(0, 64)
-    prefill = (prompt, [Segment(0, 0, p)])
-    want = a.forward_target(*prefill, "last")
-    key = runner.lookup("prefill", prefill[1])
-    assert key == GraphKey("prefill", 64, 1, 64)
-    got = runner.run(key, *prefill, "last")
-    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
-    assert torch.equal(got.argmax(-1), want.argmax(-1))
-    draft = (prompt[:-1], [Segment(0, 0, p - 1)])
-    a.forward_draft(*draft, "target", "none")
-    assert runner.run(runner.lookup("draft_prefill", draft[1]), *draft, "none") is None
-    torch.testing.assert_close(b.pool_draft_hidden[0], a.pool_draft_hidden[0], atol=1e-3, rtol=1e-3)
-    verify = ([prompt[-1], 11, 12, 13], [Segment(0, p - 1, 4)])
-    want = a.forward_target(*verify, "all")
-    got = runner.run(runner.lookup("target", verify[1]), *verify, "all")
-    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
-    assert torch.equal(got.argmax(-1), want.argmax(-1))
-
-
-class _OneCaptureFails(GraphRunner):
-    """A real runner whose forward for one key does what a capture must not (read a device value on the host)."""
-
-    broken: GraphKey | None = None
-
-    def _forward(self, key: GraphKey, logits: bool):
-        out = super()._forward(key, logits)
-        if key == self.broken and torch.cuda.is_current_stream_capturing():
-            self.buffers[key.kind, key.n].packed[0].item()  # "operation not permitted when stream is capturing"
-        return out
-
-
-@pytest.mark.gpu
-def test_a_failed_capture_does_not_fail_the_captures_after_it() -> None:
-    """One capture fails: it is reported with its own error, the graphs before and after it are captured (in a
-    fresh memory pool, not the one the failed capture left recording) and replay as eager computes."""
-    m = _model(pool=True, device="cuda")
-    runner = _OneCaptureFails(m, make_plan(4, CONTEXT, 3, prefill_tokens=PREFILL_TOKENS), logits=True, capture=True)
-    keys = runner.plan.keys()
-    runner.broken = keys[1]
-    report = runner.capture()
-    assert list(report["failed"]) == [str(tuple(keys[1]))], report["failed"]
-    assert "already recording" not in report["failed"][str(tuple(keys[1]))]
-    assert len(report["captured"]) == len(keys) - 1 and report["pools"] == 2
-    assert torch.cuda.current_stream() == torch.cuda.default_stream()  # the failed capture's stream is not left current
-    ref = _model(pool=True, device="cuda")
-    for model in (m, ref):
-        model.alloc(0, 64)
-        model.forward_target(PROMPTS[0], [Segment(0, 0, len(PROMPTS[0]))], "none")
-    segs = [Segment(0, len(PROMPTS[0]) - 1, 4)]
-    got = runner.run(runner.lookup("target", segs), [PROMPTS[0][-1], 1, 2, 3], segs, "all")
-    want = ref.forward_target([PROMPTS[0][-1], 1, 2, 3], segs, "all")
-    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
-
-
-@pytest.mark.gpu
-def test_capture_after_an_engine_dropped_in_the_same_process() -> None:
-    """An engine with graphs, used and dropped (its scheduler thread keeps it in a reference cycle, so only the
-    garbage collector frees it), then a second engine captures every graph."""
-    _generate_all(_engine(3, "cuda", device="cuda"), PROMPTS, 8)
-    engine = _engine(3, "cuda", device="cuda")  # asserts that nothing failed and everything was kept
-    assert engine.driver.executor.graphs.pools == 1
-
-
-def _graph_comm_timing(rank: int, comm) -> tuple:
-    """Three all-reduces captured in a graph with timing events, replayed twice."""
-    t = torch.ones(7168, device=comm.device, dtype=torch.bfloat16)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        comm.all_reduce(t)  # warm: the communicator is initialised before capture
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    why = comm.begin_capture_timing()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(3):
-            comm.all_reduce(t)
-    pairs = comm.end_capture_timing()
-    comm.reset_stats()
-    for _ in range(2):
-        comm.harvest()
-        graph.replay()
-        comm.note_replay(3, pairs)
-    count, seconds = comm.stats()
-    return why, len(pairs or []), count, seconds, float(t.float().sub(1.0).abs().max())
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["nccl", "symm_mem"])
-def test_collectives_inside_graphs_are_timed(backend: str) -> None:
-    """Real collectives (forced on one GPU) replayed from a graph: counted, timed, and still correct."""
-    from specsweep.refengine.multirank import run_on_ranks
-
-    why, pairs, count, seconds, err = run_on_ranks(_graph_comm_timing, backend, 1, device="cuda",
-                                                  force_collectives=True)[0]
-    assert why is None and pairs == 3 and count == 6
-    assert seconds is not None and 0 < seconds < 1.0
-    assert err == 0.0  # one rank: every sum has one term, so the tensor stays all ones
-
-
-def _engine_comm_timing(rank: int, comm) -> dict:
-    out = {}
-    for graphs in ("off", "cuda"):
-        snap = _generate_all(_engine(3, graphs, device="cuda", comm=comm), [PROMPTS[0]], 16)[0]
-        out[graphs] = {"timing": snap["meta_info"]["timing"], "absent": snap["meta_info"].get("timing_absent"),
-                       "output_ids": snap["output_ids"]}
-    return out
-
-
-@pytest.mark.gpu
-def test_engine_times_collectives_under_graphs() -> None:
-    """The engine with graphs and a communicating NCCL (forced on one GPU) reports a measured verify_comm_s."""
-    from specsweep.refengine.multirank import run_on_ranks
-
-    out = run_on_ranks(_engine_comm_timing, "nccl", 1, device="cuda", force_collectives=True)[0]
-    assert out["cuda"]["output_ids"] == out["off"]["output_ids"]
-    for mode in ("off", "cuda"):
-        t = out[mode]["timing"]
-        assert out[mode]["absent"] is None
-        assert t["verify_comm_s"] is not None and 0 < t["verify_comm_s"] < t["verify_s"], (mode, t)
-        assert t["allreduce_ct"] == 2 * SMALL.num_hidden_layers * t["forward_ct"]
-    assert out["cuda"]["timing"]["verify_graph_ct"] == out["cuda"]["timing"]["forward_ct"] > 0
 
 
 def test_h200_trace_fixture_is_what_its_readme_says() -> None:
