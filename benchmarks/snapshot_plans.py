@@ -120,7 +120,7 @@ def synthetic_results(work: Path, plans: dict[str, dict], rest: dict) -> None:
         summarize_files(inputs, out, io.StringIO(), rest["agreement"], sw.summary_labels(rest["labels"], name))
         summaries.append(out)
     render_report_files(summaries, rest["report_params"], "results/summary.csv", "results/report.md",
-                        "results/plots/tok_s.png", "results/best")
+                        "results/plots", "results/best")
 
 
 def main(out: Path, config_paths: list[str], results: bool = False) -> None:
