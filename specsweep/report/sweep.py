@@ -36,6 +36,7 @@ from typing import Any
 from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
+from specsweep.contracts.vocabulary import Status
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT, is_external
 
@@ -196,9 +197,9 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
         where = "" if members[0]["point"] == "default" else f" at point {members[0]['point']}"
         head = f"- Positive control{where}: {name} ({of} with every engine step slowed by {_pct(slowdown)})"
         control, twin = by.get(name), by.get(of)
-        if control is None or twin is None or control["status"] != "ok" or twin["status"] != "ok":
+        if control is None or twin is None or control["status"] != Status.OK or twin["status"] != Status.OK:
             bad = [f"{n}: {by[n]['status'] if n in by else 'no summary'}" for n in (name, of)
-                   if n not in by or by[n]["status"] != "ok"]
+                   if n not in by or by[n]["status"] != Status.OK]
             out.write(f"{head}: not judged ({', '.join(bad)}).\n")
             continue
         v = compare(control, twin)
@@ -310,7 +311,7 @@ def launch_table(files: Sequence[Mapping[str, Any]]) -> str:
     out.write("## Launches\n\n| # | config | launch | status | ready s | wall s |\n|---|---|---|---|---|---|\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
-        status = e["status"] if e["status"] == "ok" else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
+        status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
         out.write(f"| {i} | {e['config']} | {name} | {status} | {_f(e.get('ready_s'))} | {_f(e.get('wall_s'))} |\n")
     return out.getvalue() + "\n"
 
@@ -368,7 +369,7 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
     """Break-even curves: ok speculative rows grouped by everything but the accept length (>= 2 distinct values)."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r["status"] == "ok" and r["spec"] and _acc_value(r) is not None and r["accept_length"] is not None:
+        if r["status"] == Status.OK and r["spec"] and _acc_value(r) is not None and r["accept_length"] is not None:
             by.setdefault(_group_key(r), []).append(r)
     groups = []
     for members in by.values():
@@ -377,7 +378,7 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
         members = sorted(members, key=lambda r: r["accept_length"])
         base = members[0].get("base_row")
         group = CurveGroup(label=_grid_label([r["config"] for r in members], grids), point=members[0]["point"],
-                           rows=members, base=base if base is not None and base["status"] == "ok" else None)
+                           rows=members, base=base if base is not None and base["status"] == Status.OK else None)
         group.computed = [r["break_even_accept_length"] for r in members if r["break_even_accept_length"] is not None]
         usable = [r for r in members if r[BASELINE_TOK_S] is not None]
         if group.base is not None and group.base[BASELINE_TOK_S] is not None and len(usable) >= 2:
@@ -471,7 +472,7 @@ def pairwise_section(rows: Sequence[dict[str, Any]], baseline: str | None, compa
     pairs of a point judged as one family by Holm's method."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r["config"] != baseline and r["status"] not in ("failed", "contaminated") and r["samples"]:
+        if r["config"] != baseline and r["status"] not in (Status.FAILED, Status.CONTAMINATED) and r["samples"]:
             by.setdefault(r["point"], []).append(r)
     out = io.StringIO()
     for _point, members in sorted(by.items()):
@@ -527,7 +528,7 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
         members = [r for r in rows if r["config"] in values]
         first_point = min((r["point_index"] for r in members), default=0)
         at = [r for r in members if r["point_index"] == first_point]
-        ok = [r for r in at if r["status"] == "ok" and r[BASELINE_TOK_S] is not None]
+        ok = [r for r in at if r["status"] == Status.OK and r[BASELINE_TOK_S] is not None]
         point = at[0]["point"] if at else "default"
         if not ok:
             out.append(GridWinner(name, point, None, {}, [], None, why_none="no member ended ok"))

@@ -79,7 +79,6 @@ REMAINING = {
     "specsweep/analysis/summary.py",
     "specsweep/report/plots.py",
     "specsweep/report/render.py",
-    "specsweep/report/sweep.py",
     "specsweep/serve/job.py",
 }
 
