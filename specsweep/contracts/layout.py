@@ -36,8 +36,10 @@ NCCL_LOG_DIR = LAUNCH_FILES["nccl_logs"]
 NCCL_FILE_PATTERN = "nccl.%h.%p.log"
 NCCL_FILE_GLOB = "nccl.*.log"
 
-#: A PyTorch profiler trace of one TP rank, as SGLang names it (``<prefix>-TP-<rank>[-EP-<rank>...][-DECODE]
-#: .trace.json.gz``, its ``/start_profile``) and the reference engine too (``refengine/worker.py``).
+#: A PyTorch profiler trace of one TP rank, as SGLang 0.5.23 names it after ``/stop_profile``
+#: (``[<prefix>-]<id>-TP-<tp>[-DP-<dp>][-PP-<pp>][-EP-<ep>][-<STAGE>].trace.json.gz``:
+#: sglang/srt/managers/scheduler_components/profiler_manager.py:343-358) and the reference engine too
+#: (``<tag>-TP-<rank>.trace.json.gz``, refengine/worker.py).
 TRACE_NAME_RE = re.compile(r"-TP-(?P<rank>\d+)(?:-[A-Z]+-\d+)*(?:-[A-Z_]+)?\.trace\.json(?:\.gz)?$")
 TRACE_GLOB = "*.trace.json.gz"
 
