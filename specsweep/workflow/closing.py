@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from specsweep.contracts.vocabulary import Status
 from specsweep.records import DEFAULT_POINT
 
 #: The rate the verdicts judge and "fastest" ranks by (``analysis.metrics.BASELINE_TOK_S``; a test checks it).
@@ -60,7 +61,7 @@ def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[s
                 lines.append(text)
 
     for point in points[:MAX_POINT_LINES]:
-        at = [r for r in rows if r["point"] == point and r["status"] == "ok" and _float(r.get(RATE_COLUMN))]
+        at = [r for r in rows if r["point"] == point and r["status"] == Status.OK and _float(r.get(RATE_COLUMN))]
         if not at:
             lines.append(f"At {point}: no configuration measured ok." if points != [DEFAULT_POINT]
                          else "No configuration measured ok.")

@@ -77,7 +77,7 @@ def test_content_spec_json_drops_description():
 
 
 def test_a_relative_build_context_is_relative_to_the_workflow_root_and_a_missing_one_is_named(tmp_path):
-    root, spec = _mini_repo(tmp_path)
+    root, spec = mini_repo(tmp_path)
     absolute = tags.image_tag("img", spec, root)
     relative = {**spec, "build_contexts": {"wheels": "../wheels"}}  # tmp_path/wheels, seen from tmp_path/repo
     assert tags.image_tag("img", relative, root) == absolute
