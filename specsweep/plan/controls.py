@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specsweep.engines.reference import STEP_SLOWDOWN_ENV  # the test-only fault the control sets
 from specsweep.plan.grid import value_label
-from specsweep.refengine.faults import STEP_SLOWDOWN_ENV  # the test-only fault the control sets
 
 #: The config key.
 KEY = "positive_control"
