@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from specsweep import __version__
+from specsweep.contracts.vocabulary import Status
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
     DEFAULT_REQUIREMENTS,
@@ -49,7 +50,7 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
     for path in sorted(results.glob("*/launch-*/outcome.json")):
         if names is not None and path.parent.parent.name not in names:
             continue
-        if json.loads(path.read_text()).get("status") != "ok":
+        if json.loads(path.read_text()).get("status") != Status.OK:
             failed.append(path)
     return failed
 

@@ -96,6 +96,8 @@ class Reason(_Word):
     READY_TIMEOUT = "ready_timeout"
     PROVENANCE_FAILED = "provenance_failed"
     BAD_SERVER_INFO = "bad_server_info"
+    NO_SERVER_INFO = "no_server_info"  # an external server answers no info endpoint
+    RDMA_MISSING = "rdma_missing"  # a configuration asks for RDMA devices the host lacks
     # any stage while the server should be running
     SERVER_EXITED = "server_exited"
     INTERRUPTED = "interrupted"

@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specsweep.contracts.layout import NCCL_FILE_GLOB, NCCL_FILE_PATTERN, NCCL_LOG_DIR
+from specsweep.contracts.vocabulary import Reason, Stage, Status
 from specsweep.engines.registry import get_engine
 from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_json_atomic, write_text_atomic
@@ -275,7 +276,7 @@ def _host_lock(host: JobHost, plan: dict, holder: dict[str, Any], log: TextIO) -
     try:
         lock = acquire(host.lock, holder, gpu_ids(plan, os.environ), _Both(log, host.notice))
     except HostBusy as exc:
-        raise LaunchError("launch", "host_busy", str(exc)) from exc
+        raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, str(exc)) from exc
     try:
         yield lock
     finally:
@@ -294,7 +295,7 @@ def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, 
             return seen
         who = guard.describe(seen["others"])
         if time.monotonic() - t0 >= wait_s:
-            raise LaunchError("launch", "host_busy", f"other specsweep servers run on this host: {who}; "
+            raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, f"other specsweep servers run on this host: {who}; "
                               f"waited {time.monotonic() - t0:.0f} s; not measuring beside them")
         if not told:
             print(f"waiting: other specsweep servers run on this host: {who} (before launching {config})",
@@ -337,7 +338,8 @@ def collect_provenance(plan: dict, server: Server, python: str = sys.executable)
         return json.loads(result.stdout)
     except ValueError as exc:
         # Without a record of what was in effect, a number cannot be trusted: fail the configuration.
-        raise LaunchError("launch", "provenance_failed", f"could not read the server's environment: {exc}") from exc
+        raise LaunchError(Stage.LAUNCH, Reason.PROVENANCE_FAILED,
+                          f"could not read the server's environment: {exc}") from exc
 
 
 def server_info(server: Server | AttachedServer) -> dict | None:
@@ -347,7 +349,7 @@ def server_info(server: Server | AttachedServer) -> dict | None:
             try:
                 return json.loads(body)
             except ValueError as exc:
-                raise LaunchError("launch", "bad_server_info", f"{path} did not answer JSON: {exc}") from exc
+                raise LaunchError(Stage.LAUNCH, Reason.BAD_SERVER_INFO, f"{path} did not answer JSON: {exc}") from exc
     return None
 
 
@@ -359,7 +361,7 @@ def load_prompts(plan: Mapping[str, Any]) -> list[Prompt] | None:
     try:
         return [Prompt.from_dict(d) for d in load_selection(plan["prompts"])]
     except DatasetError as exc:
-        raise LaunchError("launch", "prompts_unavailable", str(exc)) from exc
+        raise LaunchError(Stage.LAUNCH, Reason.PROMPTS_UNAVAILABLE, str(exc)) from exc
 
 
 def _point_files(paths: JobPaths, point: str) -> tuple[Path, Path]:
@@ -380,10 +382,11 @@ def measure_points(plan: dict, server: Server | AttachedServer, paths: JobPaths,
     """
     for point in plan_points(plan):
         name = point["name"]
-        entry: dict[str, Any] = {"status": "failed", "stage": "warmup", "reason": None, "detail": None}
+        entry: dict[str, Any] = {"status": Status.FAILED, "stage": Stage.WARMUP, "reason": None, "detail": None}
         outcome["points"][name] = entry
         if not server.alive():
-            entry.update(stage="benchmark", reason="server_exited", detail=f"{server.gone()} before this point")
+            entry.update(stage=Stage.BENCHMARK, reason=Reason.SERVER_EXITED,
+                         detail=f"{server.gone()} before this point")
             continue
         warmup_path, requests_path = _point_files(paths, name)
         print(f"point {name}: {json.dumps(point['workload'], sort_keys=True)}", file=log, flush=True)
@@ -397,8 +400,8 @@ def measure_points(plan: dict, server: Server | AttachedServer, paths: JobPaths,
                                                   prompts.get(name), run_id=run_id, on_stage=on_stage, point=name,
                                                   console=point_console)
             if not server.alive():
-                raise LaunchError("benchmark", "server_exited", server.gone())
-            entry.update(status="ok", stage=None)
+                raise LaunchError(Stage.BENCHMARK, Reason.SERVER_EXITED, server.gone())
+            entry.update(status=Status.OK, stage=None)
         except LaunchError as exc:
             entry.update(stage=exc.stage, reason=exc.reason, detail=exc.detail)
         except client.BenchmarkError as exc:
@@ -411,7 +414,7 @@ def _benchmark_failure(exc: client.BenchmarkError, server: Server | None) -> dic
     code = _dead_server_code(server)
     if code is None:
         return {"stage": exc.stage, "reason": exc.reason, "detail": exc.detail}
-    return {"stage": exc.stage, "reason": "server_exited",
+    return {"stage": exc.stage, "reason": Reason.SERVER_EXITED,
             "detail": f"server exited with code {code} during {exc.stage}; the client saw {exc.reason}: {exc.detail}"}
 
 
@@ -435,15 +438,15 @@ def _drop_point_files(plan: dict, paths: JobPaths) -> None:
 def _settle_outcome(outcome: dict[str, Any]) -> None:
     """Top-level status from the points: ok only when every point is; else the first failure."""
     points = outcome["points"]
-    failed = [p for p in points.values() if p["status"] != "ok"]
+    failed = [p for p in points.values() if p["status"] != Status.OK]
     first = next(iter(points.values()), None)
     outcome["warmup"] = first.get("warmup") if first else None
     if failed:
-        outcome.update(status="failed", stage=failed[0]["stage"], reason=failed[0]["reason"],
+        outcome.update(status=Status.FAILED, stage=failed[0]["stage"], reason=failed[0]["reason"],
                        detail=failed[0]["detail"] if len(points) == 1 else
                        f"{len(failed)} of {len(points)} points failed; first: {failed[0]['detail']}")
     else:
-        outcome.update(status="ok", stage=None)
+        outcome.update(status=Status.OK, stage=None)
 
 
 def measure(plan: dict, server: Server | AttachedServer, sampler: guard.Sampler, paths: JobPaths,
@@ -458,11 +461,13 @@ def measure(plan: dict, server: Server | AttachedServer, sampler: guard.Sampler,
     contaminated = _contamination(outcome["host"])
     if contaminated:
         for entry in outcome["points"].values():
-            if entry["status"] == "ok":
-                entry.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
-        if outcome["status"] == "ok":
-            outcome.update(status="contaminated", stage="benchmark", reason="other_server", detail=contaminated)
-    if outcome["status"] != "failed":
+            if entry["status"] == Status.OK:
+                entry.update(status=Status.CONTAMINATED, stage=Stage.BENCHMARK, reason=Reason.OTHER_SERVER,
+                             detail=contaminated)
+        if outcome["status"] == Status.OK:
+            outcome.update(status=Status.CONTAMINATED, stage=Stage.BENCHMARK, reason=Reason.OTHER_SERVER,
+                           detail=contaminated)
+    if outcome["status"] != Status.FAILED:
         # After every point and the guard's window: it never disturbs them. It profiles the
         # plan's first point (its workload and prompts), whose summary alone carries it.
         first = plan_points(plan)[0]
@@ -494,7 +499,8 @@ def attach(plan: dict, paths: JobPaths, launch: dict[str, Any], run_id: str, hos
     print(f"ready after {launch['ready_s']:.1f} s at {url}", file=log, flush=True)
     info = server_info(server)
     if info is None:
-        raise LaunchError("launch", "no_server_info", f"{url} answers neither /server_info nor /get_server_info: "
+        raise LaunchError(Stage.LAUNCH, Reason.NO_SERVER_INFO,
+                          f"{url} answers neither /server_info nor /get_server_info: "
                           "without the server's own account of what it runs, its numbers cannot be read")
     launch["server_info"] = info
     launch["provenance"] = from_server_info(info, url)
@@ -521,7 +527,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     run_id = new_run_id()
     checkout = checkout_id(host.workdir)
     identity = identity_env(run_id, plan["name"], host.workdir)
-    outcome: dict[str, Any] = {"format_version": OUTCOME_FORMAT_VERSION, "status": "failed", "stage": "launch",
+    outcome: dict[str, Any] = {"format_version": OUTCOME_FORMAT_VERSION, "status": Status.FAILED, "stage": Stage.LAUNCH,
                                "reason": None, "detail": None, "run_id": run_id, "launch": launch_id, "points": {},
                                "started_at": time.time()}
     launch: dict[str, Any] = {"plan_name": plan["name"], "launch": launch_id, "started_at": outcome["started_at"],
@@ -565,9 +571,9 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             return outcome  # the finally below writes the files
         if plan["runtime"] != "local" and (missing := volume_problems(plan, Path.cwd())):
             # `docker run -v` would create a missing host path as an empty directory and start on it.
-            raise LaunchError("launch", "volume_missing", "; ".join(missing))
+            raise LaunchError(Stage.LAUNCH, Reason.VOLUME_MISSING, "; ".join(missing))
         if plan["runtime"] == "docker" and uses_host_network(plan) and not rdma_devices():
-            raise LaunchError("launch", "rdma_missing",
+            raise LaunchError(Stage.LAUNCH, Reason.RDMA_MISSING,
                               f"configurations.{plan['name']}.rdma: true, but this host has no {RDMA_DEVICE_DIR}/"
                               f"uverbs* devices to pass into the container (no RDMA NIC, or rdma-core's kernel "
                               f"modules not loaded); set rdma: false for this host")
@@ -577,7 +583,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
                 prepared = runtime.prepare(plan["name"], image_manifest, registry, checkout=checkout,
                                            docker=host.docker)
             except DockerError as exc:
-                raise LaunchError("launch", "image_unavailable", str(exc)) from exc
+                raise LaunchError(Stage.LAUNCH, Reason.IMAGE_UNAVAILABLE, str(exc)) from exc
             launch.update(prepared)
             print(f"{plan['runtime']} runtime prepared: {prepared}", file=log, flush=True)
         launch["host_before_launch"] = wait_for_quiet_host(run_id, host, host.lock.wait_s - lock.waited_s,
@@ -586,7 +592,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             busy = gpu_busy()
             launch["gpus_busy_before_launch"] = busy
             if busy:
-                raise LaunchError("launch", "gpus_busy", f"GPUs are held by other processes, not starting: {busy}")
+                raise LaunchError(Stage.LAUNCH, Reason.GPUS_BUSY,
+                                  f"GPUs are held by other processes, not starting: {busy}")
         labels = run_labels(plan["name"], checkout, host.workdir, run_id)
         daemon = runtime is not None and runtime.daemon
         # Entered before the micro-benchmark: its process group and container are this run's too.
@@ -636,7 +643,7 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
     except client.BenchmarkError as exc:
         outcome.update(_benchmark_failure(exc, server))
     except Interrupted as exc:
-        outcome.update(reason="interrupted", detail=(watch.fired if watch and watch.fired else None)
+        outcome.update(reason=Reason.INTERRUPTED, detail=(watch.fired if watch and watch.fired else None)
                        or f"received {exc}")
         raise
     finally:
@@ -645,7 +652,8 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
         if isinstance(server, Server):
             # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
             # nothing running for longer than seconds; a normal end gives the server its full grace.
-            outcome["exit_code"] = server.stop(REAP_GRACE_S if outcome["reason"] == "interrupted" else TERM_GRACE_S)
+            grace = REAP_GRACE_S if outcome["reason"] == Reason.INTERRUPTED else TERM_GRACE_S
+            outcome["exit_code"] = server.stop(grace)
             outcome["server_stopped_at"] = time.time()
         if sampler is not None and "host" not in outcome:
             outcome["host"] = guard.summarize(sampler.stop())
@@ -653,11 +661,11 @@ def run_config(plan: dict, paths: JobPaths, image_manifest: dict | None, log: Te
             watch.stop()  # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        outcome["log_tail"] = tail(paths.server_log) if outcome["status"] != "ok" else None
+        outcome["log_tail"] = tail(paths.server_log) if outcome["status"] != Status.OK else None
         outcome["ended_at"] = time.time()
         if owns_files:
             _join_point_records(plan, paths)
-        if owns_files or outcome["reason"] != "interrupted":
+        if owns_files or outcome["reason"] != Reason.INTERRUPTED:
             profiling.finish(plan, paths.profile, paths.allreduce_bench, run_id)
             _write_job_files(paths, launch, outcome, run_id, plan["name"])
         print(f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}", file=log)

@@ -195,7 +195,8 @@ class AttachedServer:
                 return self.ready_s
             if time.monotonic() >= deadline:
                 seen = f"last status {status}" if status else "no answer: nothing listens there"
-                raise LaunchError("ready", "ready_timeout", f"{url} did not answer 200 within {timeout_s:g} s ({seen}); "
+                raise LaunchError(Stage.READY, Reason.READY_TIMEOUT,
+                                  f"{url} did not answer 200 within {timeout_s:g} s ({seen}); "
                                   "runtime external measures a server that is already running: start it first")
             time.sleep(poll_s)
 
