@@ -23,9 +23,9 @@ The A/A control (launch ``aa`` of the baseline) is pooled like any launch of
 the baseline when it succeeded; when it failed, that is a warning on the
 baseline (the launch effect stays unknown), not a failure of the baseline.
 
-summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 7)::
+summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 8)::
 
-    {"format_version": 7, "config": name, "status": worst point status,
+    {"format_version": 8, "config": name, "status": worst point status,
      "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
      "reason", "started_at", "ended_at", "wall_s", "ready_s"}],
      "points": [<point summary>]}

@@ -299,6 +299,20 @@ def verify_comm_share(records: Sequence[dict[str, Any]]) -> Value:
     return _timing_ratio(records, "verify_comm_s", "verify_s")
 
 
+def target_forward_ms(records: Sequence[dict[str, Any]], key: str = "verify_s") -> Value:
+    """Engine-reported time per target forward (a verify under speculation, a decode step without), ms:
+    ``sum(timing[key]) / sum(timing.forward_ct) x 1e3`` for ``key`` in ``verify_s``, ``verify_comm_s``.
+    Unlike the per-cycle metrics it needs no ``spec_verify_ct``, so a configuration without speculation
+    has it too (the cost model's no-speculation step)."""
+    ratio = _timing_ratio(records, key, "forward_ct")
+    return ratio if isinstance(ratio, Absent) else ratio * 1e3
+
+
+def target_forward_comm_ms(records: Sequence[dict[str, Any]]) -> Value:
+    """Engine-reported communication per target forward, ms: ``sum(timing.verify_comm_s) / sum(timing.forward_ct) x 1e3``."""
+    return target_forward_ms(records, "verify_comm_s")
+
+
 def allreduce_per_forward(records: Sequence[dict[str, Any]]) -> Value:
     """All-reduces per target forward, count: ``sum(timing.allreduce_ct) / sum(timing.forward_ct)``."""
     return _timing_ratio(records, "allreduce_ct", "forward_ct")
@@ -752,6 +766,11 @@ METRICS: dict[str, Metric] = _metrics(
            columns=(Column("verify_compute_ms", "verify_compute_ms_per_cycle", "value"),)),
     Metric("verify_comm_share", verify_comm_share, "fraction", "sum(timing.verify_comm_s) / sum(timing.verify_s)",
            "run", spec_only=True, columns=(Column("comm_share", "verify_comm_share", "value"),)),
+    Metric("target_forward_ms", target_forward_ms, "ms", "sum(timing.verify_s) / sum(timing.forward_ct) x 1e3",
+           "run", columns=(Column("target_forward_ms", "target_forward_ms", "value"),)),
+    Metric("target_forward_comm_ms", target_forward_comm_ms, "ms",
+           "sum(timing.verify_comm_s) / sum(timing.forward_ct) x 1e3", "run",
+           columns=(Column("target_forward_comm_ms", "target_forward_comm_ms", "value"),)),
     Metric("allreduce_per_forward", allreduce_per_forward, "count",
            "sum(timing.allreduce_ct) / sum(timing.forward_ct)", "run", spec_only=True,
            columns=(Column("allreduce_per_forward", "allreduce_per_forward", "value"),)),

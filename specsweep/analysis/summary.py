@@ -1,7 +1,7 @@
 """The summary of one launch at one workload point: status, metrics, warmup, provenance.
 
 ``analysis.launches`` pools these per point over a configuration's launches
-into summary.json (``SUMMARY_FORMAT_VERSION`` 6: one section per point).
+into summary.json (``SUMMARY_FORMAT_VERSION`` 8: one section per point).
 Shape of one::
 
     {"config": name, "run_id": str|null,
@@ -107,7 +107,9 @@ from specsweep.records import is_external, validate_record
 #      gain ttft_ms_median.
 #      (runtime external adds "server" to a point, only in such summaries: what the running server's
 #      /server_info says it runs; the other summaries read as before, so the version stays.)
-SUMMARY_FORMAT_VERSION = 7
+#   8  + metrics target_forward_ms and target_forward_comm_ms (per target forward, with or without
+#      speculation: the cost model's no-speculation step).
+SUMMARY_FORMAT_VERSION = 8
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from specsweep import HARNESS_VERSION
 from specsweep.contracts.vocabulary import Expect
+from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
 from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
 from specsweep.plan.controls import control_problems
@@ -51,7 +52,7 @@ from specsweep.records import EXTERNAL_RUNTIME, is_external
 #      port are the url's: plans of the other runtimes read as before, so the version stays.)
 PLAN_FORMAT_VERSION = 4
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
-LABEL_KEYS = ("description", "expect", "expect_signature", "variant")
+LABEL_KEYS = ("description", "expect", "expect_signature", "variant", "own_baseline")
 # Keys of a configuration that do not change what is measured, kept out of
 # the plan so that editing them reruns no server. ``launches`` decides how
 # many server jobs there are, not what one of them measures; ``axes`` is gone
@@ -224,7 +225,7 @@ def _labels_of(config: Mapping, name: str, entry: Mapping) -> dict:
     own = config["configurations"][name] or {}
     return {"description": own.get("description", ""), "expect": entry.get("expect", Expect.OK),
             "expect_signature": as_list(entry.get("expect_signature")),
-            "variant": sorted(as_list(entry.get("variant")))}
+            "variant": sorted(as_list(entry.get("variant"))), "own_baseline": own.get("own_baseline")}
 
 
 def resolve_labels(config: Mapping) -> dict[str, dict]:
@@ -249,7 +250,26 @@ def label_findings(
         result = get_engine(plan["engine"]).check_labels(dict(plan), dict(labels[name]), images)
         errors += result.errors
         warnings += result.warnings
-    return errors, warnings
+    return errors + own_baseline_problems(plans, labels), warnings
+
+
+def own_baseline_problems(plans: Mapping[str, Mapping], labels: Mapping[str, Mapping]) -> list[str]:
+    """``own_baseline`` must name another configuration, one without speculation."""
+    problems = []
+    plain = sorted(n for n, p in plans.items() if speculative_algorithm(p.get("server_args") or {}) is None)
+    for name in sorted(labels):
+        other = labels[name].get("own_baseline")
+        if other is None:
+            continue
+        where = f"configurations.{name}.own_baseline"
+        if other == name:
+            problems.append(f"{where}: {other!r} is this configuration itself; name one without speculation: {plain}")
+        elif other not in plans:
+            problems.append(f"{where}: {other!r} is not a configuration; allowed (no speculation): {plain}")
+        elif speculative_algorithm(plans[other].get("server_args") or {}) is not None:
+            algo = speculative_algorithm(plans[other]["server_args"])
+            problems.append(f"{where}: {other!r} runs speculation ({algo}); name one without speculation: {plain}")
+    return problems
 
 
 def plan_problems(plans: Mapping[str, Mapping]) -> list[str]:

@@ -9,12 +9,25 @@ Per grid ``<grid>`` (``report.sweep.best_of_grids`` picks the winner):
   simulated accept length (``SGLANG_SIMULATE_ACC_LEN``) only as a comment.
 * ``results/best/<grid>.nccl-tuner.csv``: the winner's NCCL algorithm and
   protocol for all-reduce, in the CSV format of NCCL's example tuner plugin
-  (NVIDIA/nccl ``plugins/tuner/example``: ``plugin.c`` parses
+  (NVIDIA/nccl ``plugins/tuner/example``, identical at v2.30.7-1, the NCCL
+  this project pins: ``plugin.c:17-33`` the fields
   ``colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]``,
-  algorithm in tree|ring|collnet_direct|collnet_chain|nvls|nvls_tree|pat,
-  protocol in ll|ll128|simple, channels -1 = NCCL's choice, nNodes/nRanks -1 =
-  any; '#' starts a comment; the plugin reads the file named by
-  ``NCCL_TUNER_CONFIG_FILE`` and is loaded with ``NCCL_TUNER_PLUGIN``). A
+  8 to 10 of them or the line is ignored (``:229``); split with ``strtok`` on
+  ',' (``:215-225``: an empty field vanishes, so none is written), spaces and
+  tabs trimmed; a line starting with '#' or empty is skipped (``:199``, only
+  in column 0: no trailing comments), lines are read into 256 bytes
+  (``:14``); algorithm in tree|ring|collnet_direct|collnet_chain|nvls|
+  nvls_tree|pat, unknown = ring (``:81-90``), protocol in ll|ll128|simple,
+  unknown = simple (``:107-112``); a line applies when ``minbytes <= nBytes
+  <= maxbytes`` and nNodes, nRanks, numPipeOps, regBuff equal NCCL's or are
+  -1 (``:381-387``), the first such line wins; channels -1 keeps NCCL's
+  choice (``:407``); the plugin reads the file named by
+  ``NCCL_TUNER_CONFIG_FILE`` and is loaded with ``NCCL_TUNER_PLUGIN``). The
+  byte range is the verify's all-reduce sizes at the measured points (from
+  the micro-benchmark's bytes per token x draft tokens x concurrency), other
+  sizes keep NCCL's own choice; a commented line gives the measured setting
+  for every size; without a micro-benchmark the one line covers every size.
+  numPipeOps and regBuff are -1 (any): the sweep did not vary them. A
   line is written only when the winner fixes both NCCL_ALGO and NCCL_PROTO
   to values this mapping knows: the example plugin parses an unknown
   algorithm as ring and an unknown protocol as simple, so a guessed field
@@ -29,7 +42,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specsweep.analysis.stats import VERDICT_METHOD
@@ -84,26 +98,50 @@ def tuner_protocol(value: str | None) -> str | None:
     return _PROTOS.get(text)
 
 
-def tuner_csv(env: Mapping[str, str], tp_size: int, winner: str) -> str:
-    """The NCCL tuner CSV for the winner's env (module docstring)."""
-    head = (f"# NCCL example tuner plugin config ({TUNER_SOURCE}), from specsweep: the winner {winner}.\n"
-            "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks\n"
-            "# Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n")
+#: The largest byte count the README's own examples use for "every size".
+ALL_SIZES_MAX = 4294967295
+#: Longest comment line written (the plugin's line buffer is 256 bytes, newline and NUL included).
+TUNER_COMMENT_WIDTH = 200
+
+
+def _comment(text: str) -> str:
+    """``# `` lines of at most ``TUNER_COMMENT_WIDTH`` characters: the plugin reads a line into 256 bytes
+    (plugin.c:14), so a longer comment's rest would be read as a line of its own, not a comment."""
+    return "".join(f"# {part}\n" for part in textwrap.wrap(text, TUNER_COMMENT_WIDTH - 2, break_on_hyphens=False))
+
+
+def tuner_csv(env: Mapping[str, str], tp_size: int, winner: str, sizes: Sequence[int] = ()) -> str:
+    """The NCCL tuner CSV for the winner's env; ``sizes``: bytes of the verify's all-reduce at each measured
+    point (empty: unknown, one line for every size) (module docstring)."""
+    head = (_comment(f"NCCL example tuner plugin config ({TUNER_SOURCE}), from specsweep: the winner {winner}.")
+            + "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,"
+              "numPipeOps,regBuff\n"
+            + _comment("Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>"))
     algo, proto = tuner_algorithm(env.get("NCCL_ALGO")), tuner_protocol(env.get("NCCL_PROTO"))
     if algo is None or proto is None:
         missing = [k for k, v in (("NCCL_ALGO", algo), ("NCCL_PROTO", proto)) if v is None]
-        return head + (f"# No tuner line: the winner does not fix {' and '.join(missing)} to one value the tuner can "
-                       f"express (it has NCCL_ALGO={env.get('NCCL_ALGO')!r}, NCCL_PROTO={env.get('NCCL_PROTO')!r}).\n"
-                       "# The example plugin would read a missing field as ring/simple, a different setting: "
-                       "apply the env file instead.\n")
+        return head + _comment(
+            f"No tuner line: the winner does not fix {' and '.join(missing)} to one value the tuner can express "
+            f"(it has NCCL_ALGO={env.get('NCCL_ALGO')!r}, NCCL_PROTO={env.get('NCCL_PROTO')!r}). The example "
+            "plugin would read a missing field as ring/simple, a different setting: apply the env file instead.")
     channels = env.get("NCCL_MAX_NCHANNELS")
     note = ""
     if channels and channels.isdigit():
-        note = (f"# channels {channels} from NCCL_MAX_NCHANNELS, which capped the channel count in the measurement; "
-                "the tuner sets it exactly.\n")
+        note = _comment(f"channels {channels} from NCCL_MAX_NCHANNELS, which capped the channel count in the "
+                        "measurement; the tuner sets it exactly.")
     else:
         channels = "-1"
-    return head + note + f"allreduce,0,4294967295,{algo},{proto},{channels},-1,{tp_size}\n"
+    tail = f"{algo},{proto},{channels},-1,{tp_size},-1,-1\n"
+    if not sizes:
+        return (head + note + _comment("Every size (no micro-benchmark gave the verify's all-reduce size):")
+                + f"allreduce,0,{ALL_SIZES_MAX},{tail}")
+    return (head + note
+            + _comment(f"The verify's all-reduce: {' '.join(map(str, sorted(sizes)))} bytes at the measured points; "
+                       "other sizes keep NCCL's own choice.")
+            + f"allreduce,{min(sizes)},{max(sizes)},{tail}"
+            + _comment("The measured setting at every size (NCCL_ALGO/NCCL_PROTO applied to all sizes): uncomment "
+                       "the next line instead.")
+            + f"#allreduce,0,{ALL_SIZES_MAX},{tail}")
 
 
 def _env_line(key: str, value: str) -> str:
@@ -142,8 +180,10 @@ def env_file(winner: GridWinner) -> str:
     return "".join(out)
 
 
-def write_exports(winners: list[GridWinner], best_dir: Path | str) -> dict[str, dict[str, str]]:
-    """Write the three files of every grid; returns their paths by grid (for the report)."""
+def write_exports(winners: list[GridWinner], best_dir: Path | str,
+                  sizes: Mapping[str, Sequence[int]] | None = None) -> dict[str, dict[str, str]]:
+    """Write the three files of every grid; returns their paths by grid (for the report). ``sizes``: the
+    verify's all-reduce bytes by configuration (``report.answer.verify_sizes``), for the tuner's byte range."""
     paths_by: dict[str, dict[str, str]] = {}
     for w in winners:
         paths = export_paths(best_dir, w.grid)
@@ -157,7 +197,8 @@ def write_exports(winners: list[GridWinner], best_dir: Path | str) -> dict[str, 
         else:
             write_text_atomic(paths["env"], env_file(w))
             tp = int((plan.get("server_args") or {}).get("tp-size") or -1)
-            write_text_atomic(paths["tuner"], tuner_csv(plan.get("env") or {}, tp, row["config"]))
+            write_text_atomic(paths["tuner"], tuner_csv(plan.get("env") or {}, tp, row["config"],
+                                                        (sizes or {}).get(row["config"], ())))
         write_json_atomic(paths["evidence"], {
             "format_version": BEST_FORMAT_VERSION,
             "grid": w.grid,

@@ -16,6 +16,10 @@
 * ``plot_acceptance``: one column per workload point, a colour per speculative
   configuration: the share of verify steps by accepted draft tokens and the
   acceptance rate by draft position.
+* ``plot_budget``: per workload point, the accept length needed against the
+  all-reduce latency per call (``analysis.costmodel``), each configuration at
+  its micro-benchmark latency and in-server latency; at TP=1 communication
+  absent.
 
 A configuration whose outputs differ from the baseline's (``row["outputs_differ"]``)
 is labelled ``OUTPUTS_DIFFER`` in red in every figure it appears in.
@@ -35,11 +39,13 @@ from typing import Any
 
 import matplotlib
 
+from specsweep.analysis.costmodel import accept_needed
 from specsweep.analysis.metrics import BASELINE_TOK_S
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
 
 VERDICT_COLORS = {
     "baseline": "#1f77b4",
@@ -572,5 +578,75 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> str | None:
     _legend_below(ax, handles, names, ncol=2)
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    return None
+
+
+def plot_budget(points: list[dict[str, Any]], path: Path) -> str | None:
+    """The communication budget (``report.answer.budget_points``): per workload point, the accept length
+    needed to equal the baseline's decode rate against the all-reduce latency per call (one line per
+    speculative configuration, from its cost model: ``B x (draft + verify compute + all-reduces x L)``),
+    each configuration placed at its micro-benchmark latency and accept length (filled = above its line: pays)
+    and, as an x, at the latency of the same call timed inside the server.
+    Where no configuration all-reduces (TP=1) the figure says that communication is absent and shows the
+    accept length needed beside the measured one."""
+    title = "Communication budget: accept length needed vs all-reduce latency"
+    if not points:
+        return _nothing(path, "no speculative configuration with a cost model (it needs the engine's timing and, "
+                              "with communication, the micro-benchmark: profile.enabled) and a baseline decode rate")
+    fig, axes = plt.subplots(1, len(points), figsize=(6.5 * len(points), 4.8), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, pt in zip(axes[0], points):
+        b = pt["baseline_tok_s"]
+        rows = pt["rows"]
+        if all(r["comm_absent"] for r in rows):
+            names = [r["label"] for r in rows]
+            y = np.arange(len(rows))
+            ax.barh(y, [accept_needed(r["parts"], b) for r in rows], height=0.4, color="#cccccc",
+                    label="accept length needed")
+            ax.set_ylim(-0.8, len(rows) - 0.2)
+            ax.scatter([r["accept"] for r in rows], y, color="#2ca02c", zorder=3, label="measured accept length")
+            ax.set_yticks(y, names, fontsize=8)
+            ax.set_xlabel("accept length (tokens / verify)")
+            where = "" if pt["point"] == "default" else f"{pt['point']}: "
+            ax.set_title(f"{where}communication is absent (TP=1, no all-reduce)", fontsize=10)
+            ax.text(0.98, 0.02, "no latency budget: the accept length needed\nis fixed by draft + verify compute",
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
+            ax.legend(fontsize=8, loc="upper right")
+            continue
+        lats = [r["parts"].latency_us for r in rows if not r["comm_absent"]] + \
+            [r["in_server_us"] for r in rows if r.get("in_server_us")]
+        budgets = [r["budget_us"] for r in rows if r["budget_us"] is not None and r["budget_us"] > 0]
+        lo = max(min(lats + budgets) / 3, 0.1)
+        hi = max(lats + budgets) * 3
+        xs = np.geomspace(lo, hi, 200)
+        for i, r in enumerate(rows):
+            c = colors[i % len(colors)]
+            p = r["parts"]
+            need = [accept_needed(p, b, x) for x in xs]
+            ax.plot(xs, need, color=c, lw=1.5, label=f"{r['label']}: needed")
+            lat = p.latency_us
+            pays = r["accept"] > accept_needed(p, b)
+            ax.scatter([lat], [r["accept"]], s=60, zorder=3, edgecolors=c,
+                       facecolors=c if pays else "white", linewidths=1.5)
+            ax.annotate(f"{r['backend']} ({lat:.1f} us, {r['accept']:.2f})", (lat, r["accept"]),
+                        textcoords="offset points", xytext=(6, 4), fontsize=8, color=c)
+            inside = r.get("in_server_us")
+            if inside:  # the same call as the engine timed it inside the verify
+                ax.scatter([inside], [r["accept"]], marker="x", s=50, color=c, zorder=3)
+            if r["budget_us"] is not None and r["budget_us"] > 0:
+                ax.axvline(r["budget_us"], color=c, ls=":", lw=1)
+                ax.text(r["budget_us"], 0.97 - 0.12 * i, f" budget {r['budget_us']:.0f} us",
+                        transform=ax.get_xaxis_transform(), fontsize=7, color=c, va="top", ha="left")
+        ax.set_xscale("log")
+        ax.set_xlabel("latency of one all-reduce at the verify's message size (us, log)")
+        ax.set_ylabel("accept length needed to match the baseline")
+        where = "" if pt["point"] == "default" else f"{pt['point']}: "
+        ax.set_title(f"{where}baseline {pt['baseline']} at {b:.1f} tok/s", fontsize=10)
+        ax.text(0.02, 0.98, "above a line: speculation pays\no = micro-benchmark latency (filled: pays)\n"
+                "x = the same all-reduce timed in the server",
+                transform=ax.transAxes, ha="left", va="top", fontsize=8)
+        ax.legend(fontsize=7, loc="center left")
+    fig.suptitle(title, fontsize=11)
     _save(fig, path)
     return None

@@ -50,12 +50,24 @@ from specsweep.analysis.stats import (
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
+from specsweep.report.answer import (
+    ANSWER_COLUMNS,
+    annotate,
+    backend_section,
+    best_lines,
+    budget_points,
+    budget_section,
+    model_section,
+    own_baselines,
+    verify_sizes,
+)
 from specsweep.report.export import write_exports
 from specsweep.report.plots import (
     OUTPUTS_DIFFER,
     plot_accept_length,
     plot_acceptance,
     plot_break_even,
+    plot_budget,
     plot_comm_split,
     plot_cycle_time,
     plot_pareto,
@@ -80,7 +92,7 @@ from specsweep.report.sweep import (
 #: File names under ``plots_dir`` (the Snakefile declares these).
 PLOT_FILES = {"tok_s": "tok_s.png", "cycle_time": "cycle_time.png", "accept_length": "accept_length.png",
               "break_even": "break_even.png", "pareto": "pareto.png", "acceptance": "acceptance.png",
-              "comm_split": "comm_split.png"}
+              "comm_split": "comm_split.png", "budget": "budget.png"}
 
 FORMULA = "accept_length > cycle_time_s x baseline_tok_s"
 
@@ -102,7 +114,7 @@ COMPARISON_COLUMNS = ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high", "thre
                       "break_even_accept_length", "speculation_pays", "warmup_converged", "devices",
                       "tok_s_per_gpu", "baseline_tok_s", "baseline_tok_s_per_gpu")
 #: summary.csv: one row per configuration; metric columns come from ``metrics.METRICS``.
-CSV_COLUMNS = (*ID_COLUMNS, *(c.name for c in METRIC_COLUMNS), *COMPARISON_COLUMNS)
+CSV_COLUMNS = (*ID_COLUMNS, *(c.name for c in METRIC_COLUMNS), *COMPARISON_COLUMNS, *ANSWER_COLUMNS)
 
 
 def _row(summary: dict[str, Any]) -> dict[str, Any]:
@@ -284,6 +296,11 @@ def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float 
         return None, None
     got = estimate_interval(rate, len(sample.groups(by_repeat=noise.unit == "round")), noise)
     return got if got is not None else (None, None)
+
+
+def compare_primary(r: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """The primary verdict of row ``r`` against ``other`` (as against the baseline), for ``report.answer``."""
+    return compare_rows(r, other, PRIMARY_VERDICT)
 
 
 def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tuple[int, str]:
@@ -610,7 +627,7 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     """Write summary.csv, report.md, the PNGs named in ``PLOT_FILES`` that have data under ``plots_dir`` and,
     for every grid of ``sweep["grids"]``, its best-configuration files under ``best_dir``.
 
-    ``summaries`` are summary.json files (formats 1 to 7); ``sweep`` holds the
+    ``summaries`` are summary.json files (formats 1 to 8); ``sweep`` holds the
     grids, the planned launch order, the positive control and the smallest
     effect to resolve (``workflow.inputs.report_params``).
     """
@@ -618,20 +635,25 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
     rows, base = config_rows(explode_points(summaries), baseline, effect)
+    annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
+             compare_primary)
     write_text_atomic(csv_path, _csv(rows))
     plots_dir = Path(plots_dir)
     plots_rel = Path(os.path.relpath(plots_dir, Path(md_path).parent)).as_posix()
     groups = break_even_groups(rows, grids)
     winners = best_of_grids(rows, grids, compare_rows)
-    files = write_exports(winners, best_dir) if best_dir is not None else {}
+    files = write_exports(winners, best_dir, verify_sizes(rows)) if best_dir is not None else {}
     if best_dir is not None:
         rel = Path(os.path.relpath(best_dir, Path(md_path).parent)).as_posix()
         files = {g: {k: f"{rel}/{Path(v).name}" for k, v in f.items()} for g, f in files.items()}
-    head = (control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
-                          compare_rows)
+    budget = budget_points(rows)
+    head = (best_lines(rows, base, baseline, compare_primary)
+            + control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
+                            compare_rows)
             + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
-    tail = (concurrency_table(rows) + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
-            + launch_table(summaries))
+    tail = (backend_section(rows, baseline) + model_section(rows)
+            + budget_section(budget, f"{plots_rel}/{PLOT_FILES['budget']}") + concurrency_table(rows)
+            + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries))
     base_for_plots = base if base is not None and base["status"] == "ok" else None
     plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
     figures = {
@@ -642,5 +664,6 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
         "pareto": plot_pareto(rows, baseline, plots_dir / PLOT_FILES["pareto"]),
         "acceptance": plot_acceptance(rows, plots_dir / PLOT_FILES["acceptance"]),
         "comm_split": plot_comm_split(rows, plots_dir / PLOT_FILES["comm_split"]),
+        "budget": plot_budget(budget, plots_dir / PLOT_FILES["budget"]),
     }
     write_text_atomic(md_path, _markdown(rows, base, baseline, plots_rel, head, tail, effect, figures))

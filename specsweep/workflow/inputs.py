@@ -229,6 +229,8 @@ def report_params(
     params: dict[str, Any] = {"baseline": config.get("baseline"),
                               "descriptions": {name: labels[name]["description"] for name in names},
                               "expects": {name: labels[name]["expect"] for name in names},
+                              "own_baselines": {name: labels[name]["own_baseline"] for name in names
+                                                if labels[name].get("own_baseline")},
                               "aa_control": bool(config.get("aa_control", True))}
     if grids:
         params["grids"] = grid_params(grids)

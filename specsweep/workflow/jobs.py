@@ -251,6 +251,6 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
         summary["description"] = report["descriptions"].get(summary["config"], "")
         summary["expect"] = report.get("expects", {}).get(summary["config"], Expect.OK)
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
-                                                  "smallest_effect") if k in report}
+                                                  "smallest_effect", "own_baselines") if k in report}
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

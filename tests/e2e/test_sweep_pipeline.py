@@ -81,10 +81,11 @@ def test_each_launch_measures_every_point_after_one_readiness_wait(sweep):
 
 def test_the_aa_control_is_reported_first_and_holds_back_a_smaller_difference(sweep):
     report = (sweep / "results" / "report.md").read_text()
-    first = report.split("\n\n")[1]
+    assert report.split("\n\n")[1].startswith("**On this host, ")  # what to deploy (or keep) comes first
+    first = report.split("\n\n")[2]
     assert first.startswith("**Verdicts are on the decode rate, called when the 95 % interval of the ratio "
                             "excludes 1.**")
-    rule = report.split("\n\n")[2]
+    rule = report.split("\n\n")[3]
     assert "- At point c1: the launch-to-launch variance pooled over 6 launches of 4 configurations" in rule
     rows, _ = config_rows(explode_points(_summaries(sweep)), "nospec")
     for point in ("c1", "c2"):

@@ -55,7 +55,7 @@ def launch(lid: str, gap_ms: float, seed: int, failed_point: str | None = None) 
 
 def test_points_pool_their_launches():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("2", 12.5, 2)], lambda _: None)
-    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 7 and s["status"] == "ok"
+    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 8 and s["status"] == "ok"
     assert [p["point"] for p in s["points"]] == ["c1", "c2"]
     assert [e["launch"] for e in s["launches"]] == ["1", "2"] and s["launches"][0]["wall_s"] == 30
     c1 = s["points"][0]

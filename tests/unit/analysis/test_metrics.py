@@ -125,6 +125,16 @@ def test_engine_timing_per_cycle(a, b):
     assert M.verify_comm_share([a, b]) == pytest.approx(0.060 / 0.090)
 
 
+def test_target_forward_without_spec_verify_ct(a):
+    # Per target forward from the engine's own counts: a run without speculation has no spec_verify_ct.
+    a["spec_verify_ct"] = None
+    assert M.target_forward_ms([a]) == pytest.approx(60 / a["timing"]["forward_ct"])
+    assert M.target_forward_comm_ms([a]) == pytest.approx(45 / a["timing"]["forward_ct"])
+    assert isinstance(M.timing_per_cycle_ms([a], "verify_s"), M.Absent)
+    a["timing"] = dict(a["timing"], forward_ct=0)
+    assert M.target_forward_ms([a]) == M.Absent("sum of timing.forward_ct is 0")
+
+
 def test_timing_absent_when_not_reported(a):
     a["timing"] = None
     v = M.timing_per_cycle_ms([a], "verify_s")

@@ -94,11 +94,16 @@ def test_labels_are_not_part_of_the_plan():
     """Relabelling a result (variant, expect, description) must never rerun its server."""
     cfg = _config()
     before = {k: canonical_json(v) for k, v in resolve_plans(cfg).items()}
-    cfg["configurations"]["eagle3-shm"].update(variant=["all-reduce:gloo"], expect="failure", description="x")
+    cfg["configurations"]["eagle3-shm"].update(variant=["all-reduce:gloo"], expect="failure", description="x",
+                                               own_baseline="nospec")
     assert {k: canonical_json(v) for k, v in resolve_plans(cfg).items()} == before
     labels = resolve_labels(cfg)
     assert labels["eagle3-shm"] == {"description": "x", "expect": "failure", "expect_signature": [],
-                                    "variant": ["all-reduce:gloo"]}
+                                    "variant": ["all-reduce:gloo"], "own_baseline": "nospec"}
+    # own_baseline is the configuration's own, not inherited (a child on another backend has another one)
+    cfg["configurations"]["eagle3-gloo"]["own_baseline"] = "nospec"
+    del cfg["configurations"]["eagle3-shm"]["own_baseline"]
+    assert resolve_labels(cfg)["eagle3-shm"]["own_baseline"] is None
     assert labels["nospec"]["expect"] == "ok" and labels["nospec"]["variant"] == []
 
 
@@ -113,6 +118,10 @@ def test_labels_travel_to_the_summary_and_the_report_only():
     # expect judges the summary's verdict (expected_failure), so it reruns the summary and the report
     assert inputs.summary_labels(relabelled, "eagle3-shm") != summary_before
     assert inputs.report_params(cfg, relabelled, names) != report_before
+    cfg["configurations"]["eagle3-shm"]["own_baseline"] = "nospec"
+    # own_baseline is read by the report only
+    assert inputs.summary_labels(resolve_labels(cfg), "eagle3-shm") == inputs.summary_labels(relabelled, "eagle3-shm")
+    assert "own_baselines" in inputs.report_params(cfg, resolve_labels(cfg), names)
     assert json.loads(inputs.report_params(cfg, relabelled, names))["expects"]["eagle3-shm"] == "failure"
     cfg["configurations"]["eagle3-shm"]["variant"] = ["all-reduce:gloo"]
     assert json.loads(inputs.summary_labels(resolve_labels(cfg), "eagle3-shm")) == {

@@ -52,7 +52,8 @@ def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
                   sweep={"aa_control": True, "positive_control": CONTROL, "smallest_effect": 0.05})
     md = (tmp_path / "r.md").read_text()
     head = md.split("## Results")[0]
-    first = head.split("\n\n")[1]
+    assert head.split("\n\n")[1].startswith("**On this host, deploy `eagle3")  # what to deploy comes first
+    first = head.split("\n\n")[2]
     assert first.startswith("**Verdicts are on the decode rate, called when the 95 % interval of the ratio "
                             "excludes 1:** the launch-to-launch variance pooled over 9 launches of 4 configurations")
     assert "(5 degrees of freedom)" in first and "a configuration of 2 launches against the baseline's 3" in first

@@ -70,7 +70,8 @@ def test_the_report_opens_with_the_aa_lines_and_the_break_even_table(summaries, 
     md = (tmp_path / "r.md").read_text()
     head = md.split("## Results")[0]
     assert head.index("A/A control") < head.index("## On this setup, speculation pays above accept length X")
-    assert head.startswith("# specsweep report\n\n**Verdicts are on the decode rate")
+    assert head.startswith("# specsweep report\n\n**On this host, deploy `eagle3-fast-acc3`**")  # what to deploy first
+    assert head.split("\n\n")[2].startswith("**Verdicts are on the decode rate")
     # one launch per configuration and no control launch: the rule says the launch effect is unknown
     assert "no configuration was launched twice, so the launch effect is unknown" in head
     assert "A/A control: no control launch ended ok" in head and "Positive control: none" in head
@@ -111,9 +112,9 @@ def test_tuner_algorithm(algo, expected):
 def test_tuner_csv_line_in_nccls_example_plugin_format():
     text = tuner_csv({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "16"}, 8, "nccl-ring-ll")
     lines = [line for line in text.splitlines() if not line.startswith("#")]
-    assert lines == ["allreduce,0,4294967295,ring,ll,16,-1,8"]
+    assert lines == ["allreduce,0,4294967295,ring,ll,16,-1,8,-1,-1"]
     fields = lines[0].split(",")
-    assert len(fields) == 8  # colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks
+    assert len(fields) == 10  # colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff
     only_algo = tuner_csv({"NCCL_ALGO": "Ring"}, 8, "x")
     assert [line for line in only_algo.splitlines() if not line.startswith("#")] == []
     assert "NCCL_PROTO" in only_algo
