@@ -55,6 +55,7 @@ from specsweep.analysis.summary import (
     expected_failure,
 )
 from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.vocabulary import Expect, Reason, Stage, Status
 from specsweep.records import DEFAULT_POINT
 
 _STATUS_RANK = {"ok": 0, "fallback": 1, "contaminated": 2, "failed": 3}
@@ -100,11 +101,11 @@ def _point_outcome(outcome: Mapping[str, Any], point: str) -> dict[str, Any]:
     if entry is not None:
         return {**launch, "status": entry["status"], "stage": entry.get("stage"), "reason": entry.get("reason"),
                 "detail": entry.get("detail"), "warmup": entry.get("warmup"),
-                "log_tail": outcome.get("log_tail") if entry["status"] != "ok" else None}
-    if outcome.get("status") in ("ok", "contaminated") and not outcome.get("points"):
+                "log_tail": outcome.get("log_tail") if entry["status"] != Status.OK else None}
+    if outcome.get("status") in (Status.OK, Status.CONTAMINATED) and not outcome.get("points"):
         return dict(outcome)  # format 1: one point, no points section
-    return {**launch, "status": "failed", "stage": outcome.get("stage") or "benchmark",
-            "reason": outcome.get("reason") or "point_not_measured",
+    return {**launch, "status": Status.FAILED, "stage": outcome.get("stage") or Stage.BENCHMARK,
+            "reason": outcome.get("reason") or Reason.POINT_NOT_MEASURED,
             "detail": outcome.get("detail") or f"point {point} has no outcome in this launch",
             "log_tail": outcome.get("log_tail")}
 
@@ -169,7 +170,7 @@ def summarize_point(
 
     regular = [(launch, s) for launch, s, _ in per_launch if launch.launch != CONTROL]
     pooled_from = [(launch, s, off) for launch, s, off in per_launch
-                   if launch.launch != CONTROL or s["status"] == "ok"]
+                   if launch.launch != CONTROL or s["status"] == Status.OK]
     first = (regular or [(per_launch[0][0], per_launch[0][1])])[0][1]
     if len(pooled_from) == 1:
         out = dict(pooled_from[0][1])
@@ -182,18 +183,18 @@ def summarize_point(
         out["agreement"] = agreement_section(out["metrics"], reference, agreement_threshold)
         out["run_id"] = None  # several runs: each launch's is in launches
         worst = max(regular, key=lambda item: _STATUS_RANK[item[1]["status"]], default=None)
-        if worst is not None and worst[1]["status"] != "ok":
+        if worst is not None and worst[1]["status"] != Status.OK:
             bad = worst[1]
             out.update(status=bad["status"], stage=bad.get("stage"), reason=bad.get("reason"),
                        detail=f"launch {worst[0].launch}: {bad.get('detail')}", log_tail=bad.get("log_tail"),
                        expected_failure=bad.get("expected_failure"))
         elif out["agreement"]["flagged"]:  # every launch agreed alone, their pooled outputs do not
-            out.update(status="failed", stage="summarize", reason="outputs_differ",
+            out.update(status=Status.FAILED, stage=Stage.SUMMARIZE, reason=Reason.OUTPUTS_DIFFER,
                        detail=agreement_message(out["agreement"], out["metrics"]), log_tail=None,
-                       expected_failure=expected_failure(labels, None) if (labels or {}).get("expect") == "failure"
+                       expected_failure=expected_failure(labels, None) if (labels or {}).get("expect") == Expect.FAILURE
                        else None)
         else:
-            out.update(status="ok", stage=None, reason=None, detail=None, log_tail=None, expected_failure=None)
+            out.update(status=Status.OK, stage=None, reason=None, detail=None, log_tail=None, expected_failure=None)
         out["warnings"] = [f"launch {launch.launch}: {w}" for launch, s, _ in per_launch for w in s["warnings"]]
     repeat_launch = {r: e["launch"] for e in entries for r in e["repeats"]}
     if len(pooled_from) == 1:
@@ -201,7 +202,7 @@ def summarize_point(
         out["metrics"]["samples"] = {k: dict(v) for k, v in (out["metrics"].get("samples") or {}).items()}
         repeat_launch = {r: pooled_from[0][0].launch for r in out["metrics"].get("repeats") or []}
     _tag_sample_launches(out["metrics"], repeat_launch)
-    control_failed = [e for e in entries if e["control"] and e["status"] != "ok"]
+    control_failed = [e for e in entries if e["control"] and e["status"] != Status.OK]
     if control_failed:
         e = control_failed[0]
         out["warnings"] = [*out.get("warnings", []), f"A/A control launch {e['launch']} did not end ok "
@@ -279,7 +280,7 @@ def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
     launch variance, which these launches are part of): it must not be
     called. None without a control that ended ok or without samples.
     """
-    entries = [e for e in point_summary.get("launches") or [] if e["status"] == "ok"]
+    entries = [e for e in point_summary.get("launches") or [] if e["status"] == Status.OK]
     control = next((e for e in entries if e["control"]), None)
     first = next((e for e in entries if not e["control"]), None)
     sample = point_sample(point_summary, metric)

@@ -38,6 +38,7 @@ from specsweep.analysis.stats import (
     launch_estimate,
     per_repeat_medians,
 )
+from specsweep.contracts.vocabulary import RequestStatus
 from specsweep.records import NS_PER_S
 from specsweep.warmup import warmup_report, warmup_windows_tok_s  # noqa: F401 - analysis' callers import them here
 
@@ -543,12 +544,12 @@ def select_measured(records: Iterable[dict[str, Any]], run_id: str | Sequence[st
         "warmup_excluded": sum(r.get("phase") == "warmup" for r in records),
         "other_run_excluded": len(measured) - len(this_run),
         "measured": len(this_run),
-        "ok": sum(r["status"] == "ok" for r in this_run),
-        "error": sum(r["status"] == "error" for r in this_run),
-        "incomplete": sum(r["status"] == "incomplete" for r in this_run),
+        "ok": sum(r["status"] == RequestStatus.OK for r in this_run),
+        "error": sum(r["status"] == RequestStatus.ERROR for r in this_run),
+        "incomplete": sum(r["status"] == RequestStatus.INCOMPLETE for r in this_run),
     }
-    ok = [r for r in this_run if r["status"] == "ok"]
-    errors = list(dict.fromkeys(r.get("error") or r["status"] for r in this_run if r["status"] != "ok"))[:5]
+    ok = [r for r in this_run if r["status"] == RequestStatus.OK]
+    errors = list(dict.fromkeys(r.get("error") or r["status"] for r in this_run if r["status"] != RequestStatus.OK))[:5]
     return {"run_id": run_id, "ok": ok, "counts": counts, "errors": errors}
 
 

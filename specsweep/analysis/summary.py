@@ -85,6 +85,7 @@ from specsweep.analysis.metrics import (
 )
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
+from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage, Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
 
@@ -235,7 +236,7 @@ def _warnings(
         out.append(f"warmup did not converge within {warmup['max_requests']} requests ({WARMUP_CRITERION})")
     short = [
         r for r in measured
-        if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == "ok"
+        if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == RequestStatus.OK
         and r.get("completion_tokens") is not None and r["completion_tokens"] != r["output_len"]
     ]
     if short:
@@ -243,7 +244,8 @@ def _warnings(
             f"{len(short)} ok requests returned completion_tokens != output_len "
             f"(e.g. {short[0]['completion_tokens']} vs {short[0]['output_len']}) despite ignore_eos"
         )
-    ok = [r for r in measured if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == "ok"]
+    ok = [r for r in measured
+          if r.get("run_id") == run_id and r.get("phase") == "measured" and r["status"] == RequestStatus.OK]
     mismatched = prompt_length_mismatches(ok)
     if mismatched:
         want, got = mismatched[0]
@@ -305,7 +307,7 @@ def build_summary(
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
         "run_id": outcome.get("run_id"),
-        "status": "ok",
+        "status": Status.OK,
         "stage": None,
         "reason": None,
         "detail": None,
@@ -337,22 +339,22 @@ def build_summary(
     summary["expected_failure"] = None
     invalid = [(r.get("request_id"), p) for r in [*warmup, *measured] for p in validate_record(r)]
 
-    if outcome.get("status") == "contaminated":
-        summary.update(status="contaminated", stage=outcome.get("stage"), reason=outcome.get("reason"),
+    if outcome.get("status") == Status.CONTAMINATED:
+        summary.update(status=Status.CONTAMINATED, stage=outcome.get("stage"), reason=outcome.get("reason"),
                        detail=outcome.get("detail"))
-    elif outcome.get("status") != "ok":
+    elif outcome.get("status") != Status.OK:
         summary.update(
-            status="failed",
+            status=Status.FAILED,
             stage=outcome.get("stage"),
             reason=outcome.get("reason"),
             detail=outcome.get("detail"),
             log_tail=outcome.get("log_tail"),
         )
     elif invalid:
-        summary.update(status="failed", stage="summarize", reason="invalid_records",
+        summary.update(status=Status.FAILED, stage=Stage.SUMMARIZE, reason=Reason.INVALID_RECORDS,
                        detail=f"{len(invalid)} schema problems, first: {invalid[:3]}")
     elif metrics["counts"]["ok"] == 0:
-        summary.update(status="failed", stage="summarize", reason="no_successful_requests",
+        summary.update(status=Status.FAILED, stage=Stage.SUMMARIZE, reason=Reason.NO_SUCCESSFUL_REQUESTS,
                        detail=f"0 of {metrics['counts']['measured']} measured requests succeeded; "
                               f"errors: {metrics['errors']}")
     elif missing := _missing_metrics(metrics, spec):
@@ -361,20 +363,20 @@ def build_summary(
             detail += f" (speculative algorithm {spec})"
         if fell_back:
             detail += f"; the variant also fell back: {fell_back}"
-        summary.update(status="failed", stage="summarize", reason="missing_metric", detail=detail)
+        summary.update(status=Status.FAILED, stage=Stage.SUMMARIZE, reason=Reason.MISSING_METRIC, detail=detail)
     elif summary["agreement"]["flagged"]:
-        summary.update(status="failed", stage="summarize", reason="outputs_differ",
+        summary.update(status=Status.FAILED, stage=Stage.SUMMARIZE, reason=Reason.OUTPUTS_DIFFER,
                        detail=agreement_message(summary["agreement"], metrics))
     elif fell_back:
         summary.update(
-            status="fallback",
-            stage="launch",
-            reason="variant_fallback",
+            status=Status.FALLBACK,
+            stage=Stage.LAUNCH,
+            reason=Reason.VARIANT_FALLBACK,
             detail="; ".join(
                 f"{f.get('variant', f)}: {f.get('line', '')}" if isinstance(f, dict) else str(f) for f in fell_back
             ),
         )
     labels = labels or {}
-    if summary["status"] == "failed" and labels.get("expect") == "failure":
+    if summary["status"] == Status.FAILED and labels.get("expect") == Expect.FAILURE:
         summary["expected_failure"] = expected_failure(labels, evidence)
     return summary

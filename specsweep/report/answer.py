@@ -35,9 +35,10 @@ from specsweep.analysis.costmodel import (
     residual,
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
+from specsweep.contracts.vocabulary import Status
 from specsweep.engines.argv import speculative_algorithm
+from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
-from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.report.sweep import row_label
 
 SPECULATION_FLAG_PREFIX = "speculative"
@@ -113,7 +114,7 @@ def verify_bytes(row: Mapping[str, Any], bench: Mapping[str, Any]) -> int | None
 
 def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The measured parts of one row (``StepParts`` plus what the residual needs), or ``{"absent": why}``."""
-    if row["status"] in ("failed", "contaminated"):
+    if row["status"] in (Status.FAILED, Status.CONTAMINATED):
         return {"absent": f"status {row['status']}"}
     comm_absent = _tp(row) <= 1
     spec = bool(row.get("spec"))
@@ -172,7 +173,7 @@ def annotate(rows: Sequence[dict[str, Any]], base: dict[str, Any] | None, pairs:
         own = by_point.get((pair.get("name"), point)) if pair.get("name") else None
         r["own_row"], r["own_pair"], r["own_comparison"] = own, pair, None
         r["own_baseline"] = pair.get("name")
-        if own is not None and r["status"] == "ok" and own["status"] == "ok":
+        if own is not None and r["status"] == Status.OK and own["status"] == Status.OK:
             r["own_comparison"] = compare(r, own)
         v = r["own_comparison"] or {}
         r["own_verdict"], r["own_ratio"] = v.get("verdict"), v.get("ratio")
@@ -229,7 +230,7 @@ def best_lines(rows: Sequence[dict[str, Any]], base: dict[str, Any] | None, base
     """"On this host, deploy X (+Y % over the baseline)" (one paragraph; with several workload points a list,
     one line per point), with the configurations the winner is not significantly faster than
     (``compare(a, b)``: the report's primary verdict of row a against row b)."""
-    if base is None or base["status"] != "ok":
+    if base is None or base["status"] != Status.OK:
         return ("**On this host:** what to deploy is not answered: no baseline that ended ok to compare with "
                 f"({'none named' if baseline is None else baseline}).\n\n")
     points = _points(rows)
@@ -243,7 +244,7 @@ def best_lines(rows: Sequence[dict[str, Any]], base: dict[str, Any] | None, base
 def _best_at(prow: Sequence[dict[str, Any]], base: dict[str, Any], baseline: str | None,
              compare: Callable[[dict, dict], dict], lead: str) -> str:
     out = io.StringIO()
-    real = [r for r in prow if r["status"] == "ok" and not _test_fault(r)]
+    real = [r for r in prow if r["status"] == Status.OK and not _test_fault(r)]
     faster = [r for r in real if r.get("verdict") == "faster"]
     top = max((r for r in real if r.get("ratio") is not None), key=lambda r: r["ratio"], default=None)
     if faster:

@@ -41,6 +41,7 @@ import matplotlib
 
 from specsweep.analysis.costmodel import accept_needed
 from specsweep.analysis.metrics import BASELINE_TOK_S
+from specsweep.contracts.vocabulary import Status
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -104,7 +105,7 @@ def _label(row: dict[str, Any]) -> str:
     name = row.get("label") or row["config"]
     if row.get("outputs_differ"):
         return f"{name} ({OUTPUTS_DIFFER})"
-    return name + (f" ({row['status']})" if row["status"] != "ok" else "")
+    return name + (f" ({row['status']})" if row["status"] != Status.OK else "")
 
 
 def _color_flagged(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -136,7 +137,7 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
                     va="center", ha="left", fontsize=9, color="#d62728")
             continue
         color = VERDICT_COLORS.get(row.get("verdict", ""), "#7f7f7f")
-        hatch = "//" if row["status"] != "ok" else None
+        hatch = "//" if row["status"] != Status.OK else None
         ax.barh(yi, tok, color=color, alpha=0.8, hatch=hatch, edgecolor="black", linewidth=0.5)
         lo, hi = row.get(RATE_CI[0]), row.get(RATE_CI[1])
         right = tok
@@ -148,16 +149,16 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
             ax.errorbar(tok, yi, xerr=[[tok - lo], [hi - tok]], fmt="none", ecolor="black", capsize=4)
             right = hi
         label = f" {tok:.1f}"
-        if row["status"] == "failed":
+        if row["status"] == Status.FAILED:
             label += f"  (failed: {row.get('reason')})"
         ax.text(right, yi, label, va="center", ha="left", fontsize=8)
-        xmax = max(xmax, right * (1.35 if row["status"] == "failed" else 1.0))
+        xmax = max(xmax, right * (1.35 if row["status"] == Status.FAILED else 1.0))
     if len({r.get("point") for r in rows}) > 1:
         # Several workload points: each row against the baseline at its own point, not one line for all.
         marked = False
         for yi, row in zip(y, rows):
             base_tok = (row.get("base_row") or {}).get(BASELINE_TOK_S)
-            if base_tok is not None and (row.get("base_row") or {}).get("status") == "ok":
+            if base_tok is not None and (row.get("base_row") or {}).get("status") == Status.OK:
                 ax.plot([base_tok, base_tok], [yi - 0.45, yi + 0.45], color=BASELINE_LINE, ls="--", lw=1.2,
                         label=None if marked else f"baseline ({baseline['config'] if baseline else row['base_row']['config']})"
                                                   " at the row's point")
@@ -177,7 +178,7 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     used = {r.get("verdict") for r in rows if r.get(BASELINE_TOK_S) is not None}
     legend = [(plt.Rectangle((0, 0), 1, 1, facecolor=c, alpha=0.8, edgecolor="black", linewidth=0.5), k)
               for k, c in VERDICT_COLORS.items() if k in used]
-    if any(r["status"] != "ok" and r.get(BASELINE_TOK_S) is not None for r in rows):
+    if any(r["status"] != Status.OK and r.get(BASELINE_TOK_S) is not None for r in rows):
         legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
                        "hatched: status fallback / failed"))
     if clipped:
@@ -252,7 +253,7 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
     for ax, (_, point) in zip(axes[0], points):
         here = [r for r in pts if r.get("point") == point]
         base = next((r["base_row"] for r in here if r.get("base_row") is not None), baseline)
-        base_ok = base if base is not None and base.get("status", "ok") == "ok" else None
+        base_ok = base if base is not None and base.get("status", Status.OK) == Status.OK else None
         _accept_length_panel(ax, here, base_ok, len(points) > 1)
         if len(points) > 1:
             ax.set_title(f"point {point}", fontsize=10)

@@ -48,6 +48,7 @@ from specsweep.analysis.stats import (
     pooled_noise,
 )
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
+from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.answer import (
@@ -227,15 +228,15 @@ def config_rows(
         for r in members:
             r["noise"] = noise
     for b in base_rows.values():
-        b["aa"] = aa_control(b["summary"], b["noise"][PRIMARY_VERDICT]) if b["status"] == "ok" else None
+        b["aa"] = aa_control(b["summary"], b["noise"][PRIMARY_VERDICT]) if b["status"] == Status.OK else None
     for r in rows:
         point_base = base_rows.get(_point_key(r))
-        base_ok = point_base is not None and point_base["status"] == "ok"
+        base_ok = point_base is not None and point_base["status"] == Status.OK
         r["base_row"] = point_base
         r["comparisons"] = {}
         if r["config"] == baseline:
             r["verdict"] = "baseline"
-        elif r["status"] in ("failed", "contaminated"):
+        elif r["status"] in (Status.FAILED, Status.CONTAMINATED):
             r["verdict"] = r["status"]  # a contaminated number is never compared
         elif base is not None and point_base is None:
             r["verdict"] = "no baseline at this point"
@@ -320,7 +321,7 @@ def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
 def _expected_failure_note(r: dict[str, Any]) -> str:
     """A known-failing case is expected only when its own failure signature matched (summary ``expected_failure``)."""
     ef = r.get("expected_failure")
-    if r["expect"] != "failure" or r["status"] != "failed" or ef is None:
+    if r["expect"] != Expect.FAILURE or r["status"] != Status.FAILED or ef is None:
         return ""
     if ef.get("expected"):
         return f" (expected: the known failure, {ef['matched'][0]['signature']} in the log)"
@@ -458,7 +459,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
         for r in described:
             w(f"- **{r['config']}**: {r['description']}\n")
         w("\n")
-    problems = [r for r in rows if r["status"] != "ok"]
+    problems = [r for r in rows if r["status"] != Status.OK]
     w("## Failed and fallen-back configurations\n\n")
     if not problems:
         w("None.\n\n")
@@ -469,7 +470,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             tail = r["log_tail"] if isinstance(r["log_tail"], str) else "\n".join(map(str, r["log_tail"]))
             w("```\n" + tail.rstrip().replace("```", "'''") + "\n```\n\n")
     for r in rows:
-        if r["expect"] == "failure" and r["status"] != "failed":
+        if r["expect"] == Expect.FAILURE and r["status"] != Status.FAILED:
             r["warnings"] = [*r["warnings"], "expected to fail (a known-failing case) but did not: re-check what changed"]
     warned = [r for r in rows if r["warnings"]]
     if warned:
@@ -482,7 +483,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
     for r in rows:
         absent = {k: v for k, v in r["absent"].items()
                   if (r["spec"] or k not in SPEC_ONLY_METRICS) and k not in PAIRED_METRICS}
-        if r["status"] == "failed" or not absent:
+        if r["status"] == Status.FAILED or not absent:
             continue
         any_absent = True
         items = "; ".join(f"{k}: {v}" for k, v in sorted(absent.items()))
@@ -531,7 +532,7 @@ def _agreement_section(w: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def _acceptance_section(w: Any, rows: list[dict[str, Any]]) -> None:
-    spec = [r for r in rows if r["spec"] and r["status"] != "failed" or r.get("accept_histogram")]
+    spec = [r for r in rows if r["spec"] and r["status"] != Status.FAILED or r.get("accept_histogram")]
     if not spec:
         return
     w("## Acceptance per draft position\n\n")
@@ -654,7 +655,7 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     tail = (backend_section(rows, baseline) + model_section(rows)
             + budget_section(budget, f"{plots_rel}/{PLOT_FILES['budget']}") + concurrency_table(rows)
             + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries))
-    base_for_plots = base if base is not None and base["status"] == "ok" else None
+    base_for_plots = base if base is not None and base["status"] == Status.OK else None
     plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
     figures = {
         "tok_s": plot_tok_s(rows, base_for_plots, plots_dir / PLOT_FILES["tok_s"]),
