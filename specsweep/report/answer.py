@@ -444,6 +444,10 @@ def budget_section(points: Sequence[dict[str, Any]], plot_rel: str | None = None
             p = r["parts"]
             if r["comm_absent"]:
                 budget = f"no all-reduce (accept needed {accept_needed(p, pt['baseline_tok_s']):.2f})"
+            elif r["budget_us"] is None:
+                # annotate() sets no budget for a row without a baseline decode rate of its own
+                # (e.g. a workload the baseline did not run), or with no all-reduce to price.
+                budget = "n/a (no baseline decode rate for this row)"
             elif r["budget_us"] < 0:
                 budget = "none: draft + verify compute alone exceed accept / B"
             else:

@@ -149,3 +149,16 @@ def test_tp1_says_communication_is_absent(tmp_path: Path):
     # No micro-benchmark needed: the prediction is draft + verify compute (+ the engine-timed comm it lacks).
     assert float(rows["eagle3-shm"]["model_predicted_ms"]) == pytest.approx(DRAFT + VERIFY_COMPUTE)
     assert rows["eagle3-shm"]["latency_budget_us"] == ""
+
+
+def test_budget_table_says_when_a_row_has_no_budget():
+    """A modelled row with no budget (no baseline decode rate of its own) is a cell that says so,
+    not a TypeError that fails the whole report (seen on a profiled run with a Kimi-shaped row)."""
+    from specsweep.analysis.costmodel import StepParts
+    from specsweep.report.answer import budget_section
+
+    parts = StepParts(fixed_ms=9.6, allreduces=122.0, latency_us=9.4, tokens=2.67)
+    row = {"label": "eagle3-shm-kimi", "backend": "shm", "parts": parts, "comm_absent": False, "accept": 2.67,
+           "budget_us": None, "own": None, "in_server_us": None, "residual": None}
+    text = budget_section([{"point": "default", "baseline": "nospec", "baseline_tok_s": 92.3, "rows": [row]}])
+    assert "| eagle3-shm-kimi | 2.67 | n/a (no baseline decode rate for this row) |" in text
