@@ -77,16 +77,17 @@ def test_duplicate_configuration_name_is_refused(tmp_path):
     assert "duplicate key 'nospec'" in result.stdout + result.stderr
 
 
-def test_unknown_flag_fails_preflight_before_launch(tmp_path):
+def test_unknown_flag_fails_before_any_job(tmp_path):
+    """A flag the reference engine's parser refuses stops the workflow at its start (the plan-time
+    check), naming the configuration and the flag, before any preflight or server job ran."""
     work = copy_workflow(tmp_path)
     _write_config(work, lambda c: c["configurations"]["eagle3-shm"]["server_args"].update({"speculative-num-stepz": 3}))
     result = run(SNAKEMAKE + ["preflight", "--keep-going"], work)
     out = result.stdout + result.stderr
     assert result.returncode != 0
-    log = (work / "results" / "eagle3-shm" / "logs" / "preflight_config.log").read_text()
-    assert "eagle3-shm" in log and "speculative-num-stepz" in log
-    assert not list((work / "results").glob("*/launch-*/launch.json")), "no server may have been launched"
-    assert (work / "results" / "nospec" / "preflight.json").exists(), out
+    assert "configurations.eagle3-shm: unrecognized arguments: --speculative-num-stepz 3" in out, out
+    assert not list(work.glob("results/*/preflight.json")), "no job may have run"
+    assert not list(work.glob("results/*/launch-*/launch.json")), "no server may have been launched"
 
 
 def _mark_write_plan(package: Path) -> Path:
