@@ -3,7 +3,8 @@
 Two layers of checking:
 
 1. the JSON schema (``schemas/config.schema.yaml``): types, allowed values,
-   unknown keys;
+   unknown keys (``workload.endpoint``'s allowed values are the endpoint
+   registry's names, ``contracts.endpoints.ENDPOINTS``, filled in on loading);
 2. semantic checks the schema cannot express: names usable as paths,
    ``extends`` and ``image`` references that exist, no ``extends`` cycles,
    duplicate keys in the YAML text (YAML silently keeps the last one).
@@ -23,6 +24,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from specsweep.contracts.endpoints import ENDPOINTS
 from specsweep.plan.controls import expand_control
 from specsweep.plan.grid import Expansion, expand_axes
 from specsweep.plan.names import NAME_PATTERN, NAME_RULE
@@ -79,7 +81,26 @@ def load_yaml_strict(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _schema_text_cached(path: Path) -> dict:
-    return yaml.load(Path(path).read_text(), Loader=_SafeLoader)  # noqa: S506 - a safe loader
+    schema = yaml.load(Path(path).read_text(), Loader=_SafeLoader)  # noqa: S506 - a safe loader
+    _fill_registries(schema)
+    return schema
+
+
+def _fill_registries(node: Any) -> None:
+    """Allowed values the package's registries hold, set in the schema where the file leaves them out.
+
+    Every ``endpoint`` property (the workload's, wherever it is reused) allows the names of
+    ``ENDPOINTS`` and nothing else, so a new endpoint is its registry entry, not also a schema edit.
+    """
+    if isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict) and isinstance(props.get("endpoint"), dict):
+            props["endpoint"]["enum"] = list(ENDPOINTS)
+        for value in node.values():
+            _fill_registries(value)
+    elif isinstance(node, list):
+        for value in node:
+            _fill_registries(value)
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict:

@@ -14,8 +14,8 @@ Formats (``workload.dataset.format``):
 
 Selection (``select_prompts``), deterministic for a given file, tokenizer and
 workload: the candidates are shuffled with ``random.Random(f"specsweep-dataset:{seed}")``;
-in that order each is turned into the endpoint's prompt (``/generate``: token
-ids; ``completions``: text; ``chat``: messages) and measured with the
+in that order each is turned into the prompt form of the endpoint's registry
+entry (``contracts.endpoints``: token ids, text or messages) and measured with the
 tokenizer (``plan.tokenizer``); a prompt longer than ``input_len`` is cut to
 it (``long_prompts: cut``: a chat's last message is shortened, so the
 template stays whole) or dropped (``drop``); one shorter than
@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.endpoints import PromptForm, get_endpoint
 from specsweep.contracts.layout import PROMPTS_DIR  # where selections live (relative to Snakemake's directory)
 from specsweep.engines.reference import message_text
 from specsweep.files import canonical_json, write_json_atomic, write_text_atomic
@@ -167,38 +168,43 @@ def _fit(cut: Any, measure: Any, full_len: int, input_len: int) -> tuple[Any, in
 
 def endpoint_prompt(cand: dict[str, Any], tok: PromptTokenizer, endpoint: str, input_len: int,
                     long_prompts: str) -> dict[str, Any] | None:
-    """The prompt ``endpoint`` is sent, with its length by ``tok``; None when it does not fit."""
+    """The prompt ``endpoint`` is sent, with its length by ``tok``; None when it does not fit.
+
+    The endpoint's registry entry says the form (``PromptForm``): token ids are
+    the prompt as sent (a chat rendered and tokenized here), text is tokenized
+    by the server (a chat rendered here), messages get the server's template.
+    The result is ``{form: prompt, "input_len": n}``.
+    """
+    form = get_endpoint(endpoint).prompt_form
     messages = cand.get("messages")
-    if endpoint == "chat" and messages is None:
+    if form is PromptForm.MESSAGES and messages is None:
         messages = [{"role": "user", "content": cand["text"]}]
-    if messages is not None and endpoint != "chat" and not tok.has_chat_template:
+    if messages is not None and form is not PromptForm.MESSAGES and not tok.has_chat_template:
         raw: str | None = "\n".join(m["content"] for m in messages)  # no template to render a chat with
     else:
         raw = cand.get("text") if messages is None else None
 
-    if raw is not None:  # a plain text prompt, cut by its own tokens
+    if raw is not None:  # a plain text prompt, cut by its own tokens (never the messages form: set above)
         ids = tok.encode(raw)
         if len(ids) <= input_len:
-            return {"input_ids": ids, "input_len": len(ids)} if endpoint == "generate" else {
-                "text": raw, "input_len": len(ids)}
+            return {form.value: ids if form is PromptForm.TOKEN_IDS else raw, "input_len": len(ids)}
         if long_prompts == "drop":
             return None
-        if endpoint == "generate":
-            return {"input_ids": ids[:input_len], "input_len": input_len}
+        if form is PromptForm.TOKEN_IDS:
+            return {form.value: ids[:input_len], "input_len": input_len}
         plain = tok.encode_plain(raw)
         fitted = _fit(lambda k: tok.decode(plain[:k]), lambda t: len(tok.encode(t)), len(plain), input_len)
-        return None if fitted is None else {"text": fitted[0], "input_len": fitted[1]}
+        return None if fitted is None else {form.value: fitted[0], "input_len": fitted[1]}
 
     # A chat: the template is applied whole, only the last message's content is cut.
     def render(msgs: list[dict[str, Any]]) -> list[int]:
-        return tok.chat_ids(msgs) if endpoint in ("chat", "generate") else tok.encode(tok.render_chat(msgs))
+        """The tokens the server will see: text is tokenized again by the server, the others are the template's."""
+        return tok.encode(tok.render_chat(msgs)) if form is PromptForm.TEXT else tok.chat_ids(msgs)
 
     def shaped(msgs: list[dict[str, Any]], n: int) -> dict[str, Any]:
-        if endpoint == "chat":
-            return {"messages": msgs, "input_len": n}
-        if endpoint == "generate":
-            return {"input_ids": tok.chat_ids(msgs), "input_len": n}
-        return {"text": tok.render_chat(msgs), "input_len": n}
+        as_sent = {PromptForm.MESSAGES: lambda: msgs, PromptForm.TOKEN_IDS: lambda: tok.chat_ids(msgs),
+                   PromptForm.TEXT: lambda: tok.render_chat(msgs)}[form]
+        return {form.value: as_sent(), "input_len": n}
 
     n = len(render(messages))
     if n <= input_len:

@@ -10,8 +10,10 @@ the server. Failed and incomplete requests are recorded, never dropped.
 Each phase's file is written atomically when the phase ends (temp + rename):
 a crash leaves no file, never a truncated one that looks complete.
 
-Per-endpoint knowledge (payload, chunk parsing) lives in
-``specsweep.payloads``; the timing loop below is shared.
+What the client knows of an endpoint it asks the endpoint registry
+(``specsweep.contracts.endpoints``: path, whether it needs the served model
+name) and the endpoint's adapter (``specsweep.serve.payloads``: payload,
+chunk parsing); the timing loop below is shared.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Awaitable, Callable, TextIO
 
 import aiohttp
 
+from specsweep.contracts.endpoints import get_endpoint
 from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage
 from specsweep.files import write_jsonl_atomic
 from specsweep.records import DEFAULT_POINT, new_record, new_run_id
@@ -263,13 +266,24 @@ class _Runner:
         self.workload = workload
         self.prompts = prompts
         self.point = point
-        self.adapter = get_adapter(workload["endpoint"])
-        self.url = base_url.rstrip("/") + self.adapter.path
+        self.endpoint = get_endpoint(workload["endpoint"])
+        if not self.endpoint.streams:  # stream_one times SSE chunks; a whole-body answer has none
+            raise ValueError(f"endpoint {self.endpoint.name!r} does not stream; the client times streamed answers")
+        self.adapter = get_adapter(self.endpoint.name)
+        self.base_url = base_url
+        self.url = base_url.rstrip("/") + self.endpoint.path
         self.log = log
         self.run_id = run_id or new_run_id()
         self.timeout_s = float(workload["request_timeout_s"])
         self.rate = workload.get("request_rate")
         self.concurrency = int(workload["concurrency"])
+
+    async def name_model(self, session: aiohttp.ClientSession) -> None:
+        """Ask the server which model it serves, where the endpoint's body names it and the workload does not."""
+        if self.endpoint.needs_model_name and "model" not in self.workload:
+            model = await served_model_name(session, self.base_url, self.log)
+            if model is not None:
+                self.adapter = get_adapter(self.endpoint.name, model)
 
     def request(self, phase: str, repeat: int | None, index: int) -> _Request:
         """Record skeleton and body of one request (prompt built before timing starts)."""
@@ -287,8 +301,8 @@ class _Runner:
             "repeat": repeat,
             "window": None,
             "index": index,
-            "endpoint": self.adapter.name,
-            "prompt_key": prompt_key(self.adapter.name, self.adapter.prompt_fields(prompt), int(w["output_len"])),
+            "endpoint": self.endpoint.name,
+            "prompt_key": prompt_key(self.endpoint.name, self.adapter.prompt_fields(prompt), int(w["output_len"])),
             "input_len": self.adapter.intended_len(prompt),
             "output_len": int(w["output_len"]),
             "scheduled_ns": None,
@@ -465,10 +479,7 @@ async def run_workload_async(
     log.flush()
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
-        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints
-            model = await served_model_name(session, base_url, log)
-            if model is not None:
-                runner.adapter.model = model
+        await runner.name_model(session)
         if on_stage is not None:
             on_stage(Stage.WARMUP)
         report = await runner.warmup(session, Path(warmup_path))
@@ -508,10 +519,7 @@ async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n
     runner = _Runner(base_url, workload, log, prompts, run_id)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**18) as session:
-        if hasattr(runner.adapter, "model") and "model" not in workload:  # the OpenAI endpoints, as run_workload
-            model = await served_model_name(session, base_url, log)
-            if model is not None:
-                runner.adapter.model = model
+        await runner.name_model(session)
         return await runner.phase(session, phase, n, Path(path))
 
 

@@ -1,8 +1,12 @@
-"""Request payload builders and stream-chunk parsers, one small pair per endpoint.
+"""Request payload builders and stream-chunk parsers: one adapter per endpoint.
 
-The timing loop lives once, in ``specsweep.client``; this module only knows
+The timing loop lives once, in ``specsweep.serve.client``; this module only knows
 what each endpoint wants in the body and how to read one decoded SSE
-``data:`` object. Token counts always come from the server (SGLang's final
+``data:`` object. What the rest of the package knows of an endpoint (its
+path, prompt form, whether it streams and needs the served model name) is
+its entry in ``specsweep.contracts.endpoints.ENDPOINTS``; its adapter here is
+registered under the same name (``adapter_for``) and reads its path, prompt
+and prompt length from that entry. Token counts always come from the server (SGLang's final
 ``meta_info`` or OpenAI ``usage``), never from counting chunks: under
 speculation one chunk carries several tokens.
 """
@@ -13,8 +17,9 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
+from specsweep.contracts.endpoints import ENDPOINTS, Endpoint, PromptForm, get_endpoint
 from specsweep.records import TIMING_FIELDS
 
 # Synthetic /generate prompts draw token ids from [TOKEN_ID_LOW, TOKEN_ID_HIGH):
@@ -111,10 +116,11 @@ class StreamState:
 
 
 class EndpointAdapter(Protocol):
-    """Per-endpoint knowledge: where to POST, what to send, how to read a chunk."""
+    """Per-endpoint knowledge: its registry entry, what to send, how to read a chunk."""
 
-    name: str
-    path: str
+    endpoint: Endpoint
+    name: str  # endpoint.name
+    path: str  # endpoint.path
 
     def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -130,6 +136,62 @@ class EndpointAdapter(Protocol):
         """Update ``state`` from one decoded chunk; return the chunk's new tokens
         (``None`` when the endpoint does not say)."""
         ...
+
+
+#: The model name sent where the server did not say which it serves (SGLang's own default).
+DEFAULT_MODEL = "default"
+
+
+class _Adapter:
+    """What every adapter reads from its registry entry: path, name, the prompt in its form and its length.
+
+    ``model``: the served model name, sent by the endpoints whose entry
+    ``needs_model_name`` (a workload's ``model`` key overrides it); the others
+    ignore it.
+    """
+
+    endpoint: Endpoint  # set by ``adapter_for``
+    prompt_field: str  # the key of the body that holds the prompt (in the entry's prompt form)
+
+    def __init__(self, model: str = DEFAULT_MODEL) -> None:
+        self.model = model
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.name
+
+    @property
+    def path(self) -> str:
+        return self.endpoint.path
+
+    def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
+        form = self.endpoint.prompt_form
+        what = {PromptForm.TOKEN_IDS: "token ids"}.get(form, form.value)
+        return {self.prompt_field: _need(getattr(prompt, form.value), what, self.name)}
+
+    def intended_len(self, prompt: Prompt) -> int | None:
+        if self.endpoint.prompt_form is PromptForm.TOKEN_IDS:
+            return len(_need(prompt.input_ids, "token ids", self.name))  # ids sent as they are
+        return prompt.input_len
+
+
+#: endpoint name -> its adapter class; one per ``ENDPOINTS`` entry (``adapter_for``).
+ADAPTERS: dict[str, type[_Adapter]] = {}
+_A = TypeVar("_A", bound=type[_Adapter])
+
+
+def adapter_for(name: str) -> Callable[[_A], _A]:
+    """Register the decorated class as the adapter of the registry entry ``name``."""
+    endpoint = ENDPOINTS[name]
+
+    def register(cls: _A) -> _A:
+        if name in ADAPTERS:
+            raise ValueError(f"endpoint {name!r} has two adapters: {ADAPTERS[name].__name__}, {cls.__name__}")
+        cls.endpoint = endpoint
+        ADAPTERS[name] = cls
+        return cls
+
+    return register
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -189,7 +251,8 @@ def _error_text(obj: dict[str, Any]) -> str | None:
     return str(err)
 
 
-class GenerateAdapter:
+@adapter_for("generate")
+class GenerateAdapter(_Adapter):
     """SGLang native ``POST /generate`` with ``stream: true``.
 
     Each chunk: ``{"text": cumulative, "output_ids": cumulative, "meta_info":
@@ -197,14 +260,7 @@ class GenerateAdapter:
     ``data: [DONE]``.
     """
 
-    name = "generate"
-    path = "/generate"
-
-    def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
-        return {"input_ids": _need(prompt.input_ids, "token ids", self.name)}
-
-    def intended_len(self, prompt: Prompt) -> int | None:
-        return len(_need(prompt.input_ids, "token ids", self.name))  # ids sent as they are
+    prompt_field = "input_ids"
 
     def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -214,7 +270,7 @@ class GenerateAdapter:
                 "temperature": float(workload["temperature"]),
                 "ignore_eos": True,
             },
-            "stream": True,
+            "stream": self.endpoint.streams,
         }
 
     def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
@@ -258,7 +314,8 @@ def _read_generate_ids(state: StreamState, obj: dict[str, Any], meta: Any) -> No
         state.output_ids.extend(int(t) for t in ids)
 
 
-class CompletionsAdapter:
+@adapter_for("completions")
+class CompletionsAdapter(_Adapter):
     """OpenAI-compatible ``POST /v1/completions`` with ``stream: true``.
 
     Chunks carry text deltas in ``choices[0].text``; token counts come from the
@@ -271,17 +328,7 @@ class CompletionsAdapter:
     ``usage``) have those read too.
     """
 
-    name = "completions"
-    path = "/v1/completions"
-
-    def __init__(self, model: str = "default") -> None:
-        self.model = model
-
-    def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
-        return {"prompt": _need(prompt.text, "text", self.name)}
-
-    def intended_len(self, prompt: Prompt) -> int | None:
-        return prompt.input_len
+    prompt_field = "prompt"
 
     def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -290,7 +337,7 @@ class CompletionsAdapter:
             "max_tokens": int(workload["output_len"]),
             "temperature": float(workload["temperature"]),
             "ignore_eos": True,
-            "stream": True,
+            "stream": self.endpoint.streams,
             "stream_options": {"include_usage": True},
             # SGLang 0.5.23: choices[].token_ids = the new ids of each chunk (serving_completions.py).
             "return_token_ids": True,
@@ -328,7 +375,8 @@ class CompletionsAdapter:
         return new
 
 
-class ChatAdapter:
+@adapter_for("chat")
+class ChatAdapter(_Adapter):
     """OpenAI-compatible ``POST /v1/chat/completions`` with ``stream: true`` (the server's chat template).
 
     As SGLang 0.5.23 streams it (``entrypoints/openai/serving_chat.py``): a
@@ -343,17 +391,7 @@ class ChatAdapter:
     read too.
     """
 
-    name = "chat"
-    path = "/v1/chat/completions"
-
-    def __init__(self, model: str = "default") -> None:
-        self.model = model
-
-    def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
-        return {"messages": _need(prompt.messages, "messages", self.name)}
-
-    def intended_len(self, prompt: Prompt) -> int | None:
-        return prompt.input_len
+    prompt_field = "messages"
 
     def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -362,7 +400,7 @@ class ChatAdapter:
             "max_completion_tokens": int(workload["output_len"]),
             "temperature": float(workload["temperature"]),
             "ignore_eos": True,
-            "stream": True,
+            "stream": self.endpoint.streams,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "return_spec_tokens_details": True,
             "return_output_ids_in_sglext": True,
@@ -407,12 +445,6 @@ class ChatAdapter:
         return new
 
 
-def get_adapter(endpoint: str) -> EndpointAdapter:
-    """The adapter for a workload's ``endpoint`` key."""
-    if endpoint == "generate":
-        return GenerateAdapter()
-    if endpoint == "completions":
-        return CompletionsAdapter()
-    if endpoint == "chat":
-        return ChatAdapter()
-    raise ValueError(f"unknown endpoint {endpoint!r}; allowed: ['generate', 'completions', 'chat']")
+def get_adapter(endpoint: str, model: str = DEFAULT_MODEL) -> EndpointAdapter:
+    """The adapter for a workload's ``endpoint`` key; ``model``: the served model name (``_Adapter``)."""
+    return ADAPTERS[get_endpoint(endpoint).name](model)
