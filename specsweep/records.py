@@ -23,7 +23,9 @@ window              int | null             warmup window index by completion ord
                                            (null for measured, and for warmup requests
                                            that completed after warmup had stopped)
 index               int                    request index within its phase/repeat
-endpoint            "generate"|"completions"|"chat"
+endpoint            str                    a name of the endpoint registry
+                                           (``contracts.endpoints.ENDPOINTS``: generate,
+                                           completions, chat)
 prompt_key          str                    pairing key of the prompt as sent (sha256 of the
                                            endpoint, the prompt and output_len): requests of
                                            two runs with the same key got the same prompt

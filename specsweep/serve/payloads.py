@@ -17,7 +17,7 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
 from specsweep.contracts.endpoints import ENDPOINTS, Endpoint, PromptForm, get_endpoint
 from specsweep.records import TIMING_FIELDS
@@ -115,39 +115,19 @@ class StreamState:
     _prev_tokens: int = 0  # cumulative token count seen so far (generate, chat usage)
 
 
-class EndpointAdapter(Protocol):
-    """Per-endpoint knowledge: its registry entry, what to send, how to read a chunk."""
-
-    endpoint: Endpoint
-    name: str  # endpoint.name
-    path: str  # endpoint.path
-
-    def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]: ...
-
-    def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
-        """The prompt part of the body (what ``prompt_key`` hashes)."""
-        ...
-
-    def intended_len(self, prompt: Prompt) -> int | None:
-        """Tokens the prompt should be served as (None = not token-accurate)."""
-        ...
-
-    def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
-        """Update ``state`` from one decoded chunk; return the chunk's new tokens
-        (``None`` when the endpoint does not say)."""
-        ...
-
-
 #: The model name sent where the server did not say which it serves (SGLang's own default).
 DEFAULT_MODEL = "default"
 
 
-class _Adapter:
-    """What every adapter reads from its registry entry: path, name, the prompt in its form and its length.
+class EndpointAdapter:
+    """Per-endpoint knowledge: its registry entry, what to send, how to read a chunk.
 
-    ``model``: the served model name, sent by the endpoints whose entry
-    ``needs_model_name`` (a workload's ``model`` key overrides it); the others
-    ignore it.
+    An endpoint's adapter subclasses this, is registered for its entry
+    (``adapter_for``), names the body key of its prompt and writes
+    ``build_payload`` and ``feed``; path, name, the prompt in the entry's form
+    and its intended length come from here. ``model``: the served model name,
+    sent by the endpoints whose entry ``needs_model_name`` (a workload's
+    ``model`` key overrides it); the others ignore it.
     """
 
     endpoint: Endpoint  # set by ``adapter_for``
@@ -165,19 +145,30 @@ class _Adapter:
         return self.endpoint.path
 
     def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
+        """The prompt part of the body (what ``prompt_key`` hashes)."""
         form = self.endpoint.prompt_form
         what = {PromptForm.TOKEN_IDS: "token ids"}.get(form, form.value)
         return {self.prompt_field: _need(getattr(prompt, form.value), what, self.name)}
 
     def intended_len(self, prompt: Prompt) -> int | None:
+        """Tokens the prompt should be served as (None = not token-accurate)."""
         if self.endpoint.prompt_form is PromptForm.TOKEN_IDS:
             return len(_need(prompt.input_ids, "token ids", self.name))  # ids sent as they are
         return prompt.input_len
 
+    def build_payload(self, prompt: Prompt, workload: dict[str, Any]) -> dict[str, Any]:
+        """The request's body."""
+        raise NotImplementedError
+
+    def feed(self, state: StreamState, obj: dict[str, Any]) -> int | None:
+        """Update ``state`` from one decoded chunk; return the chunk's new tokens
+        (``None`` when the endpoint does not say)."""
+        raise NotImplementedError
+
 
 #: endpoint name -> its adapter class; one per ``ENDPOINTS`` entry (``adapter_for``).
-ADAPTERS: dict[str, type[_Adapter]] = {}
-_A = TypeVar("_A", bound=type[_Adapter])
+ADAPTERS: dict[str, type[EndpointAdapter]] = {}
+_A = TypeVar("_A", bound=type[EndpointAdapter])
 
 
 def adapter_for(name: str) -> Callable[[_A], _A]:
@@ -252,7 +243,7 @@ def _error_text(obj: dict[str, Any]) -> str | None:
 
 
 @adapter_for("generate")
-class GenerateAdapter(_Adapter):
+class GenerateAdapter(EndpointAdapter):
     """SGLang native ``POST /generate`` with ``stream: true``.
 
     Each chunk: ``{"text": cumulative, "output_ids": cumulative, "meta_info":
@@ -315,7 +306,7 @@ def _read_generate_ids(state: StreamState, obj: dict[str, Any], meta: Any) -> No
 
 
 @adapter_for("completions")
-class CompletionsAdapter(_Adapter):
+class CompletionsAdapter(EndpointAdapter):
     """OpenAI-compatible ``POST /v1/completions`` with ``stream: true``.
 
     Chunks carry text deltas in ``choices[0].text``; token counts come from the
@@ -376,7 +367,7 @@ class CompletionsAdapter(_Adapter):
 
 
 @adapter_for("chat")
-class ChatAdapter(_Adapter):
+class ChatAdapter(EndpointAdapter):
     """OpenAI-compatible ``POST /v1/chat/completions`` with ``stream: true`` (the server's chat template).
 
     As SGLang 0.5.23 streams it (``entrypoints/openai/serving_chat.py``): a
@@ -446,5 +437,5 @@ class ChatAdapter(_Adapter):
 
 
 def get_adapter(endpoint: str, model: str = DEFAULT_MODEL) -> EndpointAdapter:
-    """The adapter for a workload's ``endpoint`` key; ``model``: the served model name (``_Adapter``)."""
+    """The adapter for a workload's ``endpoint`` key; ``model``: the served model name (``EndpointAdapter``)."""
     return ADAPTERS[get_endpoint(endpoint).name](model)
