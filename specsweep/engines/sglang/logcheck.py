@@ -40,8 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specsweep.engines.sglang.rules import requested_variants
-
 
 @dataclass(frozen=True)
 class Signature:
@@ -454,6 +452,14 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
         "failures": failures,
         "nccl": nccl,
     }
+
+
+def requested_variants(plan: Mapping[str, Any]) -> list[str]:
+    """The plan's ``variant`` as a sorted list (the config may give a string)."""
+    value = plan.get("variant") or []
+    if isinstance(value, str):
+        value = [value]
+    return sorted(set(value))
 
 
 def failure_names() -> list[str]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from specsweep.engines.sglang.logcheck import failure_names, requested_variants
 from specsweep.engines.volumes import host_path
 
 # Variant names the evidence check knows (``variant:`` in config.yaml).
@@ -59,11 +60,9 @@ FUSION_PATCH_MARKER = "flashinfer-fusion"
 # Architectures where SGLang itself gates the fusion on (SM90 / SM10x).
 FUSION_NATIVE_ARCHS = frozenset({"sm90", "sm100", "sm103"})
 EAGLE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
-# Names of the failure signatures of specsweep.engines.sglang.logcheck (FAILURES and
-# NCCL_SIGNATURES of kind "failure"); a test keeps the two in step (logcheck imports this module).
-FAILURE_NAMES = frozenset(
-    {"cuda_graph_capture_failed", "deepep_quantization", "flashinfer_fusion_arch", "nccl_no_algorithm"}
-)
+# Names ``expect_signature`` may take: the failure signatures of the log check (logcheck's
+# FAILURES and NCCL_SIGNATURES of kind "failure"), read from its table.
+FAILURE_NAMES = frozenset(failure_names())
 EAGLE_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
@@ -102,14 +101,6 @@ def tp_size(server_args: Mapping[str, Any]) -> int:
         if _is_set(server_args.get(key)):
             return int(server_args[key])
     return 1
-
-
-def requested_variants(plan: Mapping[str, Any]) -> list[str]:
-    """The plan's ``variant`` as a sorted list (the config may give a string)."""
-    value = plan.get("variant") or []
-    if isinstance(value, str):
-        value = [value]
-    return sorted(set(value))
 
 
 def _fusion_requested(sa: Mapping[str, Any]) -> bool:
