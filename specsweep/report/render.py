@@ -21,18 +21,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from specsweep.analysis.formulas import NOT_COMPARABLE, break_even_accept_length
 from specsweep.analysis.metrics import (
     BASELINE_TOK_S,
     METRIC_COLUMNS,
     METRICS,
-    NOT_COMPARABLE,
     PRIMARY_VERDICT,
     SPEC_ONLY_METRICS,
     VERDICT_METRICS,
-    break_even_accept_length,
     column_value,
 )
-from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -48,6 +46,7 @@ from specsweep.analysis.stats import (
     pooled_noise,
 )
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
+from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
