@@ -3,7 +3,8 @@ configuration at one point: which records enter, and each metric computed by its
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from specsweep.analysis.formulas import Absent, Value, aggregate_output_tok_s
 from specsweep.analysis.metrics import METRICS

@@ -23,7 +23,8 @@ time is attributed to TTFT and the cycle time is slightly underestimated.
 from __future__ import annotations
 
 import statistics
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from specsweep.analysis.stats import launch_estimate
 from specsweep.records import NS_PER_S

@@ -8,8 +8,9 @@ summary (``analysis.compute``), the report, the CSV and the plots all read it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from specsweep.analysis.formulas import (
     Value,

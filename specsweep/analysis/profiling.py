@@ -29,14 +29,14 @@ metrics it would have fed are then absent with that reason, never 0.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from specsweep.analysis.kernels import IMPLEMENTATIONS
 from specsweep.analysis.trace import analyze_traces, target_stats
 from specsweep.contracts.vocabulary import RequestStatus, StageStatus
 from specsweep.files import read_jsonl
-
 
 #: Absolute tolerance on the communication share (0..1) within which the
 #: trace-derived figure must agree with the engine's own ``timing`` for the

@@ -49,9 +49,10 @@ import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from specsweep.analysis.kernels import (
     COMM_LIKE,

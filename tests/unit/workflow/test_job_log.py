@@ -29,7 +29,7 @@ runpy.run_path(script, init_globals={"snakemake": smk}, run_name="__main__")
 def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode != 0
     text = log.read_text()
     assert "Traceback (most recent call last)" in text
@@ -42,7 +42,7 @@ def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Pa
 def test_a_script_that_succeeds_logs_as_before(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), '{"name": "base"}'], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                           str(out), '{"name": "base"}'], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert log.read_text() == "plan base written\n"
     assert out.exists()
@@ -50,11 +50,10 @@ def test_a_script_that_succeeds_logs_as_before(tmp_path: Path) -> None:
 
 def test_job_log_writes_the_traceback_restores_stderr_and_reraises(tmp_path: Path) -> None:
     path, before = tmp_path / "job.log", sys.stderr
-    with pytest.raises(ValueError, match="boom"):
-        with job_log(path) as log:
-            assert sys.stderr is log
-            print("started", file=sys.stderr)
-            raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"), job_log(path) as log:
+        assert sys.stderr is log
+        print("started", file=sys.stderr)
+        raise ValueError("boom")
     assert sys.stderr is before
     text = path.read_text()
     assert text.startswith("started\n") and "Traceback" in text and "ValueError: boom" in text
@@ -62,13 +61,11 @@ def test_job_log_writes_the_traceback_restores_stderr_and_reraises(tmp_path: Pat
 
 def test_job_log_a_chosen_exit_is_no_crash(tmp_path: Path) -> None:
     path = tmp_path / "job.log"
-    with pytest.raises(SystemExit):
-        with job_log(path):
-            raise SystemExit("preflight: 2 problems")
+    with pytest.raises(SystemExit), job_log(path):
+        raise SystemExit("preflight: 2 problems")
     assert path.read_text() == "preflight: 2 problems\n"
-    with pytest.raises(SystemExit):
-        with job_log(path, "a"):
-            raise SystemExit(1)
+    with pytest.raises(SystemExit), job_log(path, "a"):
+        raise SystemExit(1)
     assert path.read_text() == "preflight: 2 problems\n"
 
 
