@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from specsweep.analysis.metrics import compute_metrics  # noqa: E402
+from specsweep.analysis.compute import compute_metrics  # noqa: E402
 from specsweep.analysis.stats import VERDICT_METHOD, Sample, compare, pooled_noise  # noqa: E402
 from specsweep.files import read_json, read_jsonl  # noqa: E402
 from specsweep.plan.config import load_config  # noqa: E402

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from specsweep.analysis import metrics as M
+from specsweep.analysis import formulas as M
 from specsweep.files import read_jsonl
 from specsweep.serve.client import run_workload
 

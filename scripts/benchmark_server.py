@@ -7,10 +7,9 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import benchmark_server, paths_of  # noqa: E402
+from specsweep.workflow.jobs import benchmark_server, job_log, paths_of  # noqa: E402
 
-with open(snakemake.log[0], "w", buffering=1) as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0], buffering=1) as log:  # noqa: F821 - injected by Snakemake
     inp = snakemake.input  # noqa: F821
     # The registry is where a node pulls an image it lacks; read from the
     # config, not a param, so that moving the registry reruns no benchmark.

@@ -11,10 +11,9 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import build_image_job  # noqa: E402
+from specsweep.workflow.jobs import build_image_job, job_log  # noqa: E402
 
-with open(snakemake.log[0], "a") as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0], "a") as log:  # noqa: F821 - injected by Snakemake
     build_image_job(
         snakemake.wildcards.image,  # noqa: F821
         snakemake.params.spec,  # noqa: F821

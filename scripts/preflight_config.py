@@ -7,9 +7,8 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import paths_of, preflight_config  # noqa: E402
+from specsweep.workflow.jobs import job_log, paths_of, preflight_config  # noqa: E402
 
-with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     inp, params = snakemake.input, snakemake.params  # noqa: F821
     sys.exit(preflight_config(inp.plan, paths_of(inp.parser), params.image, snakemake.output[0], log))  # noqa: F821

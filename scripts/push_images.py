@@ -12,8 +12,7 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import push_images  # noqa: E402
+from specsweep.workflow.jobs import job_log, push_images  # noqa: E402
 
-with open(snakemake.log[0], "a") as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0], "a"):  # noqa: F821 - injected by Snakemake
     push_images(list(snakemake.input), snakemake.params.registry, snakemake.output[0], Path(snakemake.log[0]))  # noqa: F821

@@ -7,10 +7,9 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import render_report_files  # noqa: E402
+from specsweep.workflow.jobs import job_log, render_report_files  # noqa: E402
 
-with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     out = snakemake.output  # noqa: F821
     best = list(out.best)
     render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md,  # noqa: F821

@@ -11,8 +11,7 @@ from pathlib import Path
 # sys.path, after PYTHONPATH and site-packages, where another version of specsweep may be installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - injected by Snakemake
 
-from specsweep.workflow.jobs import write_plan  # noqa: E402
+from specsweep.workflow.jobs import job_log, write_plan  # noqa: E402
 
-with open(snakemake.log[0], "w") as log:  # noqa: F821 - injected by Snakemake
-    sys.stderr = log
+with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     write_plan(snakemake.params.plan, snakemake.output[0], log)  # noqa: F821

@@ -10,7 +10,7 @@ horizontal line. The measured break-even is where the curve crosses it:
   or above it; the crossing is interpolated linearly between those two
   points. When every point lies above (below) the baseline, the crossing is
   below (above) the measured range and only that is said.
-  The decode rate is the verdicts' statistic (``metrics.decode_rate``: the
+  The decode rate is the verdicts' statistic (``formulas.decode_rate``: the
   geometric mean over launches of each launch's median decode tok/s).
 * uncertainty (``crossing_interval``): parametric bootstrap under the
   verdicts' launch model (``stats.pooled_noise``). Each resample draws one
@@ -23,7 +23,7 @@ horizontal line. The measured break-even is where the curve crosses it:
   range is reported open (``None``, with ``low_open`` / ``high_open``).
 
 This is compared with the computed break-even, cycle time x baseline tok/s
-(``metrics.break_even_accept_length``): both answer "above which accept
+(``formulas.break_even_accept_length``): both answer "above which accept
 length does speculation pay", one from the formula at each point, one from
 the measured curve.
 """

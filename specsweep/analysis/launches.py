@@ -43,7 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specsweep.analysis.metrics import PRIMARY_VERDICT, compute_metrics
+from specsweep.analysis.compute import compute_metrics
+from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, Sample, compare, launch_estimate
 from specsweep.analysis.summary import (
     SUMMARY_FORMAT_VERSION,

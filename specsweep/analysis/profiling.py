@@ -10,7 +10,7 @@ table reads (``analysis.metrics`` kind ``profile``) and the report shows:
 * ``target``: the target forward (verify under speculation, decode without)
   on rank 0, the figures the metrics take;
 * ``agreement``: the trace's comm share against the engine's own ``timing`` of
-  the same profiled requests (``trace.comm_share_agreement``; only the
+  the same profiled requests (``comm_share_agreement``; only the
   reference engine reports that timing);
 * ``allreduce_check``: all-reduces per target forward in the trace against
   the expected ``layers x per_layer + outside_layers`` (``Engine.comm_profile``;
@@ -20,7 +20,7 @@ table reads (``analysis.metrics`` kind ``profile``) and the report shows:
   that latency x the trace's all-reduces per target forward
   (``bench_ms_per_forward``), to set beside the trace's comm ms: the gap is
   what the loop does not see (rank skew, interleaving with compute);
-* ``variant``: ``trace.trace_variant_evidence`` (a configuration that asked
+* ``variant``: ``trace_variant_evidence`` (a configuration that asked
   for MSCCL++ and whose verify shows only NCCL kernels has fallen back).
 
 A stage that did not run or failed leaves its reason under ``absent``; the
@@ -29,17 +29,20 @@ metrics it would have fed are then absent with that reason, never 0.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from specsweep.analysis.trace import (
-    analyze_traces,
-    comm_share_agreement,
-    target_stats,
-    trace_variant_evidence,
-)
+from specsweep.analysis.kernels import IMPLEMENTATIONS
+from specsweep.analysis.trace import analyze_traces, target_stats
 from specsweep.contracts.vocabulary import RequestStatus, StageStatus
 from specsweep.files import read_jsonl
+
+#: Absolute tolerance on the communication share (0..1) within which the
+#: trace-derived figure must agree with the engine's own ``timing`` for the
+#: same requests (measured on the reference engine, gloo and shm, CPU: see
+#: docs/measurements/2026-12-01-cpu-profile/README.md).
+COMM_SHARE_TOLERANCE = 0.05
 
 
 def _bench(bench: dict[str, Any] | None) -> dict[str, Any]:
@@ -140,3 +143,67 @@ def profile_warnings(section: dict[str, Any] | None) -> list[str]:
         out.append(f"profiling: kernels named like collectives that no pattern knows (counted as compute): "
                    f"{list(unmatched)[:3]}")
     return out
+
+
+def trace_variant_evidence(analysis: dict[str, Any], variants: Sequence[str]) -> dict[str, Any]:
+    """What the trace proves about the requested variants: the target forward's all-reduces must show them.
+
+    Only the target forward (verify, or decode) counts: MSCCL++ runs only inside
+    CUDA-graph capture and the custom all-reduce only below a size limit, so
+    prefill falling to NCCL is expected and proves nothing.
+    """
+    stats = target_stats(analysis)
+    seen = set((stats or {}).get("comm_impl") or {})
+    out: dict[str, Any] = {"seen": sorted(seen), "proven": [], "fell_back": [], "unproven": []}
+    for variant in variants:
+        impl = next((i for i, v in IMPLEMENTATIONS.items() if variant in v["variants"]), None)
+        if impl is None:
+            continue
+        if impl in seen:
+            out["proven"].append(variant)
+        elif not seen:
+            out["unproven"].append({"variant": variant, "why": f"no communication in the {analysis.get('target')} "
+                                                                "forwards of the trace"})
+        else:
+            calls = ", ".join(f"{k}: {v}" for k, v in (stats or {}).get("comm_impl", {}).items())
+            out["fell_back"].append({"variant": variant, "source": "trace",
+                                     "line": f"profiler trace: {analysis.get('target')} forwards ran {calls} "
+                                             f"communication calls, none of {IMPLEMENTATIONS[impl]['label']}"})
+    return out
+
+
+def engine_verify_timing(records: Iterable[dict[str, Any]]) -> dict[str, float] | None:
+    """The engine's own verify timing over ok records: ``comm_share = sum(timing.verify_comm_s) /
+    sum(timing.verify_s)``, and ms per target forward (``/ sum(timing.forward_ct)``); None when any lacks them."""
+    comm = total = forwards = 0.0
+    n = 0
+    for r in records:
+        if r.get("status") != RequestStatus.OK:
+            continue
+        t = r.get("timing") or {}
+        if t.get("verify_comm_s") is None or t.get("verify_s") is None or not t.get("forward_ct"):
+            return None
+        comm += t["verify_comm_s"]
+        total += t["verify_s"]
+        forwards += t["forward_ct"]
+        n += 1
+    if not n or total <= 0:
+        return None
+    return {"comm_share": comm / total, "verify_ms": total / forwards * 1e3, "comm_ms": comm / forwards * 1e3}
+
+
+def comm_share_agreement(analysis: dict[str, Any], records: Sequence[dict[str, Any]],
+                         tolerance: float = COMM_SHARE_TOLERANCE) -> dict[str, Any]:
+    """Trace-derived comm share of the target forward (rank 0) against the engine's ``timing`` of the same requests."""
+    stats = target_stats(analysis, "0") or target_stats(analysis)
+    engine = engine_verify_timing(records)
+    if stats is None or stats.get("comm_share") is None:
+        return {"absent": "the trace has no target forward"}
+    if engine is None:
+        return {"absent": "the profiled requests carry no engine timing.verify_comm_s (SGLang reports none; "
+                          "the reference engine under CUDA graphs reports it absent)",
+                "trace_comm_share": stats["comm_share"]}
+    diff = stats["comm_share"] - engine["comm_share"]
+    return {"trace_comm_share": stats["comm_share"], "engine_comm_share": engine["comm_share"],
+            "engine_verify_ms": engine["verify_ms"], "engine_comm_ms": engine["comm_ms"], "difference": diff,
+            "tolerance": tolerance, "within_tolerance": abs(diff) <= tolerance}

@@ -8,7 +8,7 @@ Shape of one::
      "status": "ok"|"failed"|"fallback"|"contaminated",
      "stage": str|null, "reason": str|null, "detail": str|null, "log_tail": str|null,
      "engine": str, "image": str|null, "plan": {...},
-     "metrics": {...specsweep.analysis.metrics.compute_metrics...},
+     "metrics": {...specsweep.analysis.compute.compute_metrics...},
      "warmup": {"requests", "windows_tok_s", "converged", "tolerance", "window",
                 "min_windows", "max_requests", "criterion", "failed"},
      "provenance": {... launch["provenance"], "launch": {rest of launch.json}},
@@ -38,14 +38,14 @@ variant shadows (``evidence["shadowed"]``: SGLang gives their shared
 all-reduce to the other one) is named in ``warnings``: the number is the
 other variant's. The profiler trace is evidence too: a variant
 whose implementation the verify forwards' kernels do not show (``profile.variant.fell_back``,
-``analysis.trace.trace_variant_evidence``) joins the log's ``fell_back`` list,
+``analysis.profiling.trace_variant_evidence``) joins the log's ``fell_back`` list,
 marked ``"source": "trace"``.
 
 Output agreement (``AGREEMENT_DEFINITION``): under greedy decoding, speculation
 and a different all-reduce must not change the output, so each measured
 request is paired with the baseline's request of the same ``prompt_key``
 (same endpoint, prompt and output_len: same dataset, seed and lengths) and
-their output token ids compared (``metrics.output_match_share``,
+their output token ids compared (``formulas.output_match_share``,
 ``metrics.output_common_prefix_tokens``). A configuration whose match share
 is below the threshold (``agreement_threshold`` in config.yaml) is flagged
 "outputs differ from the baseline": a numerically broken kernel is never
@@ -62,7 +62,7 @@ plan's own ``expect_signature`` failures; any other failure (out of memory, a
 bad image, another error) is a surprise failure, reported as such.
 
 Accept length and every other metric are computed from this run's measured
-records only (``analysis.metrics.select_measured``), never from server-lifetime
+records only (``analysis.compute.select_measured``), never from server-lifetime
 counters such as ``/server_info`` ``avg_spec_accept_length``.
 """
 
@@ -72,22 +72,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specsweep.analysis.metrics import (
+from specsweep.analysis.compute import compute_metrics, select_measured
+from specsweep.analysis.formulas import (
     NOT_COMPARABLE,
     PROMPT_LEN_TOLERANCE_SHARE,
     PROMPT_LEN_TOLERANCE_TOKENS,
     Absent,
-    compute_metrics,
     prompt_length_mismatches,
-    required_metrics,
-    select_measured,
-    warmup_report,
 )
+from specsweep.analysis.metrics import required_metrics
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
 from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage, Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
+from specsweep.warmup import warmup_report
 
 # Format history of results/<config>/summary.json:
 #   1  the shape in the module docstring.

@@ -39,6 +39,7 @@ from specsweep.contracts.vocabulary import Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
+from specsweep.report.markdown import table_head, table_row
 from specsweep.report.sweep import row_label
 
 SPECULATION_FLAG_PREFIX = "speculative"
@@ -333,7 +334,7 @@ def backend_section(rows: Sequence[dict[str, Any]], baseline: str | None) -> str
                 vs_own = f"{'pays' if r['own_verdict'] == 'faster' else 'does not pay'}: {vs_own}"
             own_vs = _verdict((own or {}).get("comparison"), (own or {}).get("verdict", "n/a"))
         cells = [row_label(r), own_cell, vs_own, _verdict(r.get("comparison"), r.get("verdict", "n/a")), own_vs]
-        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+        w(table_row(cells))
     w("\n")
     return out.getvalue()
 
@@ -357,8 +358,7 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
     head = ["config", "draft + compute ms", "all-reduces x us", "predicted ms", "measured ms", "residual",
             "predicted tok/s", "measured tok/s (tokens / step)", "speedup predicted / measured",
             "what the model misses"]
-    w("| " + " | ".join(head) + " |\n")
-    w("|" + "---|" * len(head) + "\n")
+    w(table_head(head))
     for r in modelled:
         m = r["model"]
         if "absent" in m:
@@ -381,7 +381,7 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
                  f"{res['residual_ms']:+.2f} ms ({res['residual_share']:+.1%})", f"{r['model_predicted_tok_s']:.1f}",
                  f"{r['model_measured_tok_s']:.1f}",
                  f"{'n/a' if sp is None else f'x{sp:.2f}'} / {'n/a' if ms is None else f'x{ms:.2f}'}", misses]
-        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+        w(table_row(cells))
     w("\nResidual parts of every modelled row (ms): " + "; ".join(
         f"{row_label(r)}: outside {r['model']['residual']['outside_ms']:+.2f}, comm missed "
         f"{r['model']['residual']['comm_missed_ms']:+.2f}" for r in modelled if "residual" in r["model"]) + ".\n\n")
@@ -438,8 +438,7 @@ def budget_section(points: Sequence[dict[str, Any]], plot_rel: str | None = None
                 "measured latency us: micro-benchmark / in the server",
                 *[f"accept needed at {b} ({lat:.1f} us)" for b, lat in latencies.items()],
                 "against its own baseline"]
-        w("| " + " | ".join(head) + " |\n")
-        w("|" + "---|" * len(head) + "\n")
+        w(table_head(head))
         for r in pt["rows"]:
             p = r["parts"]
             if r["comm_absent"]:
@@ -465,7 +464,7 @@ def budget_section(points: Sequence[dict[str, Any]], plot_rel: str | None = None
             inside_cell = "n/a" if r["in_server_us"] is None else f"{r['in_server_us']:.1f}"
             cells = [r["label"], f"{r['accept']:.2f}", budget,
                      "n/a (none)" if r["comm_absent"] else f"{p.latency_us:.1f} / {inside_cell}", *needed, own_text]
-            w("| " + " | ".join(cells) + " |\n")
+            w(table_row(cells))
         w("\n")
         for r in pt["rows"]:
             if not r["comm_absent"] and r["budget_us"] is not None and r["budget_us"] >= 0:

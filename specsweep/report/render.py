@@ -21,18 +21,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from specsweep.analysis.formulas import NOT_COMPARABLE, break_even_accept_length
 from specsweep.analysis.metrics import (
     BASELINE_TOK_S,
     METRIC_COLUMNS,
     METRICS,
-    NOT_COMPARABLE,
     PRIMARY_VERDICT,
     SPEC_ONLY_METRICS,
     VERDICT_METRICS,
-    break_even_accept_length,
     column_value,
 )
-from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -48,6 +46,7 @@ from specsweep.analysis.stats import (
     pooled_noise,
 )
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
+from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
@@ -63,6 +62,7 @@ from specsweep.report.answer import (
     verify_sizes,
 )
 from specsweep.report.export import write_exports
+from specsweep.report.markdown import table_head, table_row
 from specsweep.report.plots import (
     OUTPUTS_DIFFER,
     plot_accept_length,
@@ -407,8 +407,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             "cycle ms", "accept length", "break-even accept", "pays?", "end-to-end tok/s: verdict",
             "TTFT p50 / p99 ms: verdict", "verify ms", "comm share", "ITL p50/p99 ms", "outputs vs baseline",
             "ok/err/inc"]
-    w("| " + " | ".join(head) + " |\n")
-    w("|" + "---|" * len(head) + "\n")
+    w(table_head(head))
     for r in rows:
         tok = _f(r[BASELINE_TOK_S])
         if r[BASELINE_TOK_S] is not None and r["decode_rate_ci_low"] is not None:
@@ -426,7 +425,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])}", agreement_cell(r),
             f"{r['n_ok']}/{r['n_error']}/{r['n_incomplete']}",
         ]
-        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+        w(table_row(cells))
     w("\n`n/a` = the metric could not be computed (never a zero); reasons under *Absent metrics*. "
       "Only measured requests with status ok enter the metrics; ok/err/inc counts all measured requests. "
       "A configuration with several workload points has a row per point (`config @ point`), compared with the "
@@ -570,8 +569,7 @@ def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
       "(+ SGLang's embedding all-reduce): 122 for Kimi-K2.5's 61 layers.\n\n")
     head = ["config", "stage", "verify ms", "comm ms", "compute ms", "idle ms", "comm share trace / engine",
             "all-reduces / verify (expected)", "implementation", "rank skew ms", "bench us x AR = ms", "profile s"]
-    w("| " + " | ".join(head) + " |\n")
-    w("|" + "---|" * len(head) + "\n")
+    w(table_head(head))
     for r in profiled:
         p = r["profile"]
         agree = p.get("agreement") or {}
@@ -593,7 +591,7 @@ def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
                  _f(r["trace_verify_compute_ms"], "{:.2f}"), _f(r["trace_verify_idle_ms"], "{:.2f}"), share, ar,
                  r["trace_allreduce_impl"] or "n/a", _f(r["trace_rank_skew_ms"], "{:.2f}"), bench_cell,
                  _f(r["profile_seconds"], "{:.1f}")]
-        w("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n")
+        w(table_row(cells))
     w("\n(!) = outside the stated tolerance (comm share: +-"
       f"{COMM_SHARE_TOLERANCE:.2f} absolute), or a count other than expected; see the configuration's warnings. "
       "The trace's ms include the profiler's own overhead (on the CPU every operator is recorded), so compare "

@@ -10,10 +10,14 @@ branch's tests use.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env
+from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.preflight import parser_env_dir as _default_dir
+from specsweep.plan.config import load_configs
+from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.workflow import REPO
 
 
 def parser_env_dir(requirements: Path = DEFAULT_REQUIREMENTS) -> Path:
@@ -37,3 +41,27 @@ def wheel_site(python: str) -> Path:
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     return Path(out)
+
+
+def labelled_plans(paths: Sequence[Path]) -> tuple[dict, dict]:
+    """(the merged config of ``paths``, each configuration's resolved plan with its labels), as preflight reads them."""
+    config = load_configs(list(paths))
+    labels = resolve_labels(config)
+    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
+
+
+def preflight_config_set(paths: Sequence[Path], python: str) -> tuple[dict, dict, dict]:
+    """Every configuration of the merged ``paths`` through SGLang's own parser in the venv of ``python``:
+    (plans by name, preflight results by name, the errors of those that failed by name)."""
+    config, plans = labelled_plans(paths)
+    results = preflight_plans(list(plans.values()), python, config["images"], base=REPO)
+    bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
+    return plans, results, bad
+
+
+def assert_only_unmounted_weights(bad: dict[str, list[str]]) -> None:
+    """No weights on this host: the only errors are the unmounted weights, each naming its key (none the parser's)."""
+    for name, errors in bad.items():
+        assert errors and all(e.startswith((f"configurations.{name}.volumes[0]: host path /models",
+                                            f"configurations.{name}.server_args.")) for e in errors), errors
+        assert all("parser" not in e for e in errors), errors

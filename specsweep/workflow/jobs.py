@@ -7,10 +7,12 @@ the path grammar of ``results/`` at the top of the Snakefile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +31,31 @@ from specsweep.records import MixedRunsError, check_one_run, is_external, run_id
 from specsweep.report.render import render_report
 from specsweep.serve.job import JobHost, JobPaths, nccl_logs, run_config
 
+
+@contextlib.contextmanager
+def job_log(path: str | Path, mode: str = "w", buffering: int = -1) -> Iterator[TextIO]:
+    """The job's log file, open as ``sys.stderr`` for the length of the block; every script runs in one.
+
+    An exception leaving the block is written to the log (its traceback) before the file
+    closes, and ``sys.stderr`` is given back first, so the job still fails with the same
+    exception and Snakemake's console shows it too. Setting ``sys.stderr = log`` inside a
+    plain ``with open(...)`` lost both: the traceback was printed after the file had
+    closed. A ``SystemExit`` is a chosen end, not a crash: no traceback, only its message.
+    """
+    saved = sys.stderr
+    with open(path, mode, buffering=buffering) as log:
+        sys.stderr = log
+        try:
+            yield log
+        except SystemExit as exc:
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=log)
+            raise
+        except BaseException:
+            traceback.print_exc(file=log)
+            raise
+        finally:
+            sys.stderr = saved
 
 
 def paths_of(value: str | Sequence[str]) -> list[str]:

@@ -2,7 +2,7 @@
 
 ``tests/fixtures/traces/kernels/`` (``make_kernel_fixtures.py``) gives every
 all-reduce implementation's communication kernels the names their sources give
-them, and ``analysis.trace.PATTERNS`` classifies traces by those names. Here
+them, and ``analysis.kernels.PATTERNS`` classifies traces by those names. Here
 each fixture kernel's qualified name is looked up in the stock SGLang image of
 config/kimi-k25-8gpu.yaml (built by the workflow's own ``build_image`` rule on
 the local base, or found by its content tag), in the artifact the profiler
@@ -30,7 +30,7 @@ import sys
 
 import pytest
 
-from specsweep.analysis.trace import classify_kernel
+from specsweep.analysis.kernels import classify_kernel
 from specsweep.images import tag
 from specsweep.plan.config import load_configs
 from specsweep.testing.workflow import REPO

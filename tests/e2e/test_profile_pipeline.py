@@ -4,7 +4,7 @@ One pipeline run (module fixture): gloo and shm with profiling on, the
 Kimi-K2.5 shape (61 layers) on shm with profiling on, the baseline with it
 off. The traces are analysed, the trace-derived comm share must agree with
 the engine's own timing of the same requests within
-``analysis.trace.COMM_SHARE_TOLERANCE``, all-reduces per verify must be 2 x
+``analysis.profiling.COMM_SHARE_TOLERANCE``, all-reduces per verify must be 2 x
 layers (122 for the Kimi shape), and the report must show the micro-benchmark
 figure next to the trace's.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.trace import COMM_SHARE_TOLERANCE
+from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.testing.workflow import (
     SNAKEMAKE,
     copy_workflow,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.trace import SGLANG_STEP, forward_kind
+from specsweep.analysis.kernels import SGLANG_STEP, forward_kind
 from specsweep.contracts.layout import TRACE_NAME_RE
 from specsweep.serve import profile as prof
 from specsweep.testing.parser_env import parser_python, wheel_site

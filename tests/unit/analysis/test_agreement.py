@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specsweep.analysis.metrics import (
+from specsweep.analysis.formulas import (
     NOT_COMPARABLE,
     Absent,
     accept_histogram,

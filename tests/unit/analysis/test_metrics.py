@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specsweep.analysis import metrics as M
+from specsweep.analysis import formulas as M
+from specsweep.analysis.compute import compute_metrics, select_measured
 from specsweep.records import new_record, validate_record
+from specsweep.warmup import warmup_windows_tok_s
 
 MS = 1_000_000  # ns per ms
 
@@ -153,7 +155,7 @@ def test_aggregate_output_tok_s(a):
 
 def test_select_measured_excludes_warmup_failed_and_other_runs(a, b, failed, empty, warm):
     old = rec(-9000, [(-8900, 1), (-8800, 9)], -8800, completion_tokens=10, spec_verify_ct=1, run_id="old")
-    sel = M.select_measured([old, warm, a, b, failed, empty])
+    sel = select_measured([old, warm, a, b, failed, empty])
     assert sel["run_id"] == "run1"
     assert sel["ok"] == [a, b, empty]
     assert sel["counts"] == {"records": 6, "warmup_excluded": 1, "other_run_excluded": 1, "measured": 4,
@@ -162,7 +164,7 @@ def test_select_measured_excludes_warmup_failed_and_other_runs(a, b, failed, emp
 
 
 def test_compute_metrics_end_to_end(a, b, failed, empty, warm):
-    m = M.compute_metrics([warm, a, b, failed, empty], seed=0)
+    m = compute_metrics([warm, a, b, failed, empty], seed=0)
     assert m["counts"]["ok"] == 3 and m["counts"]["error"] == 1 and m["counts"]["warmup_excluded"] == 1
     assert m["accept_length"]["value"] == pytest.approx(16 / 6)
     assert m["cycle_time_ms"]["value"] == pytest.approx(25.0)
@@ -179,7 +181,7 @@ def test_compute_metrics_end_to_end(a, b, failed, empty, warm):
 
 def test_compute_metrics_without_speculation_marks_absent_not_zero():
     r = rec(0, [(10, 1), (20, 1)], 21, completion_tokens=2)
-    m = M.compute_metrics([r], seed=0)
+    m = compute_metrics([r], seed=0)
     assert "accept_length" not in m and "cycle_time_ms" not in m
     assert "spec_verify_ct" in m["absent"]["accept_length"]
 
@@ -189,9 +191,9 @@ def test_warmup_windows(warm):
               completion_tokens=10) for i, t in enumerate([0, 20, 40, 60, 80])]
     # window 0 ends at 40 ms (20 tokens / 40 ms); window 1 ends at 80 ms (20 tokens / 40 ms);
     # the fifth request forms an incomplete window and does not count.
-    assert M.warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, 500.0])
+    assert warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, 500.0])
     ws[2]["status"], ws[3]["status"] = "error", "error"
-    assert M.warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, None])
+    assert warmup_windows_tok_s(ws, 2) == pytest.approx([500.0, None])
 
 
 def test_decode_rate_weighted_matches_accept_over_cycle(a, b, empty):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.metrics import METRICS, compute_metrics
+from specsweep.analysis.compute import compute_metrics
+from specsweep.analysis.metrics import METRICS
 from specsweep.analysis.profiling import allreduce_check, profile_section, profile_warnings
 from specsweep.analysis.summary import build_summary
 from specsweep.records import new_record

@@ -2,7 +2,7 @@
 
 The kernel-name fixtures (tests/fixtures/traces/kernels/, written by
 make_kernel_fixtures.py) carry the names each library's source gives its
-kernels, cited in the fixture and in ``analysis.trace.PATTERNS``; each states
+kernels, cited in the fixture and in ``analysis.kernels.PATTERNS``; each states
 what it was built to contain, which the analysis must find from the events.
 """
 
@@ -14,16 +14,9 @@ import json
 
 import pytest
 
-from specsweep.analysis.trace import (
-    IMPLEMENTATIONS,
-    PATTERNS,
-    analyze_traces,
-    classify_kernel,
-    comm_share_agreement,
-    forward_kind,
-    trace_rank,
-    trace_variant_evidence,
-)
+from specsweep.analysis.kernels import IMPLEMENTATIONS, PATTERNS, classify_kernel, forward_kind
+from specsweep.analysis.profiling import comm_share_agreement, trace_variant_evidence
+from specsweep.analysis.trace import analyze_traces, trace_rank
 from specsweep.testing.workflow import REPO
 
 KERNELS = REPO / "tests/fixtures/traces/kernels"

@@ -14,7 +14,8 @@ from collections import Counter
 
 import pytest
 
-from specsweep.analysis.trace import analyze_traces, classify_kernel
+from specsweep.analysis.kernels import classify_kernel
+from specsweep.analysis.trace import analyze_traces
 from specsweep.testing.workflow import REPO
 
 TRACE = REPO / "tests/fixtures/traces/refengine-h200-tp1.trace.json.gz"

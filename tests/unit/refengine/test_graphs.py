@@ -15,7 +15,7 @@ from multiprocessing import Pipe
 import pytest
 import torch
 
-from specsweep.analysis import metrics as M
+from specsweep.analysis import formulas as M
 from specsweep.refengine import trace
 from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
 from specsweep.refengine.comm import make_communicator, prepare_spec

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 from aiohttp import web
 
-from specsweep.analysis.metrics import compute_metrics
+from specsweep.analysis.compute import compute_metrics
 from specsweep.files import read_jsonl
 from specsweep.serve.client import run_workload
 from specsweep.testing.doubles import models, serve_app, sse

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.preflight import preflight_plans
 from specsweep.engines.sglang.rules import check_plan
-from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.parser_env import assert_only_unmounted_weights, labelled_plans, preflight_config_set
 from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.workflow import REPO
 
@@ -25,15 +23,9 @@ CONFIG_SETS = {
 }
 
 
-def _plans(paths: list[Path]) -> tuple[dict, dict]:
-    config = load_configs(paths)
-    labels = resolve_labels(config)
-    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
-
-
 @pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
 def test_every_tp_size_has_a_baseline_and_eagle3_with_gpus_to_match(config_set):
-    config, plans = _plans(CONFIG_SETS[config_set])
+    config, plans = labelled_plans(CONFIG_SETS[config_set])
     for tp in (2, 4, 8):
         for name in (f"nospec-tp{tp}", f"eagle3-tp{tp}", f"eagle3-tp{tp}-nccl"):
             assert plans[name]["server_args"]["tp-size"] == tp and plans[name]["gpus"] == tp, name
@@ -72,16 +64,10 @@ def parser_python() -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
 def test_every_configuration_passes_sglang_parser(parser_python, config_set):
-    config, plans = _plans(CONFIG_SETS[config_set])
-    results = preflight_plans(list(plans.values()), parser_python, config["images"], base=REPO)
+    plans, results, bad = preflight_config_set(CONFIG_SETS[config_set], parser_python)
     assert set(results) == set(plans)
-    bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
     if not config_set.endswith("dummy") and not Path("/models").exists():
-        # No weights on this host: the only errors are the unmounted weights, each naming its key.
-        for name, errors in bad.items():
-            assert errors and all(e.startswith((f"configurations.{name}.volumes[0]: host path /models",
-                                                f"configurations.{name}.server_args.")) for e in errors), errors
-            assert all("parser" not in e for e in errors), errors
+        assert_only_unmounted_weights(bad)
     else:
         assert bad == {}
     assert {r["sglang_version"] for r in results.values()} == {"0.5.23"}

@@ -17,8 +17,7 @@ import pytest
 from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.engines.sglang.rules import check_plan
-from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.testing.parser_env import assert_only_unmounted_weights, labelled_plans, preflight_config_set
 from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO
@@ -31,16 +30,9 @@ CONFIG_SETS = {
 }
 
 
-def _plans(paths: list[Path]) -> tuple[dict, dict]:
-    """The config and its plans, each plan with its labels (variant, expect) as the static rules read them."""
-    config = load_configs(paths)
-    labels = resolve_labels(config)
-    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
-
-
 @pytest.fixture(scope="module")
 def gpu_plans() -> tuple[dict, dict]:
-    return _plans([GPU_CONFIG])
+    return labelled_plans([GPU_CONFIG])
 
 
 def _plan(gpu_plans: tuple[dict, dict], base: str, **changes) -> dict:
@@ -85,7 +77,7 @@ def test_matrix_covers_the_issue(gpu_plans):
 
 
 def test_dummy_overlay_is_weight_free():
-    _config, plans = _plans(CONFIG_SETS["dummy"])
+    _config, plans = labelled_plans(CONFIG_SETS["dummy"])
     for name, plan in plans.items():
         sa = plan["server_args"]
         assert sa["load-format"] == "dummy", name
@@ -182,7 +174,7 @@ def test_known_failure_names_its_signature(gpu_plans):
 
 @pytest.fixture(scope="module")
 def dummy_plans() -> tuple[dict, dict]:
-    return _plans(CONFIG_SETS["dummy"])
+    return labelled_plans(CONFIG_SETS["dummy"])
 
 
 def test_dummy_matrix_passes_static_rules(dummy_plans):
@@ -259,7 +251,7 @@ def test_unknown_variant(gpu_plans):
 @pytest.mark.slow
 def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
     engine = SGLangEngine()
-    good = engine.preflight(_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
+    good = engine.preflight(labelled_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
     assert good.errors == [] and good.checked_with.startswith("sglang 0.5.23")
     assert [x["role"] for x in good.loaded] == ["model", "draft"]
     assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2}), parser_python).errors
@@ -306,16 +298,10 @@ def parser_python() -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
 def test_every_configuration_passes_sglang_parser(parser_python, config_set):
-    config, plans = _plans(CONFIG_SETS[config_set])
-    results = preflight_plans(list(plans.values()), parser_python, config["images"], base=REPO)
+    plans, results, bad = preflight_config_set(CONFIG_SETS[config_set], parser_python)
     assert set(results) == set(plans)
-    bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
     if config_set == "weights" and not Path("/models").exists():
-        # This host has no weights: the only errors are the unmounted weights, each naming its key.
-        for name, errors in bad.items():
-            assert errors and all(e.startswith((f"configurations.{name}.volumes[0]: host path /models",
-                                                f"configurations.{name}.server_args.")) for e in errors), errors
-            assert all("parser" not in e for e in errors), errors
+        assert_only_unmounted_weights(bad)
         assert set(bad) == set(plans)
     else:
         assert bad == {}
