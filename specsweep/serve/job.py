@@ -151,7 +151,7 @@ class _Runner:
             "plan_name": job.plan.name, "launch": job.launch_id, "started_at": self.started_at, "run_id": job.run_id,
             "points": [p.name for p in job.points], "checkout": job.identity[guard.CHECKOUT_ENV],
             "checkout_id": job.checkout, "slurm": slurm_job(os.environ)}
-        self.stage: str = Stage.LAUNCH  # where the job is: an interruption or a failure names it
+        self.stage: str = Stage.LAUNCH  # where the job is (an interruption names it; a Failure carries its own)
         self.current: tuple[str, str] | None = None  # the point being measured, and its stage
         self.points: dict[str, dict[str, Any]] = {}  # each point's entry, as its phase returned it
         self.verdict: dict[str, Any] | None = None  # the launch's, from its points and the guard
