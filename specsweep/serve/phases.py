@@ -7,6 +7,8 @@ teardown's exit code) or what a later phase needs (the server, the volumes
 the micro-benchmark leaves for the container); a phase that cannot produce
 its result raises ``Failure`` (``LaunchError``, ``BenchmarkError``) and
 records nothing. No phase edits a mapping another phase or the runner holds.
+What every phase reads (the plan, the paths, the host, the run) is one frozen
+``Job`` (``serve.jobspec``).
 
 The phases, in the runner's order (docs/design.md, "The server job"):
 
@@ -34,117 +36,34 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from specsweep.contracts.plan import Plan, Point
+from specsweep.contracts.plan import Point
 from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
 from specsweep.engines.registry import get_engine
 from specsweep.engines.volumes import volume_problems
 from specsweep.files import write_text_atomic
 from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
-from specsweep.records import DEFAULT_POINT, run_header
+from specsweep.records import run_header
 from specsweep.serve import client, guard
 from specsweep.serve import profile as profiling
-from specsweep.serve.console import Console
-from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, run_labels, uses_host_network
+from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, uses_host_network
 from specsweep.serve.launch import (
     build_launch,
     collect_provenance,
     fresh_nccl_dir,
     gpu_ids,
-    server_environment,
     server_info,
 )
-from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
+from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.lock import HostBusy, HostLock, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy
 from specsweep.serve.server import AttachedServer, LaunchError, Server, free_port
 from specsweep.serve.watchdog import reaper
-
-
-@dataclass(frozen=True)
-class JobPaths:
-    launch: Path
-    server_log: Path
-    warmup: Path
-    requests: Path
-    outcome: Path
-    nccl_logs: Path | None = None  # directory of NCCL_DEBUG_FILEs (default: beside server.log, NCCL_LOG_DIR)
-    profile: Path | None = None  # profile.json (traces under profile/): serve.profile
-    allreduce_bench: Path | None = None  # allreduce_bench.json: serve.profile
-
-
-@dataclass(frozen=True)
-class JobHost:
-    """How the job meets its host: the lock, whose checkout it is, how often the guard samples.
-
-    How to run, not what to measure: none of it is in the plan, so changing it
-    reruns nothing. ``workdir`` is the workflow's directory (where ``results/``
-    is); it names the checkout in labels and environment.
-    """
-
-    lock: LockSettings = field(default_factory=LockSettings)
-    workdir: Path = field(default_factory=Path.cwd)
-    guard_interval_s: float = guard.DEFAULT_INTERVAL_S
-    docker: str = "docker"
-    #: The terminal Snakemake runs in: a waiting job says so, and the job shows its stage and progress there
-    #: (``serve.console``), besides its log.
-    notice: TextIO | None = None
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str], workdir: Path, notice: TextIO | None = None) -> "JobHost":
-        """``SPECSWEEP_LOCK_DIR``, ``SPECSWEEP_LOCK_WAIT_S``, ``SPECSWEEP_GUARD_INTERVAL_S``."""
-        raw = environ.get("SPECSWEEP_GUARD_INTERVAL_S")
-        try:
-            interval = float(raw) if raw else guard.DEFAULT_INTERVAL_S
-        except ValueError:
-            interval = -1.0
-        if interval <= 0:
-            raise ValueError(f"SPECSWEEP_GUARD_INTERVAL_S={raw!r}: expected seconds (a number > 0)")
-        return cls(lock=LockSettings.from_environ(environ), workdir=Path(workdir), guard_interval_s=interval,
-                   notice=notice)
-
-
-@dataclass(frozen=True)
-class Job:
-    """What every phase reads, fixed when the job starts: one launch of one plan."""
-
-    plan: Plan  # as launched: with its launch in env and NCCL's debug file (``serve.launch``)
-    paths: JobPaths
-    host: JobHost
-    run_id: str
-    launch_id: str
-    log: TextIO
-    console: Console | None
-    image_manifest: Mapping[str, Any] | None
-    registry: Mapping[str, Any] | None
-    identity: Mapping[str, str]  # ``launch.identity_env``
-    checkout: str  # ``container.checkout_id``
-    nccl_dir: Path
-
-    @property
-    def log_name(self) -> str:
-        return getattr(self.log, "name", "the job's log")
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """The run's container labels (``container.run_labels``)."""
-        return run_labels(self.plan.name, self.checkout, self.host.workdir, self.run_id)
-
-    @property
-    def points(self) -> tuple[Point, ...]:
-        return self.plan.measured_points(DEFAULT_POINT)
-
-    def say(self, text: str) -> None:
-        """One line on the terminal (``serve.console``), when there is one."""
-        if self.console is not None:
-            self.console.say(text)
-
-    def server_env(self) -> dict[str, str]:
-        return server_environment(self.plan.env, dict(os.environ), self.identity)
 
 
 class _Both:
