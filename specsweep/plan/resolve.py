@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from specsweep import HARNESS_VERSION
+from specsweep.contracts.plan import PLAN_FORMAT_VERSION, Plan
 from specsweep.contracts.vocabulary import Expect
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
@@ -34,23 +35,7 @@ from specsweep.plan.points import resolve_points
 from specsweep.plan.tokenizer import TokenizerError
 from specsweep.records import EXTERNAL_RUNTIME, is_external
 
-# Format history of results/<config>/plan.json (and of the params that carry it):
-#   1  name, engine, runtime, image, server_args, argv, env, host, port,
-#      ready_timeout_s, gpus, workload, variant, expect, harness_version and the
-#      target keys of the schema (gpu_arch, nvlink, volumes, ...).
-#   2  + prompts (the selected dataset prompts' identity, null for random);
-#      workload.dataset; endpoint "chat".
-#   3  variant and expect moved to the labels (build_labels): they change the
-#      summary and the report, never what a server measures.
-#      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
-#      without it reads as before, so the version stays.)
-#   4  + points = [{"name", "workload", "prompts"}], only when the configuration
-#      declares points (plan.points; a plan without them is as in 3): each
-#      point's workload merged over the configuration's, and its own selected
-#      prompts (null for random).
-#      (runtime "external" adds the key url, only in such plans, whose argv is [] and whose host and
-#      port are the url's: plans of the other runtimes read as before, so the version stays.)
-PLAN_FORMAT_VERSION = 4
+# The plan's format version and its history live with the typed record (contracts.plan).
 #: Keys of a configuration that tell the report how to read a result (``build_labels``).
 LABEL_KEYS = ("description", "expect", "expect_signature", "variant", "own_baseline")
 # Keys of a configuration that do not change what is measured, kept out of
@@ -139,7 +124,13 @@ def _random_dataset(workload: dict) -> None:
 
 
 def plan_from_entry(name: str, entry: Mapping, write_prompts: bool = False) -> dict:
-    """The launch plan of configuration ``name`` from its merged entry (``merged_entry``)."""
+    """The launch plan of configuration ``name`` from its merged entry (``merged_entry``), as plan.json's
+    object (``resolve_plan(...).to_dict()``)."""
+    return resolve_plan(name, entry, write_prompts).to_dict()
+
+
+def resolve_plan(name: str, entry: Mapping, write_prompts: bool = False) -> Plan:
+    """The typed launch plan (``contracts.plan.Plan``) of configuration ``name`` from its merged entry."""
     engine = get_engine(entry["engine"])
     server_args = {k: entry["server_args"][k] for k in sorted(entry["server_args"])}
     plan = {k: v for k, v in entry.items() if k not in _NOT_IN_PLAN}
@@ -172,7 +163,7 @@ def plan_from_entry(name: str, entry: Mapping, write_prompts: bool = False) -> d
     profile = plan.pop("profile", None)
     if profile and profile.get("enabled"):
         plan["profile"] = profile
-    return plan
+    return Plan.from_dict(plan)
 
 
 def resolve_plans(config: Mapping, source: str = "config", write_prompts: bool = False) -> dict[str, dict]:

@@ -20,7 +20,7 @@ Forms of either variable:
 
 * ``0.004``: every launch of the configuration gets it;
 * ``aa=0.004`` or ``1=0,aa=0.004``: per launch id, from the launch's
-  ``SPECSWEEP_LAUNCH`` (set by the server job, ``serve.job.LAUNCH_ENV``);
+  ``SPECSWEEP_LAUNCH`` (set by the server job, ``serve.launch.LAUNCH_ENV``);
   a launch not named gets 0.
 
 The server logs a warning when a fault is active, and the launch's provenance
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 STEP_DELAY_ENV = "SPECSWEEP_TEST_STEP_DELAY_S"
 STEP_SLOWDOWN_ENV = "SPECSWEEP_TEST_STEP_SLOWDOWN"
-LAUNCH_ENV = "SPECSWEEP_LAUNCH"  # = specsweep.serve.job.LAUNCH_ENV
+LAUNCH_ENV = "SPECSWEEP_LAUNCH"  # = specsweep.serve.launch.LAUNCH_ENV
 MAX_DELAY_S = 10.0
 MAX_SLOWDOWN = 1.0
 

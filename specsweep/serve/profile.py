@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from specsweep.contracts.layout import TRACE_GLOB, TRACE_NAME_RE
+from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage, StageStatus
 from specsweep.engines.registry import get_engine
 from specsweep.files import write_json_atomic
@@ -80,9 +81,9 @@ class ProfileError(Failure):
     """A profiling stage (``allreduce_bench`` or ``profile``) could not produce its evidence."""
 
 
-def settings_of(plan: Mapping[str, Any]) -> dict[str, Any] | None:
+def settings_of(plan: Plan) -> dict[str, Any] | None:
     """The plan's profile settings when profiling is on, else None."""
-    settings = plan.get("profile")
+    settings = plan.profile
     return dict(settings) if isinstance(settings, Mapping) and settings.get("enabled") else None
 
 
@@ -95,7 +96,7 @@ def _record(enabled: bool, run_id: str | None, **fields: Any) -> dict[str, Any]:
     return {"format_version": FORMAT_VERSION, "enabled": enabled, "run_id": run_id, **fields}
 
 
-def _initial(plan: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
+def _initial(plan: Plan, run_id: str | None) -> dict[str, Any]:
     """A stage's file before the stage: ``off``, or ``not_run`` (the job ended before the stage)."""
     settings = settings_of(plan)
     if settings is None:
@@ -104,7 +105,7 @@ def _initial(plan: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
                    settings=settings)
 
 
-def reset(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None,
+def reset(plan: Plan, profile_json: Path | None, bench_json: Path | None,
           run_id: str | None = None) -> None:
     """Once the job owns its files (host lock held): remove the last run's traces and write each
     stage's file as not (yet) run, with this run's id."""
@@ -126,7 +127,7 @@ def _run_id_of(path: Path) -> str | None:
         return None
 
 
-def finish(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None, run_id: str) -> None:
+def finish(plan: Plan, profile_json: Path | None, bench_json: Path | None, run_id: str) -> None:
     """At the job's end: each stage's file exists and is this run's (a job that failed before it
     owned its files, e.g. ``host_busy``, must not leave another run's profile as its own)."""
     for path in (profile_json, bench_json):
@@ -146,17 +147,17 @@ def bench_script_args(comm: Mapping[str, Any], concurrency: int, iters: int) -> 
             "--tokens", str(tokens), "--iters", str(iters)]
 
 
-def bench_argv(plan: Mapping[str, Any], script_args: list[str], image_manifest: Mapping[str, Any] | None,
+def bench_argv(plan: Plan, script_args: list[str], image_manifest: Mapping[str, Any] | None,
                name: str | None, labels: Mapping[str, str] | None = None) -> list[str]:
     """The micro-benchmark's full argv: this interpreter and the script, or the plan's container runtime
     (``docker run`` of the plan's image, with the run's ``labels``) with the script mounted."""
-    runtime = container_runtime(plan["runtime"])
+    runtime = container_runtime(plan.runtime)
     if runtime is None:
         # -P: not the script's directory first on sys.path, where serve/profile.py would shadow the stdlib's profile.
         return [sys.executable, "-P", str(BENCH_SCRIPT), *script_args]
-    assert image_manifest is not None, f"{plan['runtime']} runtime needs the image manifest"
-    volumes = [*(plan.get("volumes") or []), f"{BENCH_SCRIPT.resolve()}:{CONTAINER_BENCH_SCRIPT}:ro"]
-    run_plan = dict(plan, argv=["python3", CONTAINER_BENCH_SCRIPT, *script_args], volumes=volumes)
+    assert image_manifest is not None, f"{plan.runtime} runtime needs the image manifest"
+    volumes = [*plan.volumes, f"{BENCH_SCRIPT.resolve()}:{CONTAINER_BENCH_SCRIPT}:ro"]
+    run_plan = dict(plan.to_dict(), argv=["python3", CONTAINER_BENCH_SCRIPT, *script_args], volumes=volumes)
     # The server's argv builder publishes a port; a free one on loopback costs nothing.
     return runtime.run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name,
                             labels=labels)
@@ -190,7 +191,7 @@ def _run_bench(argv: list[str], env: Mapping[str, str], timeout_s: float,
             remove_container(container)
 
 
-def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], out_path: Path,
+def run_allreduce_bench(plan: Plan, settings: Mapping[str, Any], out_path: Path,
                         image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO, *,
                         run_id: str | None = None, labels: Mapping[str, str] | None = None,
                         on_start: Callable[[int], None] | None = None) -> dict:
@@ -198,7 +199,7 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
     record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=dict(settings))
     t0 = time.monotonic()
     try:
-        comm = get_engine(plan["engine"]).comm_profile(dict(plan))
+        comm = get_engine(plan.engine).comm_profile(plan.to_dict())
         record["comm"] = comm
         if not settings.get("allreduce_bench", True):
             record.update(status=StageStatus.OFF, reason="profile.allreduce_bench is false")
@@ -206,9 +207,9 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
         if comm.get("skip"):
             record.update(status=StageStatus.SKIPPED, reason=comm["skip"])
             return record
-        script_args = bench_script_args(comm, int(plan["workload"]["concurrency"]), int(settings["allreduce_iters"]))
-        runtime = container_runtime(plan["runtime"])
-        name = f"{container_name(plan['name'])}-bench" if runtime is not None and runtime.daemon else None
+        script_args = bench_script_args(comm, int(plan.workload["concurrency"]), int(settings["allreduce_iters"]))
+        runtime = container_runtime(plan.runtime)
+        name = f"{container_name(plan.name)}-bench" if runtime is not None and runtime.daemon else None
         argv = bench_argv(plan, script_args, image_manifest, name, labels)
         record["argv"] = argv
         print(f"all-reduce micro-benchmark: {argv}", file=log, flush=True)
@@ -238,7 +239,7 @@ def run_allreduce_bench(plan: Mapping[str, Any], settings: Mapping[str, Any], ou
         write_json_atomic(out_path, record)
 
 
-def before_launch(plan: Mapping[str, Any], profile_json: Path | None, bench_json: Path | None,
+def before_launch(plan: Plan, profile_json: Path | None, bench_json: Path | None,
                   image_manifest: Mapping[str, Any] | None, env: Mapping[str, str], log: TextIO, *,
                   labels: Mapping[str, str] | None = None,
                   on_start: Callable[[int], None] | None = None) -> list[str]:
@@ -251,7 +252,7 @@ def before_launch(plan: Mapping[str, Any], profile_json: Path | None, bench_json
         return []
     run_allreduce_bench(plan, settings, bench_json, image_manifest, env, log,
                         run_id=(labels or {}).get(RUN_LABEL_KEY), labels=labels, on_start=on_start)
-    if container_runtime(plan["runtime"]) is not None:
+    if container_runtime(plan.runtime) is not None:
         return [f"{profile_dir(profile_json).resolve()}:{CONTAINER_PROFILE_DIR}"]
     return []
 
@@ -318,7 +319,7 @@ def _chown(container: str, log: TextIO) -> None:
         print(f"chown of the trace files in {container} failed: {(proc.stderr or '').strip()}", file=log)
 
 
-def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | None, log: TextIO,
+def after_measure(server: Server, plan: Plan, profile_json: Path | None, log: TextIO,
                   prompts: list[Prompt] | None = None, run_id: str | None = None) -> dict | None:
     """The profiling stage after the measured repeats; writes ``profile.json`` (traces under ``profile/``).
 
@@ -331,9 +332,9 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
     record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=settings, files=[],
                      requests=str(Path(directory.name) / "requests.jsonl"))
     t0 = time.monotonic()
-    ranks = int(get_engine(plan["engine"]).comm_profile(dict(plan))["world_size"])
+    ranks = int(get_engine(plan.engine).comm_profile(plan.to_dict())["world_size"])
     # In a container the directory is mounted (before_launch); the server writes to the mount point.
-    output_dir = CONTAINER_PROFILE_DIR if container_runtime(plan["runtime"]) is not None else str(directory.resolve())
+    output_dir = CONTAINER_PROFILE_DIR if container_runtime(plan.runtime) is not None else str(directory.resolve())
     body: dict[str, Any] = {"output_dir": output_dir, "activities": list(settings["activities"]),
                             "with_stack": False, "record_shapes": False,
                             "profile_id": f"specsweep-{uuid.uuid4().hex[:8]}"}
@@ -346,7 +347,7 @@ def after_measure(server: Server, plan: Mapping[str, Any], profile_json: Path | 
             raise ProfileError(Stage.PROFILE, Reason.START_PROFILE_FAILED, f"HTTP {status}: {text[:500]}")
         t_requests = time.monotonic()
         record["start_s"] = t_requests - t0
-        records = client.run_phase(server.base_url, plan["workload"], "profile", int(settings["requests"]),
+        records = client.run_phase(server.base_url, dict(plan.workload), "profile", int(settings["requests"]),
                                    directory / "requests.jsonl", log, prompts, run_id)
         record["requests_s"] = time.monotonic() - t_requests
         record["requests_ok"] = sum(r["status"] == RequestStatus.OK for r in records)

@@ -10,6 +10,8 @@
   under ``tests/docker`` and use the real engine.
 * ``mini_repo``: a small checkout with a Dockerfile, a patch, a build context and
   the cache files a content record must ignore, and the image spec naming them.
+* ``plan_dict``: a complete plan.json object (``contracts.plan.Plan``) with the keys a test sets and
+  harmless values for the rest, so that a test names only what it is about.
 """
 
 from __future__ import annotations
@@ -25,8 +27,25 @@ from typing import Any
 
 from aiohttp import web
 
+from specsweep import HARNESS_VERSION
+from specsweep.contracts.plan import PLAN_FORMAT_VERSION
+
 #: The model list the in-test servers give the OpenAI endpoints' ``GET /v1/models``.
 MODELS = {"object": "list", "data": [{"id": "served-model", "object": "model"}]}
+
+
+#: What a test plan holds unless the test sets it: a local reference-engine plan without a server of
+#: its own (no argv), synthetic prompts, the schema's target keys at their defaults.
+_PLAN_DEFAULTS: dict[str, Any] = {
+    "format_version": PLAN_FORMAT_VERSION, "harness_version": HARNESS_VERSION, "name": "p", "engine": "reference",
+    "runtime": "local", "image": None, "server_args": {}, "argv": [], "env": {}, "host": "127.0.0.1", "port": None,
+    "ready_timeout_s": 60, "gpus": 0, "workload": {}, "prompts": None, "volumes": [], "gpu_arch": None,
+    "nvlink": None}
+
+
+def plan_dict(**keys: Any) -> dict[str, Any]:
+    """A complete plan.json object: ``keys`` over ``_PLAN_DEFAULTS`` (``Plan.from_dict`` reads it)."""
+    return json.loads(json.dumps({**_PLAN_DEFAULTS, **keys}))
 
 
 def sse(obj: Any) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 from specsweep.engines.registry import get_engine
 from specsweep.refengine.config import ModelConfig
 from specsweep.serve.profile import BENCH_SCRIPT
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.workflow import REPO
 
 #: Small but with every feature: dense first layer, MoE with shared expert, several heads.
@@ -44,8 +45,7 @@ def ref_plan(tp: int = 2, backend: str = "shm", **extra: Any) -> dict:
                          "request_rate": None, "repeats": 1, "seed": 0, "temperature": 0.0, "request_timeout_s": 120,
                          "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 1, "max_requests": 0}},
             "profile": dict(PROFILE_SETTINGS)}
-    plan.update(extra)
-    return plan
+    return plan_dict(**{**plan, **extra})
 
 
 def run_allreduce_bench(*args: str) -> dict:

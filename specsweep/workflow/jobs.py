@@ -20,16 +20,18 @@ from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
 from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
+from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
-from specsweep.files import read_json, read_jsonl, write_json_atomic, write_text_atomic
+from specsweep.files import read_json, read_jsonl, write_json_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.registry import push_image
-from specsweep.records import MixedRunsError, check_one_run, is_external, run_id_of_log
+from specsweep.records import EXTERNAL_RUNTIME, MixedRunsError, check_one_run, run_id_of_log
 from specsweep.report.render import render_report
-from specsweep.serve.job import JobHost, JobPaths, nccl_logs, run_config
+from specsweep.serve.job import JobHost, JobPaths, run_config
+from specsweep.serve.launch import nccl_logs
 
 
 @contextlib.contextmanager
@@ -64,10 +66,11 @@ def paths_of(value: str | Sequence[str]) -> list[str]:
 
 
 def write_plan(plan_json: str, out_path: str, log: TextIO) -> None:
-    """resolve_plan: write the plan Snakemake passed as canonical JSON params."""
-    plan = json.loads(plan_json)
-    write_text_atomic(out_path, json.dumps(plan, indent=2, sort_keys=True) + "\n")
-    print(f"plan {plan['name']} written", file=log)
+    """resolve_plan: write the plan Snakemake passed as canonical JSON params (read as a ``Plan``, so that a
+    params string that is no plan of this format fails here, not in a later job)."""
+    plan = Plan.from_json(plan_json)
+    write_json_atomic(out_path, plan.to_dict())
+    print(f"plan {plan.name} written", file=log)
 
 
 def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: TextIO) -> None:
@@ -92,13 +95,14 @@ def preflight_config(
     launch: the error names the configuration and the flag. Warnings (a
     variant that will fall back, a deprecated flag) are kept in the result.
     """
-    plan = read_json(plan_path)
-    engine = get_engine(plan["engine"])
+    typed = Plan.load(plan_path)
+    plan = typed.to_dict()  # the engine's preflight reads plan.json's object
+    engine = get_engine(typed.engine)
     spec = json.loads(image_spec)
-    images = {plan["image"]: spec} if plan.get("image") and spec else None
+    images = {typed.image: spec} if typed.image and spec else None
     # The parser venv's ready.json, or the image manifest (preflight_parser: image).
     parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
-    if is_external(plan):
+    if typed.runtime == EXTERNAL_RUNTIME:
         # No argv to parse and no model to load: the plan's own checks (plan.resolve.external_problems)
         # ran when the workflow started; what the server runs is recorded when the job attaches.
         result = PreflightResult(checked_with="nothing to check before measuring: an external server is not "
@@ -110,13 +114,13 @@ def preflight_config(
     if result.errors:
         for error in result.errors:
             print(f"preflight failed: {error}", file=log)
-        raise SystemExit(f"preflight of configuration {plan['name']!r} failed:\n  " + "\n  ".join(result.errors))
+        raise SystemExit(f"preflight of configuration {typed.name!r} failed:\n  " + "\n  ".join(result.errors))
     write_json_atomic(
         out_path,
-        {"config": plan["name"], "ok": True, "argv": plan["argv"], "checked_with": result.checked_with,
+        {"config": typed.name, "ok": True, "argv": list(typed.argv), "checked_with": result.checked_with,
          "warnings": list(result.warnings), "loaded": list(result.loaded)},
     )
-    print(f"preflight ok: {plan['name']} ({result.checked_with})", file=log)
+    print(f"preflight ok: {typed.name} ({result.checked_with})", file=log)
     return 0
 
 
@@ -158,7 +162,7 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
-    return run_config(read_json(plan_path), paths, manifest, log, registry, host=host, launch_id=launch)
+    return run_config(Plan.load(plan_path), paths, manifest, log, registry, host=host, launch_id=launch)
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict],
@@ -234,13 +238,14 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
     threshold). ``labels_json`` carries the requested ``variant``, ``expect``
     and ``expect_signature`` (``workflow.inputs.summary_labels``).
     """
-    plan = read_json(paths_of(inputs["plan"])[0])
+    typed = Plan.load(paths_of(inputs["plan"])[0])
+    plan = typed.to_dict()  # the analysis reads plan.json's object
     kinds = tuple(LAUNCH_FILES)
     columns = [paths_of(inputs[k]) if k in inputs.keys() else [] for k in kinds]
     for column in columns[5:]:  # not named: NCCL's default directory beside server.log; no profiling files
         column[:] = column or [""] * len(columns[0])
     labels = json.loads(labels_json)
-    engine = get_engine(plan["engine"])
+    engine = get_engine(typed.engine)
 
     def profile_of(profile: dict, bench: dict, directory: Path, outcome: dict) -> dict | None:
         # A contaminated run's numbers are kept for inspection; so is its profile.
@@ -257,13 +262,13 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
     params = json.loads(agreement)
     baseline = BaselineRun(params.get("baseline"))
     if "baseline_requests" in inputs.keys():
-        baseline = BaselineRun(params.get("baseline"), read_json(paths_of(inputs["baseline_plan"])[0]),
+        baseline = BaselineRun(params.get("baseline"), Plan.load(paths_of(inputs["baseline_plan"])[0]).to_dict(),
                                read_jsonl(paths_of(inputs["baseline_requests"])[0]))
     summary = build_config_summary(plan, launches, evidence_of, baseline, params.get("threshold"), labels)
     print("runs " + ", ".join(f"launch {launch.launch}: {launch.run_id}" for launch in launches), file=log)
     write_json_atomic(out_path, summary)
     states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
-    print(f"summary {plan['name']}: {summary['status']} ({len(launches)} launches; {states})", file=log)
+    print(f"summary {typed.name}: {summary['status']} ({len(launches)} launches; {states})", file=log)
     return summary
 
 

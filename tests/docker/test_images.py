@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from specsweep.images import build, cli, registry, tag
-from specsweep.serve import container, job
+from specsweep.serve import container, launch
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -122,7 +122,7 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
     port = _free_port()
     name = f"specsweep-test-{unique}"
     argv = container.run_argv(plan, ref, "127.0.0.1", port, 30000, name)
-    proc = subprocess.Popen(argv, env=job.server_environment(plan, dict(__import__("os").environ)),
+    proc = subprocess.Popen(argv, env=launch.server_environment(plan["env"], dict(__import__("os").environ)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 180

@@ -14,6 +14,7 @@ import pytest
 from specsweep.images import cli
 from specsweep.images import registry as registries
 from specsweep.serve.job import JobPaths, run_config
+from specsweep.testing.doubles import plan_dict
 
 pytestmark = pytest.mark.docker
 
@@ -65,9 +66,8 @@ def test_without_a_registry_an_absent_image_is_a_launch_failure_not_a_build(push
     manifest, _ = pushed
     with pytest.raises(cli.DockerError, match="snakemake push"):
         registries.ensure_image(manifest, None)
-    plan = {"name": "pulltest", "engine": "reference", "runtime": "docker", "image": manifest["name"],
-            "argv": ["python3", "-m", "specsweep.refengine"], "env": {}, "host": "127.0.0.1", "port": None,
-            "gpus": 0, "ready_timeout_s": 10, "workload": {}}
+    plan = plan_dict(name="pulltest", engine="reference", runtime="docker", image=manifest["name"],
+                     argv=["python3", "-m", "specsweep.refengine"], ready_timeout_s=10)
     paths = JobPaths(*(tmp_path / n for n in ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl",
                                               "outcome.json")))
     outcome = run_config(plan, paths, manifest, io.StringIO(), registry=None)

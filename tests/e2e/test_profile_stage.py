@@ -7,9 +7,10 @@ import io
 import json
 import os
 
+from specsweep.contracts.plan import Plan
 from specsweep.files import read_json, read_jsonl
 from specsweep.serve import profile as prof
-from specsweep.serve.job import server_environment
+from specsweep.serve.launch import server_environment
 from specsweep.serve.server import Server, free_port
 from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
@@ -17,11 +18,11 @@ from specsweep.testing.workflow import REPO
 
 def test_trace_stage_against_the_reference_engine(tmp_path):
     """/start_profile, two requests, /stop_profile: every rank's trace lands, with the profiled requests."""
-    plan = ref_plan()
+    plan = Plan.from_dict(ref_plan())
     port = free_port("127.0.0.1")
     log_file = (tmp_path / "server.log").open("wb")
-    server = Server(argv=[*plan["argv"], "--host", "127.0.0.1", "--port", str(port)],
-                    env=server_environment(plan, {**os.environ, "PYTHONPATH": str(REPO)}), host="127.0.0.1",
+    server = Server(argv=[*plan.argv, "--host", "127.0.0.1", "--port", str(port)],
+                    env=server_environment(plan.env, {**os.environ, "PYTHONPATH": str(REPO)}), host="127.0.0.1",
                     port=port, ready_path="/ready", log_file=log_file)
     pj = tmp_path / "profile.json"
     prof.reset(plan, pj, tmp_path / "allreduce_bench.json")

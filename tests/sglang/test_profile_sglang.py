@@ -16,7 +16,9 @@ import pytest
 
 from specsweep.analysis.kernels import SGLANG_STEP, forward_kind
 from specsweep.contracts.layout import TRACE_NAME_RE
+from specsweep.contracts.plan import Plan
 from specsweep.serve import profile as prof
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.parser_env import parser_python, wheel_site
 
 pytestmark = pytest.mark.slow
@@ -40,9 +42,9 @@ def test_start_profile_body_uses_only_profilereq_fields(srt, tmp_path):
     tree = ast.parse((srt / "managers/io_struct.py").read_text())
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ProfileReq")
     fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
-    plan = {"name": "p", "engine": "sglang", "runtime": "local", "server_args": {"tp-size": 2, "model-path": "/m"}, "env": {},
-            "workload": {}, "profile": {"enabled": True, "requests": 1, "num_steps": 4, "activities": ["CPU", "GPU"],
-                                        "trace_timeout_s": 1}}
+    plan = Plan.from_dict(plan_dict(
+        name="p", engine="sglang", runtime="local", server_args={"tp-size": 2, "model-path": "/m"},
+        profile={"enabled": True, "requests": 1, "num_steps": 4, "activities": ["CPU", "GPU"], "trace_timeout_s": 1}))
     pj = tmp_path / "profile.json"
     rec = prof.after_measure(_FakeServer(), plan, pj, io.StringIO())
     assert rec["status"] == "failed" and rec["reason"] == "start_profile_failed"

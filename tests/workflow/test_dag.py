@@ -94,7 +94,7 @@ def _mark_write_plan(package: Path) -> Path:
     """Make resolve_plan's job log name the file of the package it ran; returns that file."""
     jobs = package / "workflow" / "jobs.py"
     source = jobs.read_text()
-    marker = 'print(f"plan {plan[\'name\']} written", file=log)'
+    marker = 'print(f"plan {plan.name} written", file=log)'
     assert marker in source
     jobs.write_text(source.replace(marker, marker + "\n    print(f'package of {__file__}', file=log)"))
     return jobs

@@ -15,7 +15,7 @@ from specsweep.refengine.faults import (LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOW
                                         step_slowdown)
 from specsweep.refengine.model import TPModel
 from specsweep.refengine.worker import Driver
-from specsweep.serve.job import LAUNCH_ENV as JOB_LAUNCH_ENV
+from specsweep.serve.launch import LAUNCH_ENV as JOB_LAUNCH_ENV
 from specsweep.serve.provenance import _filter_env
 
 TINY = Path(__file__).parents[3] / "specsweep" / "refengine" / "configs" / "tiny"

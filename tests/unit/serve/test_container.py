@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from specsweep.images import cli
-from specsweep.serve import container, job
+from specsweep.contracts.plan import Plan
+from specsweep.serve import container, launch
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.doubles import DockerRecorder
 
 
@@ -91,7 +93,7 @@ def test_run_argv_rdma_golden(tmp_path):
 def test_rdma_server_binds_the_job_address_on_the_host_network():
     plan = _plan(name="deepep", gpus=8, rdma=True, runtime="docker", host="127.0.0.1",
                  argv=["python3", "-m", "sglang.launch_server", "--tp-size", "8"], engine="sglang")
-    argv, _ = job.build_launch(plan, 30123, {"tag": "img:1"})
+    argv, _ = launch.build_launch(Plan.from_dict(plan_dict(**plan)), 30123, {"tag": "img:1"})
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "30123"]
     assert "--network" in argv and "-p" not in argv
 
@@ -102,7 +104,7 @@ def test_run_argv_never_carries_env_values():
     assert "hf_secret_value" not in " ".join(argv)
     assert ["-e", "HF_TOKEN"] == argv[argv.index("-e"):argv.index("-e") + 2]
     # The values travel through the docker client's environment (``-e KEY`` forwards them).
-    env = job.server_environment(plan, {"PATH": "/bin"})
+    env = launch.server_environment(plan["env"], {"PATH": "/bin"})
     assert env["PATH"] == "/bin" and env["HF_TOKEN"] == "hf_secret_value"
 
 

@@ -25,6 +25,7 @@ from specsweep.records import MixedRunsError, run_id_of_log
 from specsweep.report.render import config_rows
 from specsweep.serve import guard, lock
 from specsweep.serve.job import JobHost, JobPaths, run_config
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.jobs import one_run_id, summarize_files
 
@@ -32,15 +33,14 @@ FILES = ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome
 
 
 def loopback_plan(num_prompts: int = 4, itl_ms: float = 2.0) -> dict:
-    return {
-        "name": "loop", "engine": "reference", "runtime": "local", "image": None,
-        "argv": [sys.executable, "-m", "specsweep.testing.loopback", "--ttft-ms", "5", "--itl-ms", str(itl_ms)],
-        "env": {}, "host": "127.0.0.1", "port": None, "ready_timeout_s": 60, "gpus": 0, "server_args": {},
-        "workload": {"endpoint": "generate", "num_prompts": num_prompts, "input_len": 8, "output_len": 8,
-                     "concurrency": 1, "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0,
-                     "request_timeout_s": 30,
-                     "warmup": {"window": 1, "tolerance": 10.0, "min_windows": 1, "max_requests": 2}},
-    }
+    return plan_dict(
+        name="loop", engine="reference", runtime="local",
+        argv=[sys.executable, "-m", "specsweep.testing.loopback", "--ttft-ms", "5", "--itl-ms", str(itl_ms)],
+        workload={"endpoint": "generate", "num_prompts": num_prompts, "input_len": 8, "output_len": 8,
+                  "concurrency": 1, "request_rate": None, "repeats": 2, "seed": 0, "temperature": 0.0,
+                  "request_timeout_s": 30,
+                  "warmup": {"window": 1, "tolerance": 10.0, "min_windows": 1, "max_requests": 2}},
+    )
 
 
 def job_paths(out: Path) -> JobPaths:

@@ -12,12 +12,14 @@ import time
 
 import pytest
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.registry import get_engine
 from specsweep.files import read_json
 from specsweep.records import MixedRunsError, run_header, run_id_of_log
 from specsweep.serve import lock
 from specsweep.serve import profile as prof
-from specsweep.serve.job import JobHost, JobPaths, run_config, server_environment
+from specsweep.serve.job import JobHost, JobPaths, run_config
+from specsweep.serve.launch import server_environment
 from specsweep.testing.refengine import PROFILE_SETTINGS as SETTINGS
 from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
@@ -29,23 +31,23 @@ def test_reset_writes_off_records_and_clears_old_traces(tmp_path):
     (tmp_path / "profile" / "old-TP-0.trace.json.gz").write_bytes(b"stale")
     plan = ref_plan()
     plan.pop("profile")
-    prof.reset(plan, pj, bj)
+    prof.reset(Plan.from_dict(plan), pj, bj)
     assert read_json(pj)["enabled"] is False and read_json(bj)["status"] == "off"
     assert not (tmp_path / "profile").exists()
-    prof.reset(ref_plan(), pj, bj)
+    prof.reset(Plan.from_dict(ref_plan()), pj, bj)
     assert read_json(pj)["status"] == "not_run" and (tmp_path / "profile").is_dir()
 
 
 def test_reset_and_finish_give_every_stage_file_this_runs_id(tmp_path):
     pj, bj = tmp_path / "profile.json", tmp_path / "allreduce_bench.json"
-    prof.reset(ref_plan(), pj, bj, "run-a")
+    prof.reset(Plan.from_dict(ref_plan()), pj, bj, "run-a")
     assert (read_json(pj)["run_id"], read_json(bj)["run_id"]) == ("run-a", "run-a")
     assert read_json(pj)["format_version"] == prof.FORMAT_VERSION == 2
     done = dict(read_json(pj), status="ok")
     pj.write_text(json.dumps(done))
-    prof.finish(ref_plan(), pj, bj, "run-a")
+    prof.finish(Plan.from_dict(ref_plan()), pj, bj, "run-a")
     assert read_json(pj) == done, "this run's own result is kept"
-    prof.finish(ref_plan(), pj, bj, "run-b")  # a job that never owned its files (host_busy)
+    prof.finish(Plan.from_dict(ref_plan()), pj, bj, "run-b")  # a job that never owned its files (host_busy)
     assert read_json(pj)["status"] == read_json(bj)["status"] == "not_run"
     assert read_json(pj)["run_id"] == read_json(bj)["run_id"] == "run-b"
 
@@ -110,11 +112,11 @@ def test_bench_argv_local_and_docker():
     assert args == ["--runner", "refengine", "--backend", "shm", "--world-size", "2", "--device", "cpu",
                     "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32", "--tokens", "8",
                     "--iters", "50"]
-    local = prof.bench_argv(ref_plan(), args, None, None)
+    local = prof.bench_argv(Plan.from_dict(ref_plan()), args, None, None)
     assert local[:3] == [sys.executable, "-P", str(prof.BENCH_SCRIPT)] and local[3:] == args
     plan = ref_plan(runtime="docker", image="sglang", gpus=8, env={"NCCL_ALGO": "Ring"},
                     volumes=["/data/kimi:/models/kimi-k2.5:ro"])
-    argv = prof.bench_argv(plan, args, {"tag": "specsweep/sglang:abc"}, "specsweep-p-1234-bench")
+    argv = prof.bench_argv(Plan.from_dict(plan), args, {"tag": "specsweep/sglang:abc"}, "specsweep-p-1234-bench")
     assert argv[:5] == ["docker", "run", "--rm", "--name", "specsweep-p-1234-bench"]
     assert "io.specsweep.config=p" in argv and argv[argv.index("NCCL_ALGO") - 1] == "-e"
     assert f"{prof.BENCH_SCRIPT.resolve()}:{prof.CONTAINER_BENCH_SCRIPT}:ro" in argv
@@ -126,13 +128,13 @@ def test_bench_argv_local_and_docker():
 def test_micro_benchmark_stage_writes_its_result(tmp_path):
     plan = ref_plan()
     out = tmp_path / "allreduce_bench.json"
-    rec = prof.run_allreduce_bench(plan, plan["profile"], out, None,
-                                   server_environment(plan, {**os.environ, "PYTHONPATH": str(REPO)}), io.StringIO())
+    rec = prof.run_allreduce_bench(Plan.from_dict(plan), plan["profile"], out, None,
+                                   server_environment(plan["env"], {**os.environ, "PYTHONPATH": str(REPO)}), io.StringIO())
     assert rec == read_json(out)
     assert rec["status"] == "ok", rec
     assert rec["result"]["sizes"][0]["bytes"] == 256 * 4 * 4 and rec["result"]["backend"] == "shm"
     assert rec["seconds"] > 0
-    skipped = prof.run_allreduce_bench(ref_plan(tp=1), SETTINGS, out, None, dict(os.environ), io.StringIO())
+    skipped = prof.run_allreduce_bench(Plan.from_dict(ref_plan(tp=1)), SETTINGS, out, None, dict(os.environ), io.StringIO())
     assert skipped["status"] == "skipped" and "tp-size 1" in skipped["reason"]
 
 
