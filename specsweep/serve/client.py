@@ -495,7 +495,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
                  console: Console | None = None) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
-    ``prompts``: the plan's selected prompts (``serve.job.load_prompts``);
+    ``prompts``: the plan's selected prompts (``serve.phases.load_prompts``);
     ``None`` = synthetic prompts (``payloads.make_prompt``, the ``random`` dataset).
     ``run_id`` is the server job's run id (every record carries it; a fresh one
     when None). ``on_stage`` is called with ``"warmup"`` and then ``"benchmark"``

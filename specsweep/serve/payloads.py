@@ -85,7 +85,7 @@ def prompt_key(endpoint: str, prompt_fields: dict[str, Any], output_len: int) ->
 
     Two requests with the same key asked the same question of the same
     endpoint for the same number of tokens, so under greedy decoding their
-    outputs must agree (``analysis.metrics.output_agreement``).
+    outputs must agree (``analysis.formulas.output_match_share``).
     """
     text = json.dumps({"endpoint": endpoint, "prompt": prompt_fields, "output_len": int(output_len)},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
