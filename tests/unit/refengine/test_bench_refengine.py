@@ -74,3 +74,15 @@ def test_prefill_graphs_bench_figures():
     assert row == {"prefill_ms": pytest.approx(5.0), "e2e_ms": pytest.approx(100.0),
                    "cycle_ms": pytest.approx(15.0), "prefill_graph_ct": 4}
     assert bench.launch_range([10.0, 12.0, 11.0]) == pytest.approx(0.2)
+
+
+def test_cpu_drift_bench_separates_the_machine_from_the_launch():
+    """A table whose rounds scale every server alike has no server effect, and the other way round."""
+    bench = _load("bench_cpu_drift")
+    speed = [1.0, 1.7, 1.0, 1.6, 1.1]  # the machine over time
+    launch = [1.0, 1.0, 1.0]
+    sds = bench.two_way([[10.0 * t * s for s in launch] for t in speed])
+    assert sds["sd_rounds"] > 0.2 and sds["sd_servers"] == pytest.approx(0.0, abs=1e-12)
+    assert sds["sd_residual"] == pytest.approx(0.0, abs=1e-12)
+    sds = bench.two_way([[10.0 * s for s in (1.0, 1.2, 0.9)] for _ in speed])
+    assert sds["sd_rounds"] == pytest.approx(0.0, abs=1e-12) and sds["sd_servers"] > 0.1
