@@ -156,7 +156,10 @@ def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
 
     parser_python()
     work = copy_workflow(tmp_path)
-    result = run(SNAKEMAKE + ["preflight", *GPU_MATRIX_DUMMY, "--config", f"parser_env={parser_env_dir()}"], work,
+    # Each preflight is its own interpreter importing SGLang (CPU-bound, ~8 s a configuration on
+    # CI's 2 cores): two at a time, as a user's `--cores` would, not 52 in a row.
+    two_cores = SNAKEMAKE[:-2] + ["--cores", "2"]
+    result = run(two_cores + ["preflight", *GPU_MATRIX_DUMMY, "--config", f"parser_env={parser_env_dir()}"], work,
                  timeout=3000)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     for name in _gpu_matrix_names(work):
