@@ -6,15 +6,16 @@ file had closed, so the log was empty and the console said "lost sys.stderr"."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from specsweep.testing.doubles import plan_dict
+from specsweep.testing.workflow import REPO
 from specsweep.workflow.jobs import job_log
-
-REPO = Path(__file__).resolve().parents[3]
 
 # Runs a script as Snakemake's script: directive does, with a stand-in for the injected ``snakemake`` object.
 RUN_SCRIPT = """
@@ -42,7 +43,7 @@ def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Pa
 def test_a_script_that_succeeds_logs_as_before(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), '{"name": "base"}'], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+                           str(out), json.dumps(plan_dict(name="base"))], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert log.read_text() == "plan base written\n"
     assert out.exists()
