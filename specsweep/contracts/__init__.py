@@ -1,5 +1,7 @@
 """The ground floor: what every stage agrees on, importing nothing of the package above it.
 
 ``vocabulary``: the words a result is told in (statuses, stages, reasons) and the one
-``Failure`` a stage raises; ``layout``: where each result lives under ``results/``.
+``Failure`` a stage raises; ``layout``: where each result lives under ``results/``;
+``plan``: the resolved launch plan as one typed record, with its format history;
+``endpoints``: the endpoint registry (each endpoint's path, prompt form, streaming, model name).
 """
