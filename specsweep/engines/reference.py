@@ -112,6 +112,8 @@ class ReferenceEngine:
         out: dict[str, Any] = {
             "runner": "refengine",
             "backend": ns.all_reduce_backend,
+            # Between the layers of this very model, as the server runs them (serve/allreduce_bench.py, Timing).
+            "timing": "in_forward",
             "world_size": ns.tp_size,
             "device": ns.device,
             "model_path": ns.model_path,

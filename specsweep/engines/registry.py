@@ -47,7 +47,7 @@ class Engine(Protocol):
     def comm_profile(self, plan: dict) -> dict:
         """How this plan communicates, for the profiling stages (``specsweep.serve.profile``).
 
-        ``runner``/``backend`` (how ``serve/allreduce_bench.py`` times its all-reduce),
+        ``runner``/``backend``/``timing`` (how ``serve/allreduce_bench.py`` times its all-reduce),
         ``world_size``, ``device``, ``model_path`` (as the server sees it), ``dtype``
         (explicit, or ``config``), ``draft_tokens`` (tokens per request in one verify;
         1 without speculation), ``allreduces_per_layer`` and ``allreduces_outside_layers``

@@ -28,11 +28,28 @@ concurrency, as the caller passes it. ``--dtype config`` takes the config's
 ``torch_dtype`` with SGLang's ``auto`` rule (float32 becomes float16:
 ``sglang/srt/configs/model_config.py`` ``_get_and_verify_dtype``).
 
-Timing (``time_all_reduce``, shared with ``benchmarks/bench_refengine.py``):
-warm-up calls, then one clock reading per call, on rank 0's clock: CUDA
-events around each call on a GPU, ``perf_counter`` on the CPU. The result is
-rank 0's median (and each rank's), plus a correctness check (every rank ends
-with ``world_size`` after summing ones). Prints one JSON object on stdout.
+Timing (``--timing``, the engine's ``comm_profile`` says which):
+
+* ``back_to_back`` (``time_all_reduce``, shared with ``benchmarks/bench_refengine.py``):
+  warm-up calls, then one clock reading per call, on rank 0's clock: CUDA
+  events around each call on a GPU, ``perf_counter`` on the CPU. The loop of
+  nccl-tests; the torch runner's only timing (SGLang's model cannot run
+  outside its server).
+* ``in_forward`` (refengine runner; ``time_in_forwards``): every rank builds
+  the configuration's own model shard (``refengine.model.TPModel``, seeded
+  weights, as ``--load-format dummy`` does) and runs target forwards of
+  ``tokens`` tokens, each all-reduce between the layer compute that precedes
+  it, rank 0 reading its logits as the engine does; one reading per forward:
+  the communicator's own timing (the engine's instrumentation) / its calls.
+  On a CPU host a collective between compute costs several times the
+  back-to-back loop's figure (gloo ~1.2 ms vs ~0.4 ms, shm ~50 us vs ~9 us:
+  docs/measurements/2026-12-06-cpu-forward-bench/), and the cost model
+  prices the server's all-reduces, so this is the figure it uses. The
+  back-to-back figure is measured too and kept beside it.
+
+The result is rank 0's median (and each rank's), plus a correctness check
+(every rank ends with ``world_size`` after summing ones). Prints one JSON
+object on stdout.
 """
 
 from __future__ import annotations
@@ -51,10 +68,17 @@ import torch
 
 # Format history of the JSON this script prints (results/<config>/launch-<launch>/allreduce_bench.json "result"):
 #   1  runner, backend, world_size, device, dtype, model, sizes[], env, torch, seconds.
-FORMAT_VERSION = 1
+#   2  + timing; sizes[] + timing, and with in_forward: forwards, calls_per_forward, back_to_back{} (the
+#      loop's median_us, p10_us, p90_us, iters); median_us etc. are then the in-forward figures.
+FORMAT_VERSION = 2
 
 DEFAULT_ITERS = 200
 DEFAULT_WARMUP = 20
+TIMINGS = ("back_to_back", "in_forward")
+#: At least this many timed forwards (in_forward), however few calls ``--iters`` asks for.
+MIN_FORWARDS = 16
+#: Forwards per cached request in ``time_in_forwards``: positions restart after this many.
+FORWARDS_PER_REQUEST = 16
 
 
 def time_all_reduce(all_reduce: Callable[[torch.Tensor], Any], t: torch.Tensor, iters: int, warmup: int) -> list[float]:
@@ -78,6 +102,44 @@ def time_all_reduce(all_reduce: Callable[[torch.Tensor], Any], t: torch.Tensor, 
         all_reduce(t)
         times.append(time.perf_counter() - t0)
     return times
+
+
+def time_in_forwards(model: Any, tokens: int, iters: int, warmup: int, logits: str) -> tuple[list[float], int]:
+    """Seconds per all-reduce inside target forwards of ``tokens`` tokens (one request), one figure per
+    forward: the communicator's timed seconds / its calls in that forward. Enough forwards for ``iters``
+    calls (at least ``MIN_FORWARDS``) after enough for ``warmup``; returns (figures, calls per forward).
+
+    ``model`` is a ``refengine.model.TPModel`` of this rank; ``logits``: "last" on rank 0 (which reads
+    them, as the engine's rank 0 does), "none" on the others. The request's cache holds
+    ``FORWARDS_PER_REQUEST`` forwards (fewer where the model's positions end), then starts over."""
+    from specsweep.refengine.model import Segment  # only where the engine exists (the refengine runner)
+
+    comm, cfg = model.comm, model.cfg
+    per_request = max(1, min(FORWARDS_PER_REQUEST, cfg.max_position_embeddings // tokens))
+
+    def forward(i: int) -> tuple[int, float | None]:
+        step = i % per_request
+        if step == 0:
+            model.free(0)
+            model.alloc(0, per_request * tokens)
+        comm.reset_stats()
+        result = model.forward_target([(step * tokens + j) % cfg.vocab_size for j in range(tokens)],
+                                      [Segment(0, step * tokens, tokens)], logits)
+        if result is not None:
+            result.argmax(-1).tolist()  # rank 0 reads its logits before the next forward, as the engine does
+        return comm.stats()
+
+    calls, seconds = forward(0)  # the first (untimed) forward tells how many calls one makes
+    if calls == 0 or seconds is None:
+        raise RuntimeError(f"a target forward made {calls} timed all-reduces; nothing to time in forwards")
+    warm, timed = max(1, -(-warmup // calls)), max(MIN_FORWARDS, -(-iters // calls))
+    out: list[float] = []
+    for i in range(1, warm + timed):
+        n, seconds = forward(i)
+        if i >= warm:
+            out.append(seconds / n)  # type: ignore[operator]
+    model.free(0)
+    return out, calls
 
 
 def measure_sizes(timed: Callable[[torch.Tensor], Any], checked: Callable[[torch.Tensor], Any], world_size: int,
@@ -120,28 +182,46 @@ def served_dtype(dtype: str, shape: dict[str, Any]) -> str:
     return "float16" if name == "float32" else name
 
 
-def _summary(per_rank: list[dict[int, dict[str, Any]]], numel: int, tokens: int, elem: int) -> dict[str, Any]:
-    times = per_rank[0][numel]["times"]
+def _spread(times: list[float]) -> dict[str, Any]:
     q = statistics.quantiles(times, n=10) if len(times) >= 2 else [times[0]] * 9
-    return {
-        "tokens": tokens,
-        "numel": numel,
-        "bytes": numel * elem,
-        "median_us": statistics.median(times) * 1e6,
-        "p10_us": q[0] * 1e6,
-        "p90_us": q[-1] * 1e6,
-        "iters": len(times),
-        "per_rank_median_us": [statistics.median(r[numel]["times"]) * 1e6 for r in per_rank],
-        "correct": all(r[numel]["correct"] for r in per_rank),
-    }
+    return {"median_us": statistics.median(times) * 1e6, "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6,
+            "iters": len(times)}
+
+
+def _summary(per_rank: list[dict[int, dict[str, Any]]], numel: int, tokens: int, elem: int,
+             timing: str) -> dict[str, Any]:
+    """One size's figures: rank 0's spread of the chosen timing, each rank's median, the check."""
+    key = "forward_times" if timing == "in_forward" else "times"
+    out = {"tokens": tokens, "numel": numel, "bytes": numel * elem, "timing": timing,
+           **_spread(per_rank[0][numel][key]),
+           "per_rank_median_us": [statistics.median(r[numel][key]) * 1e6 for r in per_rank],
+           "correct": all(r[numel]["correct"] for r in per_rank)}
+    if timing == "in_forward":
+        out.update(forwards=out.pop("iters"), calls_per_forward=per_rank[0][numel]["calls_per_forward"],
+                   back_to_back=_spread(per_rank[0][numel]["times"]))
+    return out
 
 
 # --------------------------------------------------------------------- runners
 
 
-def _refengine_rank(rank: int, comm: Any, numels: list[int], dtype: str, iters: int, warmup: int) -> dict:
-    return measure_sizes(comm._all_reduce, comm.all_reduce, comm.world_size, comm.device, numels,
-                         getattr(torch, dtype), iters, warmup)
+def _refengine_rank(rank: int, comm: Any, numels: list[int], dtype: str, iters: int, warmup: int,
+                    model_path: str | None = None) -> dict:
+    """Back to back at every size; with ``model_path`` (in_forward) also inside forwards of that model."""
+    out = measure_sizes(comm._all_reduce, comm.all_reduce, comm.world_size, comm.device, numels,
+                        getattr(torch, dtype), iters, warmup)
+    if model_path is None:
+        return out
+    from specsweep.refengine.config import load_config
+    from specsweep.refengine.model import TPModel
+
+    cfg = load_config(model_path)
+    model = TPModel(cfg, rank, comm.world_size, comm, comm.device, getattr(torch, dtype), 0, False)
+    for numel in numels:
+        times, calls = time_in_forwards(model, numel // cfg.hidden_size, iters, warmup,
+                                        "last" if rank == 0 else "none")
+        out[numel].update(forward_times=times, calls_per_forward=calls)
+    return out
 
 
 def run_refengine(args: argparse.Namespace, numels: list[int], dtype: str) -> list[dict[int, dict[str, Any]]]:
@@ -151,8 +231,9 @@ def run_refengine(args: argparse.Namespace, numels: list[int], dtype: str) -> li
 
     elem = torch.empty((), dtype=getattr(torch, dtype)).element_size()
     threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
-    return run_on_ranks(_refengine_rank, args.backend, args.world_size, args=(numels, dtype, args.iters, args.warmup),
-                        device=args.device, max_bytes=max(numels) * elem + 4096, num_threads=threads,
+    model_path = args.model_path if args.timing == "in_forward" else None
+    return run_on_ranks(_refengine_rank, args.backend, args.world_size,
+                        args=(numels, dtype, args.iters, args.warmup, model_path), device=args.device, max_bytes=max(numels) * elem + 4096, num_threads=threads,
                         timeout_s=args.timeout)
 
 
@@ -222,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="config", help="float32|bfloat16|float16, or config (SGLang's auto rule)")
     p.add_argument("--tokens", type=int, action="append", required=True,
                    help="tokens per all-reduce (draft tokens x concurrency); repeat for several sizes")
+    p.add_argument("--timing", default="back_to_back", choices=TIMINGS,
+                   help="back_to_back: the loop alone; in_forward (refengine runner): between the model's layers")
     p.add_argument("--iters", type=int, default=DEFAULT_ITERS)
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the ranks")
@@ -232,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.world_size < 1 or args.iters < 1 or args.warmup < 0 or any(t < 1 for t in args.tokens):
         raise SystemExit("--world-size, --iters and --tokens must be >= 1, --warmup >= 0")
+    if args.timing == "in_forward" and args.runner != "refengine":
+        raise SystemExit(f"--timing in_forward needs --runner refengine (the model runs in its ranks), "
+                         f"not {args.runner!r}; allowed for {args.runner!r}: back_to_back")
     t0 = time.monotonic()
     shape = model_shape(args.model_path)
     dtype = served_dtype(args.dtype, shape)
@@ -246,10 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         "runner": args.runner,
         "backend": args.backend,
         "world_size": args.world_size,
+        "timing": args.timing,
         "device": args.device,
         "dtype": dtype,
         "model": shape,
-        "sizes": [_summary(per_rank, n, t, elem) for n, t in zip(numels, tokens)],
+        "sizes": [_summary(per_rank, n, t, elem, args.timing) for n, t in zip(numels, tokens)],
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_", "OMP_NUM_THREADS"))},
         "torch": torch.__version__,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if args.device == "cuda" else None,

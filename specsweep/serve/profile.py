@@ -143,6 +143,7 @@ def bench_script_args(comm: Mapping[str, Any], concurrency: int, iters: int) -> 
     tokens = int(comm["draft_tokens"]) * max(1, int(concurrency))
     return ["--runner", str(comm["runner"]), "--backend", str(comm["backend"]),
             "--world-size", str(comm["world_size"]), "--device", str(comm["device"]),
+            "--timing", str(comm.get("timing") or "back_to_back"),
             "--model-path", str(comm["model_path"]), "--dtype", str(comm["dtype"]),
             "--tokens", str(tokens), "--iters", str(iters)]
 

@@ -50,6 +50,7 @@ def comm_profile(plan: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "runner": "torch",
         "backend": "nccl",
+        "timing": "back_to_back",  # the model runs only inside SGLang's server: the loop alone
         "world_size": tp,
         "device": "cuda",
         "model_path": _first(args, "model-path", "model"),

@@ -30,6 +30,29 @@ def test_refengine_backends_at_the_verify_size(backend):
     assert (out["runner"], out["backend"], out["world_size"], out["dtype"]) == ("refengine", backend, 2, "float32")
 
 
+@pytest.mark.parametrize("backend", ["shm", "gloo"])
+def test_refengine_in_forward_times_the_calls_between_the_models_layers(backend):
+    """in_forward: the tiny model's target forwards on both ranks, 20 all-reduces each (2 per layer x 10),
+    one figure per forward; the back-to-back loop is kept beside it, and the check still sums ones."""
+    out = run_allreduce_bench("--runner", "refengine", "--backend", backend, "--world-size", "2",
+                              "--model-path", TINY, "--dtype", "float32", "--tokens", "4", "--tokens", "1",
+                              "--iters", "30", "--warmup", "5", "--timing", "in_forward")
+    assert out["format_version"] == 2 and out["timing"] == "in_forward"
+    for size in out["sizes"]:
+        assert size["timing"] == "in_forward" and size["correct"]
+        assert size["calls_per_forward"] == 20 and size["forwards"] == 16  # MIN_FORWARDS > 30 calls / 20
+        assert 0 < size["p10_us"] <= size["median_us"] <= size["p90_us"]
+        assert size["back_to_back"]["iters"] == 30 and size["back_to_back"]["median_us"] > 0
+        assert len(size["per_rank_median_us"]) == 2
+    assert [s["bytes"] for s in out["sizes"]] == [1024, 4096]
+
+
+def test_in_forward_needs_the_refengine_runner(capsys):
+    with pytest.raises(SystemExit, match="in_forward needs --runner refengine"):
+        main(["--runner", "torch", "--backend", "gloo", "--world-size", "2", "--model-path", TINY,
+              "--tokens", "1", "--timing", "in_forward"])
+
+
 def test_torch_distributed_runner_on_cpu(capsys):
     assert main(["--runner", "torch", "--backend", "gloo", "--world-size", "2", "--model-path", TINY,
                  "--dtype", "bfloat16", "--tokens", "4", "--tokens", "1", "--iters", "20", "--warmup", "3"]) == 0

@@ -89,14 +89,14 @@ def test_profiling_files_join_the_one_run_check(tmp_path):
 
 def test_comm_profile_of_both_engines():
     ref = get_engine("reference").comm_profile(ref_plan())
-    assert (ref["runner"], ref["backend"], ref["world_size"], ref["draft_tokens"], ref["dtype"]) == \
-        ("refengine", "shm", 2, 4, "float32")
+    assert (ref["runner"], ref["backend"], ref["world_size"], ref["draft_tokens"], ref["dtype"], ref["timing"]) == \
+        ("refengine", "shm", 2, 4, "float32", "in_forward")
     assert "skip" in get_engine("reference").comm_profile(ref_plan(tp=1))
     sg = get_engine("sglang").comm_profile({"server_args": {"model-path": "/models/kimi-k2.5", "tp-size": 8,
                                                              "speculative-algorithm": "EAGLE3",
                                                              "speculative-num-steps": 3}, "env": {}})
-    assert (sg["runner"], sg["backend"], sg["world_size"], sg["draft_tokens"], sg["dtype"]) == \
-        ("torch", "nccl", 8, 4, "config")
+    assert (sg["runner"], sg["backend"], sg["world_size"], sg["draft_tokens"], sg["dtype"], sg["timing"]) == \
+        ("torch", "nccl", 8, 4, "config", "back_to_back")
     assert (sg["allreduces_per_layer"], sg["allreduces_outside_layers"]) == (2, 1)
     sg = get_engine("sglang").comm_profile({"server_args": {"model-path": "/m", "tp-size": 8},
                                             "env": {"SGLANG_ENABLE_EMBED_REPLICATION": "1"}})
@@ -110,7 +110,7 @@ def test_bench_argv_local_and_docker():
     comm = get_engine("reference").comm_profile(ref_plan())
     args = prof.bench_script_args(comm, concurrency=2, iters=50)
     assert args == ["--runner", "refengine", "--backend", "shm", "--world-size", "2", "--device", "cpu",
-                    "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32", "--tokens", "8",
+                    "--timing", "in_forward", "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32", "--tokens", "8",
                     "--iters", "50"]
     local = prof.bench_argv(Plan.from_dict(ref_plan()), args, None, None)
     assert local[:3] == [sys.executable, "-P", str(prof.BENCH_SCRIPT)] and local[3:] == args
