@@ -10,7 +10,10 @@ target forward of one token per request::
 
 ``draft_ms``, ``verify_compute_ms`` (= verify - its communication) and ``allreduces`` (per target
 forward) are the engine's own timing; ``latency_us`` is the all-reduce micro-benchmark's median at
-the target forward's message size, measured before the server started. The draft's own all-reduces
+the target forward's message size, measured before the server started (``serve/allreduce_bench.py``):
+for the reference engine between the layers of its own model (``in_forward``: on a CPU a collective
+between compute costs 3-6x the back-to-back loop's figure), for SGLang back to back (its model runs
+only inside its server). The draft's own all-reduces
 stay inside ``draft_ms`` as measured (the draft is one layer: 2 all-reduces a step against the
 target's 2 per layer), so the budget below prices only the target forward's all-reduces at the
 latency it varies. A step without communication (TP=1) has ``allreduces = 0``.
@@ -21,8 +24,9 @@ What the model leaves out is the residual, measured - predicted, which splits ex
   scheduling, sampling and streaming between forwards, which the client's clock sees and the
   engine's phases do not;
 * ``comm_missed_ms`` = the engine's in-forward communication - allreduces x latency: what the
-  micro-benchmark's back-to-back loop does not see (waiting for the slower rank, interleaving with
-  compute, a different message size).
+  micro-benchmark does not see (for a back-to-back loop: interleaving with compute and waiting for
+  the slower rank; in forwards: the server's own threads and the client beside the ranks; a
+  different message size).
 
 The budget (``latency_budget_us``): speculation beats a baseline decode rate ``B`` (tok/s) when
 ``accept / predicted_ms x 1e3 > B``, i.e. when one all-reduce takes less than
@@ -45,8 +49,8 @@ RESIDUAL_LARGE = 0.10
 
 RESIDUAL_PARTS = {
     "outside_ms": "time outside the engine's draft and verify phases (scheduling, sampling, streaming)",
-    "comm_missed_ms": "communication beyond all-reduces x the micro-benchmark's latency (waiting for the slower "
-                      "rank, interleaving with compute, another message size)",
+    "comm_missed_ms": "communication beyond all-reduces x the micro-benchmark's latency (what its timing does "
+                      "not see: waiting for the slower rank, interleaving with compute, another message size)",
 }
 
 

@@ -470,7 +470,8 @@ def trace_rank_skew_ms(section: dict[str, Any]) -> Value:
 
 
 def allreduce_bench_us(section: dict[str, Any]) -> Value:
-    """Micro-benchmark median latency of one all-reduce at the verify's message size, us (rank 0's clock)."""
+    """Micro-benchmark median latency of one all-reduce at the verify's message size, us (rank 0's clock), as its
+    ``timing`` says: between the model's layers (in_forward) or back to back (``serve/allreduce_bench.py``)."""
     bench = section.get("bench") or {}
     return Absent(bench["absent"]) if "absent" in bench else bench["median_us"]
 

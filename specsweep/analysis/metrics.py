@@ -217,7 +217,8 @@ METRICS: dict[str, Metric] = _metrics(
            "profiler trace, all ranks: wait for the slowest rank per verify forward", "profile",
            columns=(Column("trace_rank_skew_ms", "trace_rank_skew_ms", "value"),)),
     Metric("allreduce_bench_us", allreduce_bench_us, "us",
-           "micro-benchmark before launch: median latency of one all-reduce at the verify's message size",
+           "micro-benchmark before launch: median latency of one all-reduce at the verify's message size "
+           "(profile.bench.timing: in_forward = between the model's layers, back_to_back = the loop alone)",
            "profile", columns=(Column("allreduce_bench_us", "allreduce_bench_us", "value"),)),
     Metric("allreduce_bench_ms_per_verify", allreduce_bench_ms_per_verify, "ms",
            "allreduce_bench_us x trace_allreduce_per_verify / 1e3", "profile",

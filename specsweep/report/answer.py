@@ -127,7 +127,7 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
     if missing:
         why = {c.name: (row.get("absent") or {}).get(c.metric) for c in METRIC_COLUMNS}
         return {"absent": "not measured: " + "; ".join(f"{k} ({why[k]})" if why.get(k) else k for k in missing)}
-    latency, note = None, None
+    latency, note, timing = None, None, None
     if not comm_absent:
         bench = _bench(row, rows)
         if bench is None:
@@ -135,6 +135,8 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
         if "absent" in bench:
             return {"absent": bench["absent"]}
         latency = float(bench["median_us"])
+        timing = f"{bench.get('timing') or 'back_to_back'}" + (
+            f"; back to back {bench['back_to_back_us']:.1f}" if bench.get("back_to_back_us") is not None else "")
         size = verify_bytes(row, bench)
         if size is not None and size != bench["bytes"]:
             note = f"latency measured at {bench['bytes']} B, this point's all-reduce is {size} B"
@@ -147,7 +149,7 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
         measured, phases, comm = 1e3 / row["decode_tok_s_run"], row["target_forward_ms"], row["target_forward_comm_ms"]
     pred = predicted_ms(parts)
     return {"parts": parts, "measured_ms": measured, "predicted_ms": pred, "comm_absent": comm_absent,
-            "residual": residual(measured, pred, phases, comm, parts.comm_ms), "note": note,
+            "residual": residual(measured, pred, phases, comm, parts.comm_ms), "note": note, "timing": timing,
             "backend": _backend(row)}
 
 
@@ -350,7 +352,8 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
     w("Predicted step = draft steps + verify compute + all-reduces per verify x the micro-benchmark's latency at "
       "the verify's message size (without speculation: decode compute + all-reduces per step x the latency at its "
       "size). Draft, compute and the all-reduce count are the engine's own timing; the latency is the "
-      "micro-benchmark run before the server started. Measured = the client's cycle time (decode time / verify "
+      "micro-benchmark run before the server started, timed as the cell says: `in_forward` between the layers of "
+      "the configuration's own model (the reference engine), `back_to_back` in a loop alone (SGLang). Measured = the client's cycle time (decode time / verify "
       "steps; without speculation 1 / the run decode rate). Predicted tok/s = accept length / predicted step; "
       "speedups are against the global baseline's predicted and measured decode rates. The residual "
       "(measured - predicted) splits into time outside the engine's phases and communication the "
@@ -365,7 +368,8 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
             w(f"| {row_label(r)} | n/a ({m['absent']}) |" + " |" * (len(head) - 2) + "\n")
             continue
         p, res = m["parts"], m["residual"]
-        ar = "none (TP=1: communication absent)" if m["comm_absent"] else f"{p.allreduces:.0f} x {p.latency_us:.1f}"
+        ar = ("none (TP=1: communication absent)" if m["comm_absent"]
+              else f"{p.allreduces:.0f} x {p.latency_us:.1f} ({m['timing']})")
         part = missed_part(res)
         misses = "within the model" if part is None else (
             f"{RESIDUAL_PARTS[part]}: {res[part]:+.2f} ms")

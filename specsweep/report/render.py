@@ -562,10 +562,11 @@ def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
     w("For configurations with `profile.enabled`: a PyTorch profiler trace of a few requests of the same workload, "
       "taken after the measured repeats (rank 0; verify forwards, decode forwards without speculation), and an "
       "all-reduce micro-benchmark at the verify's message size run before the server started, in the same "
-      "environment. `engine` = the engine's own timing of the same profiled requests, where it reports one; "
-      "`bench x AR` = micro-benchmark latency x all-reduces per verify, the loop's prediction of the verify's "
-      "communication time: the gap to the trace's comm ms is what the loop does not see (rank skew, "
-      "interleaving with compute). The all-reduce check compares the trace's count per verify with layers x 2 "
+      "environment (the reference engine times it between its model's layers, SGLang in a loop alone). `engine` = "
+      "the engine's own timing of the same profiled requests, where it reports one; "
+      "`bench x AR` = micro-benchmark latency x all-reduces per verify, its prediction of the verify's "
+      "communication time: the gap to the trace's comm ms is what the micro-benchmark does not see (rank skew, "
+      "interleaving with compute, for a loop alone). The all-reduce check compares the trace's count per verify with layers x 2 "
       "(+ SGLang's embedding all-reduce): 122 for Kimi-K2.5's 61 layers.\n\n")
     head = ["config", "stage", "verify ms", "comm ms", "compute ms", "idle ms", "comm share trace / engine",
             "all-reduces / verify (expected)", "implementation", "rank skew ms", "bench us x AR = ms", "profile s"]

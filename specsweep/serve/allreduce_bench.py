@@ -76,7 +76,7 @@ DEFAULT_ITERS = 200
 DEFAULT_WARMUP = 20
 TIMINGS = ("back_to_back", "in_forward")
 #: At least this many timed forwards (in_forward), however few calls ``--iters`` asks for.
-MIN_FORWARDS = 16
+MIN_FORWARDS = 64
 #: Forwards per cached request in ``time_in_forwards``: positions restart after this many.
 FORWARDS_PER_REQUEST = 16
 

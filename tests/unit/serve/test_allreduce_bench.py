@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from specsweep.serve.allreduce_bench import main, measure_sizes, model_shape, served_dtype
+from specsweep.serve.allreduce_bench import MIN_FORWARDS, main, measure_sizes, model_shape, served_dtype
 from specsweep.testing.refengine import TINY, run_allreduce_bench
 
 
@@ -40,7 +40,7 @@ def test_refengine_in_forward_times_the_calls_between_the_models_layers(backend)
     assert out["format_version"] == 2 and out["timing"] == "in_forward"
     for size in out["sizes"]:
         assert size["timing"] == "in_forward" and size["correct"]
-        assert size["calls_per_forward"] == 20 and size["forwards"] == 16  # MIN_FORWARDS > 30 calls / 20
+        assert size["calls_per_forward"] == 20 and size["forwards"] == MIN_FORWARDS  # more than 30 calls / 20
         assert 0 < size["p10_us"] <= size["median_us"] <= size["p90_us"]
         assert size["back_to_back"]["iters"] == 30 and size["back_to_back"]["median_us"] > 0
         assert len(size["per_rank_median_us"]) == 2
