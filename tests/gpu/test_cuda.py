@@ -55,3 +55,18 @@ def test_torch_runner_over_nccl_on_the_gpus():
                               "--model-path", str(REPO / "specsweep/refengine/configs/kimi-k25-scaled"),
                               "--dtype", "bfloat16", "--tokens", "4", "--iters", "50")
     assert out["sizes"][0]["correct"] and out["nccl"]
+
+
+@pytest.mark.parametrize("backend", ["nccl", "symm_mem"])
+def test_in_forward_timing_reads_the_cuda_events_of_each_forward(backend: str) -> None:
+    """The refengine runner's in_forward timing on CUDA (one GPU, the real collective forced): the model's
+    target forwards run on the GPU and each forward's figure comes from the communicator's CUDA events."""
+    from specsweep.serve.allreduce_bench import MIN_FORWARDS, _refengine_rank
+    from specsweep.testing.refengine import TINY
+
+    numels = [256, 1024]  # tiny: hidden 256 x 1 and 4 tokens
+    (out,) = run_on_ranks(_refengine_rank, backend, 1, args=(numels, "float32", 30, 5, TINY), device="cuda",
+                          force_collectives=True, max_bytes=1 << 16)
+    for numel in numels:
+        assert out[numel]["correct"] and out[numel]["calls_per_forward"] == 20
+        assert len(out[numel]["forward_times"]) == MIN_FORWARDS and all(t > 0 for t in out[numel]["forward_times"])
