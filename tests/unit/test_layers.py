@@ -36,9 +36,10 @@ PROBES = {
     "specsweep/serve/provenance.py": set(),  # piped into `python -` inside any container
     "specsweep/serve/guard.py": set(),
     "specsweep/serve/watchdog.py": set(),
-    # the micro-benchmark: torch; the reference engine's own communicators with --runner refengine,
+    # the micro-benchmark: torch; the reference engine's own communicators and model with --runner refengine,
     # imported in that runner only (they exist wherever that engine runs)
-    "specsweep/serve/allreduce_bench.py": {"torch", "specsweep.refengine.multirank"},
+    "specsweep/serve/allreduce_bench.py": {"torch", "specsweep.refengine.multirank", "specsweep.refengine.config",
+                                           "specsweep.refengine.model"},
     "specsweep/engines/sglang/parse_check.py": {"sglang"},
     "specsweep/engines/sglang/model_check.py": {"sglang"},
 }
