@@ -57,6 +57,8 @@ def test_micro_benchmark_ran_in_the_image(profiled):
     size = bench["result"]["sizes"][0]
     assert (bench["result"]["runner"], bench["result"]["backend"], size["bytes"], size["correct"]) == \
         ("refengine", "shm", 256 * 4 * 4, True)
+    # timed between the layers of the model, which the image's copy of the engine holds (containers/reference)
+    assert size["timing"] == "in_forward" and size["calls_per_forward"] == 20 and size["back_to_back"]["median_us"] > 0
 
 
 def test_traces_land_in_the_mounted_directory_and_are_analysed(profiled):
