@@ -39,7 +39,8 @@ Timing (``--timing``, the engine's ``comm_profile`` says which):
   the configuration's own model shard (``refengine.model.TPModel``, seeded
   weights, as ``--load-format dummy`` does) and runs target forwards of
   ``tokens`` tokens, each all-reduce between the layer compute that precedes
-  it, rank 0 reading its logits as the engine does; one reading per forward:
+  it, rank 0 handing each forward to the others over a pipe and reading its
+  logits as the engine does; one reading per forward:
   the communicator's own timing (the engine's instrumentation) / its calls.
   On a CPU host a collective between compute costs several times the
   back-to-back loop's figure (gloo ~1.2 ms vs ~0.4 ms, shm ~50 us vs ~9 us:
@@ -104,13 +105,15 @@ def time_all_reduce(all_reduce: Callable[[torch.Tensor], Any], t: torch.Tensor, 
     return times
 
 
-def time_in_forwards(model: Any, tokens: int, iters: int, warmup: int, logits: str) -> tuple[list[float], int]:
+def time_in_forwards(model: Any, tokens: int, iters: int, warmup: int, logits: str,
+                     dispatch: Callable[[list[int]], Any] | None = None) -> tuple[list[float], int]:
     """Seconds per all-reduce inside target forwards of ``tokens`` tokens (one request), one figure per
     forward: the communicator's timed seconds / its calls in that forward. Enough forwards for ``iters``
     calls (at least ``MIN_FORWARDS``) after enough for ``warmup``; returns (figures, calls per forward).
 
     ``model`` is a ``refengine.model.TPModel`` of this rank; ``logits``: "last" on rank 0 (which reads
-    them, as the engine's rank 0 does), "none" on the others. The request's cache holds
+    them, as the engine's rank 0 does), "none" on the others; ``dispatch(ids)`` runs before each
+    forward (the engine's hand-over of the command, ``_dispatcher``). The request's cache holds
     ``FORWARDS_PER_REQUEST`` forwards (fewer where the model's positions end), then starts over."""
     from specsweep.refengine.model import Segment  # only where the engine exists (the refengine runner)
 
@@ -122,9 +125,11 @@ def time_in_forwards(model: Any, tokens: int, iters: int, warmup: int, logits: s
         if step == 0:
             model.free(0)
             model.alloc(0, per_request * tokens)
+        ids = [(step * tokens + j) % cfg.vocab_size for j in range(tokens)]
+        if dispatch is not None:
+            dispatch(ids)
         comm.reset_stats()
-        result = model.forward_target([(step * tokens + j) % cfg.vocab_size for j in range(tokens)],
-                                      [Segment(0, step * tokens, tokens)], logits)
+        result = model.forward_target(ids, [Segment(0, step * tokens, tokens)], logits)
         if result is not None:
             result.argmax(-1).tolist()  # rank 0 reads its logits before the next forward, as the engine does
         return comm.stats()
@@ -205,9 +210,22 @@ def _summary(per_rank: list[dict[int, dict[str, Any]]], numel: int, tokens: int,
 # --------------------------------------------------------------------- runners
 
 
+def _dispatcher(rank: int, pipes: list[tuple[Any, Any]]) -> Callable[[list[int]], Any]:
+    """Each forward handed over as the engine's ``refengine.worker.Driver`` does: rank 0 sends a small command
+    over a pipe to every other rank, which sleeps on it in between (``follower_main``). So rank 0's figure
+    includes waiting for a woken follower at the first all-reduce, as it does in the server (on this 2-vCPU
+    host shm's in-forward median rose from 33 to 47 us with it, 4 alternating runs; gloo's did not move)."""
+    if rank == 0:
+        senders = [a for a, _ in pipes]
+        return lambda ids: [c.send(("target", ids, "none")) for c in senders]
+    receiver = pipes[rank - 1][1]
+    return lambda ids: receiver.recv()
+
+
 def _refengine_rank(rank: int, comm: Any, numels: list[int], dtype: str, iters: int, warmup: int,
-                    model_path: str | None = None) -> dict:
-    """Back to back at every size; with ``model_path`` (in_forward) also inside forwards of that model."""
+                    model_path: str | None = None, pipes: list[tuple[Any, Any]] | None = None) -> dict:
+    """Back to back at every size; with ``model_path`` (in_forward) also inside forwards of that model,
+    each handed over through ``pipes`` (one per follower) as the engine does."""
     out = measure_sizes(comm._all_reduce, comm.all_reduce, comm.world_size, comm.device, numels,
                         getattr(torch, dtype), iters, warmup)
     if model_path is None:
@@ -219,7 +237,8 @@ def _refengine_rank(rank: int, comm: Any, numels: list[int], dtype: str, iters: 
     model = TPModel(cfg, rank, comm.world_size, comm, comm.device, getattr(torch, dtype), 0, False)
     for numel in numels:
         times, calls = time_in_forwards(model, numel // cfg.hidden_size, iters, warmup,
-                                        "last" if rank == 0 else "none")
+                                        "last" if rank == 0 else "none",
+                                        _dispatcher(rank, pipes) if pipes else None)
         out[numel].update(forward_times=times, calls_per_forward=calls)
     return out
 
@@ -231,10 +250,15 @@ def run_refengine(args: argparse.Namespace, numels: list[int], dtype: str) -> li
 
     elem = torch.empty((), dtype=getattr(torch, dtype)).element_size()
     threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
-    model_path = args.model_path if args.timing == "in_forward" else None
+    model_path, pipes = None, None
+    if args.timing == "in_forward":
+        import multiprocessing as mp
+
+        model_path = args.model_path
+        pipes = [mp.get_context("spawn").Pipe() for _ in range(args.world_size - 1)]
     return run_on_ranks(_refengine_rank, args.backend, args.world_size,
-                        args=(numels, dtype, args.iters, args.warmup, model_path), device=args.device, max_bytes=max(numels) * elem + 4096, num_threads=threads,
-                        timeout_s=args.timeout)
+                        args=(numels, dtype, args.iters, args.warmup, model_path, pipes), device=args.device,
+                        max_bytes=max(numels) * elem + 4096, num_threads=threads, timeout_s=args.timeout)
 
 
 def _torch_rank(rank: int, args: argparse.Namespace, numels: list[int], dtype: str, port: int, q: Any) -> None:
