@@ -64,7 +64,8 @@ stop_ours() {
     rm -f "$pidfile"
 }
 
-running() { [[ -f "$LOG_DIR/$1.pid" ]] && kill -0 "$(cat "$LOG_DIR/$1.pid")" 2>/dev/null; }
+# Alive and still that daemon: a pid file outlives its process, and on a long-lived machine the pid is reused.
+running() { [[ -f "$LOG_DIR/$1.pid" ]] && [[ "$(cat "/proc/$(cat "$LOG_DIR/$1.pid")/comm" 2>/dev/null)" == "$1" ]]; }
 
 # 2. munge ------------------------------------------------------------------
 [[ -s /etc/munge/munge.key ]] || { log "creating /etc/munge/munge.key"; mungekey --create --force; }
