@@ -1,4 +1,4 @@
-"""Is the CPU's launch-to-launch noise the launch or the machine? Several servers of one configuration, measured in turn.
+"""Is the CPU's launch-to-launch noise the launch or the machine? Servers of one configuration, measured in turn.
 
 N reference-engine servers of the same configuration are up at once (an idle
 server blocks and uses no CPU); requests go round-robin over them, one at a

@@ -135,8 +135,8 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
         if "absent" in bench:
             return {"absent": bench["absent"]}
         latency = float(bench["median_us"])
-        timing = f"{bench.get('timing') or 'back_to_back'}" + (
-            f"; back to back {bench['back_to_back_us']:.1f}" if bench.get("back_to_back_us") is not None else "")
+        # profiling._bench: how the latency was timed (old results: back_to_back), and the loop's figure beside it
+        timing = {"timing": bench["timing"], "back_to_back_us": bench.get("back_to_back_us")}
         size = verify_bytes(row, bench)
         if size is not None and size != bench["bytes"]:
             note = f"latency measured at {bench['bytes']} B, this point's all-reduce is {size} B"
@@ -341,6 +341,13 @@ def backend_section(rows: Sequence[dict[str, Any]], baseline: str | None) -> str
     return out.getvalue()
 
 
+def _allreduce_cell(parts: StepParts, timing: Mapping[str, Any]) -> str:
+    """``20 x 61.8 (in_forward; back to back 7.5)``: all-reduces x the latency, how it was timed, the loop's figure."""
+    loop = timing["back_to_back_us"]
+    return (f"{parts.allreduces:.0f} x {parts.latency_us:.1f} ({timing['timing']}"
+            + ("" if loop is None else f"; back to back {loop:.1f}") + ")")
+
+
 def model_section(rows: Sequence[dict[str, Any]]) -> str:
     """The cost model beside the measurement, with the residual and the part it misses."""
     modelled = [r for r in rows if r.get("model")]
@@ -353,7 +360,8 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
       "the verify's message size (without speculation: decode compute + all-reduces per step x the latency at its "
       "size). Draft, compute and the all-reduce count are the engine's own timing; the latency is the "
       "micro-benchmark run before the server started, timed as the cell says: `in_forward` between the layers of "
-      "the configuration's own model (the reference engine), `back_to_back` in a loop alone (SGLang). Measured = the client's cycle time (decode time / verify "
+      "the configuration's own model (the reference engine), `back_to_back` in a loop alone (SGLang). "
+      "Measured = the client's cycle time (decode time / verify "
       "steps; without speculation 1 / the run decode rate). Predicted tok/s = accept length / predicted step; "
       "speedups are against the global baseline's predicted and measured decode rates. The residual "
       "(measured - predicted) splits into time outside the engine's phases and communication the "
@@ -368,8 +376,7 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
             w(f"| {row_label(r)} | n/a ({m['absent']}) |" + " |" * (len(head) - 2) + "\n")
             continue
         p, res = m["parts"], m["residual"]
-        ar = ("none (TP=1: communication absent)" if m["comm_absent"]
-              else f"{p.allreduces:.0f} x {p.latency_us:.1f} ({m['timing']})")
+        ar = "none (TP=1: communication absent)" if m["comm_absent"] else _allreduce_cell(p, m["timing"])
         part = missed_part(res)
         misses = "within the model" if part is None else (
             f"{RESIDUAL_PARTS[part]}: {res[part]:+.2f} ms")

@@ -566,7 +566,8 @@ def _profile_markdown(w: Any, rows: list[dict[str, Any]]) -> None:
       "the engine's own timing of the same profiled requests, where it reports one; "
       "`bench x AR` = micro-benchmark latency x all-reduces per verify, its prediction of the verify's "
       "communication time: the gap to the trace's comm ms is what the micro-benchmark does not see (rank skew, "
-      "interleaving with compute, for a loop alone). The all-reduce check compares the trace's count per verify with layers x 2 "
+      "interleaving with compute, for a loop alone). The all-reduce check compares the trace's count per verify "
+      "with layers x 2 "
       "(+ SGLang's embedding all-reduce): 122 for Kimi-K2.5's 61 layers.\n\n")
     head = ["config", "stage", "verify ms", "comm ms", "compute ms", "idle ms", "comm share trace / engine",
             "all-reduces / verify (expected)", "implementation", "rank skew ms", "bench us x AR = ms", "profile s"]

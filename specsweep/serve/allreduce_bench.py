@@ -213,8 +213,9 @@ def _summary(per_rank: list[dict[int, dict[str, Any]]], numel: int, tokens: int,
 def _dispatcher(rank: int, pipes: list[tuple[Any, Any]]) -> Callable[[list[int]], Any]:
     """Each forward handed over as the engine's ``refengine.worker.Driver`` does: rank 0 sends a small command
     over a pipe to every other rank, which sleeps on it in between (``follower_main``). So rank 0's figure
-    includes waiting for a woken follower at the first all-reduce, as it does in the server (on this 2-vCPU
-    host shm's in-forward median rose from 33 to 47 us with it, 4 alternating runs; gloo's did not move)."""
+    includes waiting for a woken follower at the first all-reduce, as it does in the server (on a 2-vCPU
+    host shm's in-forward median rose from 27-45 to 37-60 us with it, 4 alternating runs each; gloo's moved
+    both ways: docs/measurements/2026-12-06-cpu-forward-bench/)."""
     if rank == 0:
         senders = [a for a, _ in pipes]
         return lambda ids: [c.send(("target", ids, "none")) for c in senders]

@@ -1,6 +1,8 @@
 """4 alternating runs of the forward loop (exp_ar.fwd), shm and gloo, without and with the pipe hand-over."""
 import sys, multiprocessing as mp
-import os; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__))); sys.path.insert(0, ".")  # run from a checkout's root
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ".")  # run from a checkout's root
 from exp_ar import fwd
 from specsweep.refengine.multirank import run_on_ranks
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def _summary(name: str, backend: str, spec: bool, seed: int) -> dict:
     s = build_summary(_plan(name, backend, spec), None, OK, [], _records(name, backend, spec, seed), None)
     tokens = 4 if spec else 1
     s["profile"] = {"enabled": True, "status": "ok",
-                    "bench": {"backend": backend, "median_us": LAT[backend], "tokens": tokens, "bytes": 1024 * tokens},
+                    "bench": {"backend": backend, "timing": "back_to_back", "median_us": LAT[backend], "tokens": tokens,
+                              "bytes": 1024 * tokens},
                     "comm": {"draft_tokens": tokens}}
     return s
 
