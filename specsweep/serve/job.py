@@ -86,7 +86,7 @@ from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.records import EXTERNAL_RUNTIME, new_run_id, run_header
-from specsweep.serve import guard, phases
+from specsweep.serve import guard, kernel_cache, phases
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
@@ -205,6 +205,7 @@ class _Runner:
         prompts = phases.point_prompts(job)
         phases.check_target(job)
         self.record(phases.prepare_runtime(job))
+        cache = self.record(phases.kernel_caches(job))["kernel_cache"]
         self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s))
         phases.refuse_busy_gpus(self.record(phases.gpus_in_use(job)))
         # Entered before the micro-benchmark: its process group and container are this run's too.
@@ -212,7 +213,7 @@ class _Runner:
         # micro-benchmark
         volumes = phases.micro_benchmark(job, on_start=reap.watch_group)
         # launch
-        launch = phases.server_launch(job, volumes)
+        launch = phases.server_launch(job, [*volumes, *kernel_cache.volumes(cache)])
         self.record(launch.record(job))
         log_file = stack.enter_context(phases.server_log(job))
         self.server = server = phases.new_server(job, launch, log_file, tuple(lock.fds))
