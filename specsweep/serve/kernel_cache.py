@@ -74,7 +74,7 @@ def _safe(text: str) -> str:
 
 def detect_arch() -> str | None:
     """``sm<major><minor>`` of this host's first GPU, from ``nvidia-smi``; None without one. A host with
-    GPUs of several kinds takes the first (docs/kernel-cache.md)."""
+    GPUs of several kinds takes the first (their caches still key each build by its own target)."""
     argv = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader,nounits"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)

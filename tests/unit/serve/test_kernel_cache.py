@@ -74,3 +74,26 @@ def test_survey_counts_files_not_directories(tmp_path):
     (tmp_path / "g").write_bytes(b"")
     assert kernel_cache.survey(tmp_path) == {"files": 2, "bytes": 3}
     assert kernel_cache.survey(Path(tmp_path / "missing")) == {"files": 0, "bytes": 0}
+
+
+def test_the_job_phase_records_the_cache_and_logs_it(tmp_path):
+    """phases.kernel_caches: the job's host root, the plan's arch when no GPU answers, launch.json's part."""
+    import io
+
+    from specsweep.serve import phases
+    from specsweep.serve.jobspec import Job, JobPaths
+
+    plan = Plan.from_dict(plan_dict(name="cfg", engine="sglang", runtime="docker", image="sglang", gpus=0,
+                                    argv=["python3"], gpu_arch="sm120"))
+    paths = JobPaths(*(tmp_path / n for n in ("launch.json", "server.log", "w.jsonl", "r.jsonl", "outcome.json")))
+    log = io.StringIO()
+
+    def job(root: Path | None, manifest: dict) -> Job:
+        return Job(plan=plan, paths=paths, host=JobHost(workdir=tmp_path, kernel_cache_root=root), run_id="r",
+                   launch_id="1", log=log, console=None, image_manifest=manifest, registry=None, identity={},
+                   checkout="c", nccl_dir=tmp_path / "nccl")
+
+    part = phases.kernel_caches(job(tmp_path / "k", MANIFEST))["kernel_cache"]
+    assert part["host_dir"] == str(tmp_path / "k" / "sglang-2e7ff668e928" / "sm120") and part["warm"] is False
+    assert f"kernel cache: {part['host_dir']} -> /var/cache/specsweep-kernels (cold: 0 files)" in log.getvalue()
+    assert phases.kernel_caches(job(None, MANIFEST))["kernel_cache"]["mounted"] is False
