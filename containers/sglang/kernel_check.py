@@ -7,7 +7,8 @@ local GPU is not"); FlashInfer's ``JitSpec.build`` and ``load`` (flashinfer/jit/
 ``FLASHINFER_CUDA_ARCH_LIST`` (flashinfer/compilation_context.py: CompilationContext.__init__). Each
 architecture runs in a process of its own, as a server on that GPU would, so that each build lands
 where such a server looks for it. Each built library is then read with
-``cuobjdump --list-elf``: it must hold a cubin for every architecture asked for. The caches are the
+``cuobjdump --list-elf``: it must hold a cubin for every architecture asked for. With no driver
+on the host, a library that links it loads against the toolchain's link stub (``driver_or_stub``). The caches are the
 image's (``SGLANG_JIT_CACHE_DIR``, ``FLASHINFER_WORKSPACE_BASE``), so a mounted cache directory
 receives the builds.
 
@@ -21,6 +22,7 @@ compile, load, or lacks an architecture, 2 when nvcc or the required mount is mi
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import pathlib
@@ -28,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -166,9 +169,32 @@ def run_flashinfer(names: list[str], arch: str) -> list[dict]:
     return results
 
 
-def run_arch(wanted: dict[str, list[str]], arch: str) -> list[dict]:
+def driver_or_stub(scratch: pathlib.Path) -> tuple[dict[str, str], str]:
+    """The environment that lets a kernel that links the driver load here, and what it loads against.
+
+    A library linked with ``-lcuda`` (FlashInfer's PCIe IPC kernels, flashinfer/jit/comm.py:268-279)
+    needs ``libcuda.so.1`` to load, which only a GPU host's container runtime mounts. Without one the
+    child processes get the toolchain's driver link stub (SONAME ``libcuda.so.1``, every call
+    failing) on their loader path, so that the load proves the rest of the library resolves. With
+    a driver nothing changes: the stub would hide it.
+    """
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return {}, "libcuda.so.1 (a driver)"
+    except OSError:
+        pass
+    stub = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "lib64" / "stubs" / "libcuda.so"
+    if not stub.exists():
+        return {}, f"none (no driver, and no link stub at {stub})"
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "libcuda.so.1").symlink_to(stub.resolve())
+    path = ":".join(p for p in (str(scratch), os.environ.get("LD_LIBRARY_PATH", "")) if p)
+    return {"LD_LIBRARY_PATH": path}, f"the link stub {stub.resolve()} (no driver here)"
+
+
+def run_arch(wanted: dict[str, list[str]], arch: str, extra_env: dict[str, str]) -> list[dict]:
     """Every wanted kernel for one architecture, in a process of its own (this script again)."""
-    env = dict(os.environ, FLASHINFER_CUDA_ARCH_LIST=f"{arch[:-1]}.{arch[-1]}")
+    env = dict(os.environ, FLASHINFER_CUDA_ARCH_LIST=f"{arch[:-1]}.{arch[-1]}", **extra_env)
     kernels = ",".join(f"{lib}:{name}" for lib in wanted for name in wanted[lib])
     proc = subprocess.run([sys.executable, __file__, "--one-arch", arch, "--kernels", kernels],
                           stdout=subprocess.PIPE, text=True, env=env, check=False)
@@ -217,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernel_check: {args.require_mount} is not a mount point (no kernel cache mounted)", file=sys.stderr)
         return 2
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    results = [entry for arch in archs for entry in run_arch(wanted, arch)]
+    with tempfile.TemporaryDirectory() as scratch:
+        extra_env, driver = driver_or_stub(pathlib.Path(scratch) / "driver")
+        results = [entry for arch in archs for entry in run_arch(wanted, arch, extra_env)]
     report = {"nvcc": nvcc, "nvcc_version": version, "cuda_home": os.environ.get("CUDA_HOME"), "archs": archs,
+              "loaded_against": driver,
               "cache": {"SGLANG_JIT_CACHE_DIR": os.environ.get("SGLANG_JIT_CACHE_DIR"),
                         "FLASHINFER_WORKSPACE_BASE": os.environ.get("FLASHINFER_WORKSPACE_BASE")},
               "results": results, "ok": bool(results) and all(r.get("ok") for r in results)}
