@@ -5,7 +5,8 @@ The table (``data/environ.json``) is generated from the wheel by :func:`environ_
 regenerates it from the pinned wheel and compares). It holds, paths under ``sglang/``:
 
 * every field of ``class Envs`` in ``srt/environ.py`` (771 in 0.5.23): its descriptor type
-  (``EnvBool``, ``EnvInt``, ``EnvFloat``, ``EnvStr``, ...), its default and its line;
+  (``EnvBool``, ``EnvInt``, ``EnvFloat``, ``EnvStr``, ...), its line, and for the parsed types
+  (bool, int, float) its default;
   ``*WithAlias`` fields also answer to their ``deprecated_name``;
 * the deprecated names of ``_DEPRECATED_ENVS`` (``srt/environ.py:2242-2291``: SGLang warns,
   and forwards the value where there is a replacement);
@@ -44,7 +45,8 @@ _PARSERS = {"EnvBool": "sglang/srt/environ.py:143-150", "EnvInt": "sglang/srt/en
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, dict[str, Any]]:
-    """Variable name -> ``{"type", "default", "at"}`` (``data/environ.json``'s ``variables``)."""
+    """Variable name -> ``{"type", "at"}``, and ``"default"`` for the types whose values are parsed
+    (``data/environ.json``'s ``variables``)."""
     return json.loads(DATA.read_text())["variables"]
 
 
@@ -137,8 +139,9 @@ def environ_table(package: Path) -> dict[str, Any]:
                 and isinstance(node.value.func, ast.Name) and node.value.func.id.startswith("Env")):
             continue
         call = node.value
-        entry = {"type": call.func.id, "default": _default(call.args[0] if call.args else None, source),
-                 "at": f"{at}:{node.lineno}"}
+        entry: dict[str, Any] = {"type": call.func.id, "at": f"{at}:{node.lineno}"}
+        if call.func.id.replace("WithAlias", "") in _PARSERS:  # the default a refused value falls back to
+            entry["default"] = _default(call.args[0] if call.args else None, source)
         for target in node.targets:
             if isinstance(target, ast.Name):
                 variables[target.id] = entry

@@ -199,8 +199,8 @@ FAILURES: tuple[Signature, ...] = (
     # captured before decode (model_runner_components/cuda_graph_setup.py:421-424): a failure there is
     # logged with PREFILL_CUDA_GRAPH_CAPTURE_FAILED_MSG formatted with backend=Backend.BREAKABLE
     # ("breakable", cuda_graph_config.py:46) and re-raised, so the decode line above never comes.
-    # The same line comes from any exception inside a breakable-graph session
-    # (breakable_cuda_graph/context.py:35-49), and every prefill replay while serving runs in one
+    # The same line comes from any exception inside enable_breakable_cuda_graph()
+    # (breakable_cuda_graph/context.py:35-49), at capture and at every prefill replay while serving
     # (runner/prefill_cuda_graph_runner.py:2351, ``execute``, through runner_backend/
     # breakable_cuda_graph_backend.py:270-271): capture happens before the HTTP server
     # answers /ready, so the line is a capture failure before readiness and a serving crash (an OOM, an

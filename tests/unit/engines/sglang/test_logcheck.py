@@ -98,9 +98,9 @@ def test_prefill_breakable_capture_failure_is_the_expected_failure_of_bare_tree(
 
 
 def test_breakable_graph_failure_after_ready_is_a_serving_crash_not_the_capture_failure():
-    """context.py:35-49 logs the same line for any exception in a breakable-graph session, and every prefill
-    replay while serving runs in one (prefill_cuda_graph_runner.py:2351): after /ready it is a crash while
-    serving, which must not count as bare Tree's expected capture failure."""
+    """context.py:35-49 logs the same line for any exception inside enable_breakable_cuda_graph(), at capture
+    and at every prefill replay while serving (prefill_cuda_graph_runner.py:2351): after /ready it is a crash
+    while serving, which must not count as bare Tree's expected capture failure."""
     block = next(b for n, s, b, ready in _failure_blocks() if ready)
     after = variant_evidence(block, _plan("nccl_env", {"NCCL_ALGO": "Tree"}), ready=True)
     assert [f["signature"] for f in after["failures"]] == ["prefill_graph_replay_failed"]
