@@ -44,6 +44,7 @@ if not workflow.overwrite_configfiles:
 include: "rules/common.smk"
 include: "rules/plan.smk"
 include: "rules/preflight.smk"
+include: "rules/rounds.smk"
 include: "rules/images.smk"
 include: "rules/benchmark.smk"
 include: "rules/report.smk"
