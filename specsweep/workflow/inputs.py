@@ -18,7 +18,6 @@ from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
-from specsweep.plan import launches as launch_plan
 from specsweep.plan import rounds as plan_rounds
 from specsweep.plan.rounds import RoundSettings
 from specsweep.plan.controls import control_params
@@ -96,8 +95,10 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
-    """Every (configuration, launch) in run order (``plan.launches.launch_order``)."""
-    return launch_plan.launch_order(launches, config.get("baseline"), bool(config.get("aa_control", True)))
+    """Every planned (configuration, launch) in run order: each planned round in its seeded order
+    (``plan.rounds.planned_order``); extra rounds come from the judgements."""
+    return plan_rounds.planned_order(launches, config.get("baseline"), bool(config.get("aa_control", True)),
+                                     RoundSettings.from_config(config).seed)
 
 
 def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
@@ -106,20 +107,6 @@ def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[
     for name, launch in order:
         out[name].append(launch)
     return out
-
-
-def priorities_of(order: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    return launch_plan.priorities(list(order))
-
-
-def launch_priority(priorities: Mapping[tuple[str, str], float], config_name: str, launch: str) -> float:
-    """The job priority of one launch; a launch the sweep does not plan is an error, not a guess."""
-    try:
-        return priorities[(config_name, launch)]
-    except KeyError:
-        planned = sorted(lid for name, lid in priorities if name == config_name)
-        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}") \
-            from None
 
 
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
