@@ -96,7 +96,7 @@ def rounds_upto(round_no=None):
 
 
 def launch_round(wildcards):
-    return sw.round_of_launch(LAUNCHES, wildcards.launch)
+    return sw.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
 
 
 def launch_priority(wildcards):

@@ -298,8 +298,19 @@ def round_plan_params(config: Mapping[str, Any], rounds: Sequence[Sequence[tuple
                            "why": design[1], "settings": RoundSettings.from_config(config).as_dict()})
 
 
-def round_of_launch(launches: Mapping[str, int], launch: str) -> int:
-    return plan_rounds.round_of(launch, plan_rounds.planned_rounds(launches))
+def round_of_launch(launches: Mapping[str, int], launch: str, config: Mapping[str, Any] | None = None,
+                    config_name: str | None = None) -> int:
+    """The round a launch id runs in; with ``config`` and ``config_name``, a launch beyond every round the
+    sweep may run (its planned launches, or the budget ``rounds.max_launches``) is an error, not a guess."""
+    planned = plan_rounds.planned_rounds(launches)
+    r = plan_rounds.round_of(launch, planned)
+    if config is not None and config_name is not None and launch != layout.CONTROL:
+        most = max(launches.get(config_name, 0), RoundSettings.from_config(config).max_launches or 0)
+        if r > most:
+            ids = [str(i) for i in range(1, launches.get(config_name, 0) + 1)]
+            raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {ids}"
+                             + (f" (at most {most} with extra rounds)" if most > len(ids) else ""))
+    return r
 
 
 def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapping[str, Any], config_name: str,
@@ -309,7 +320,7 @@ def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapp
     members = rounds_mod.members_of_round(rounds, round_no)
     if (config_name, launch) not in members:
         planned = sorted(lid for r in rounds for name, lid in r if name == config_name)
-        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; launches so far: {planned}")
+        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}")
     order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
     return plan_rounds.priority_in_round(order, config_name, launch)
 

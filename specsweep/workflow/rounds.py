@@ -120,7 +120,12 @@ def comparisons(rows: Sequence[Mapping[str, Any]], baseline: str | None, control
     out = []
     by_name = {r["config"]: r for r in rows}
     for r in rows:
-        if r["config"] == baseline or r["status"] in (Status.FAILED, Status.CONTAMINATED):
+        if r["config"] == baseline:
+            continue
+        if r["status"] in (Status.FAILED, Status.CONTAMINATED):
+            # never compared, and more rounds cannot change that (a summary's status is its worst launch's)
+            out.append({"config": r["config"], "against": None, "verdict": r["status"], "ratio": None,
+                        "detectable": None, "open": False})
             continue
         if control and r["config"] == control.get("name") and control.get("of") in by_name:
             c = compare(r, by_name[control["of"]])

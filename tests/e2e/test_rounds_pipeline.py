@@ -1,9 +1,10 @@
 """Rounds until the question is answered, on the real reference engine, one round at a time.
 
-Two configurations, one launch each planned, and a positive control slowed by
-50 % (the reference engine's test-only fault): one round (one launch each and
-the A/A control) cannot resolve a 10 % difference (one degree of freedom),
-so the judgement of round 1 asks for round 2; a later round resolves it. After
+The baseline, one launch planned, and a positive control slowed by 50 % (the
+reference engine's test-only fault): one round (one launch each and the A/A
+control, 6 requests a launch) cannot resolve a 10 % difference (fewer than
+the verdict's 10 requests a side, and one degree of freedom), so the
+judgement of round 1 asks for round 2; a later round resolves it. After
 each round, ``snakemake -n`` shows exactly the next round's jobs (its plan,
 its launches, its judgement) and no launch already measured. The burn-in is
 off here (the pipeline tests run it); the order of every round is its seeded
@@ -28,7 +29,7 @@ JUDGEMENT = "results/rounds/round-{}/judgement.json"
 def rounds_config() -> dict:
     config = plain_default_config()
     config["defaults"]["workload"].update(
-        num_prompts=4, output_len=24, repeats=1,
+        num_prompts=6, output_len=24, repeats=1,
         warmup={"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 2})
     nospec = config["configurations"]["nospec"]
     config["configurations"] = {"nospec": nospec}
