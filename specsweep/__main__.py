@@ -71,8 +71,9 @@ def _parser_python(venv: Path, requirements: Path) -> str | None:
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
               shown: Sequence[str] = ()) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
-    its parser, in the pinned venv); print each argv with the environment beside it, every warning and error (once; none of ``shown``,
-    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built."""
+    its parser, in the pinned venv); print each argv with the environment beside it, every warning and error
+    (once; none of ``shown``, printed already by the start checks); 2 when any has errors, 1 when the parser
+    venv cannot be built."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []

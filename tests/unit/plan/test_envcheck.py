@@ -50,11 +50,12 @@ def test_every_shipped_config_names_only_variables_their_software_reads(paths):
     ("NCCL_DEBUG", "INF", ["NCCL 2.30.7's parser refuses it and uses the default instead, silently",
                            "['VERSION', 'WARN', 'INFO', 'ABORT', 'TRACE']"]),
     ("NCCL_DEBUG_SUBSYS", "INIT,ENVV", ["a comma list of ['INIT', 'COLL'"]),
-    ("SGLANG_SIMULAT_ACC_LEN", "2.0", ["is not a variable SGLang 0.5.23 reads", "did you mean SGLANG_SIMULATE_ACC_LEN"]),
-    ("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", "on", ['"on" is not a valid boolean value: SGLang 0.5.23 warns and uses '
-                                               "the default False instead", "true, 1, yes, y (on)"]),
-    ("SGLANG_SIMULATE_ACC_LEN", "2,0", ['"2,0" is not a valid float value: SGLang 0.5.23 warns and uses the default '
-                                        "-1 instead"]),
+    ("SGLANG_SIMULAT_ACC_LEN", "2.0", ["is not a variable SGLang 0.5.23 reads",
+                                       "did you mean SGLANG_SIMULATE_ACC_LEN"]),
+    ("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", "on", [('"on" is not a valid boolean value: SGLang 0.5.23 warns and uses '
+                                                "the default False instead"), "true, 1, yes, y (on)"]),
+    ("SGLANG_SIMULATE_ACC_LEN", "2,0", [('"2,0" is not a valid float value: SGLang 0.5.23 warns and uses the '
+                                         "default -1 instead")]),
     ("SGLANG_ENABLE_CP_V2", "1", ["SGLANG_ENABLE_CP_V2 is deprecated in SGLang 0.5.23"]),
 ])
 def test_a_mistake_is_one_line_with_the_key_path_and_the_allowed_values(name, value, words):
@@ -84,7 +85,8 @@ def test_grid_axes_and_defaults_are_checked_at_their_own_key_paths():
               "configurations": {"g": {"axes": [{"env.NCCL_ALGO": [None, "Ring", "Rnig"]},
                                                 {"env.NCCL_ALOG": ["Ring"], "server_args.tp-size": [2]}]}}}
     problems = env_problems(config)
-    assert [p.split(":")[0] for p in problems] == ["defaults.env.NCCL_PROTO", "configurations.g.axes[0].env.NCCL_ALGO[2]",
+    assert [p.split(":")[0] for p in problems] == ["defaults.env.NCCL_PROTO",
+                                                   "configurations.g.axes[0].env.NCCL_ALGO[2]",
                                                    "configurations.g.axes[1].env.NCCL_ALOG"]
 
 
