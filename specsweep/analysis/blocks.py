@@ -233,9 +233,7 @@ def fit(units: Sequence[Unit], sides: Mapping[str, Sample] | None = None,
     var = float(resid @ resid / df) if df > 0 else None
     request = [u.request_var for u in units if u.request_var is not None]
     request_var = statistics.fmean(request) if request else None
-    if blocked:
-        noise = Noise(var, df, request_var, "launch", len(levels), len(units))
-    elif sides:
+    if not blocked and sides is not None:
         noise = S.pooled_noise(list(sides.values()))
     else:
         noise = Noise(var, df, request_var, "launch", len(levels), len(units))
@@ -274,7 +272,7 @@ def _sample(fit_: BlockFit, level: str, whole: bool) -> Sample | None:
 
 def _one_way(fit_: BlockFit, a: str, b: str, level: float, lower_is_better: bool, min_samples: int,
              note: str | None) -> dict[str, Any]:
-    whole = CONTROL not in (a.rsplit("@", 1)[-1], b.rsplit("@", 1)[-1])  # a control level: the levels' own samples
+    whole = a in fit_.sides and b in fit_.sides  # two configurations; with a control level, the levels' own samples
     sa, sb = _sample(fit_, a, whole), _sample(fit_, b, whole)
     if sa is None or sb is None:
         return {"verdict": "insufficient samples", "method": S.VERDICT_METHOD, "model": ONE_WAY,

@@ -34,6 +34,7 @@ from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.render import config_rows, explode_points, render_report
 from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.workflow.closing import closing_lines
 
 NOMINAL = 0.05
 SWEEPS = 1000
@@ -82,6 +83,8 @@ def test_a_balanced_two_by_two_is_the_mean_of_the_within_round_differences():
     assert v["estimate"] / v["estimate_baseline"] == pytest.approx(v["ratio"])
     assert v["estimate"] == pytest.approx(math.exp((la["1"] + la["2"]) / 2)), "a full row: its own mean"
     assert set(S.compare(_sample(a), _sample(b), S.pooled_noise([_sample(a)]), min_samples=1)) <= set(v)
+    # balanced: var(d) = 2 s^2 / launches, the relation launches_needed solves
+    assert B.launches_needed(fit, 0.05) == S.launches_needed(fit.noise, 0.05) and fit.noise.var == fit.var
 
 
 def test_a_missing_cell_and_a_round_effect_removed_exactly():
@@ -130,6 +133,10 @@ def test_the_aa_control_is_a_level_of_its_own_in_its_round():
     fitted = (lb["1"] + lb["2"]) / 2 + (lb["2"] + lx["2"]) / 2 - (lb["1"] + lb["2"] + lx["1"] + lx["2"]) / 4
     assert aa["ratio"] == pytest.approx(math.exp(lb["aa"] - fitted))
     assert aa["model"] == B.BLOCKED and aa["units"] == [1, 2]
+    assert fit.as_dict()["levels"] == ["base", "base@aa", "x"] and fit.as_dict()["df"] == 1
+    one_way = B.contrast(B.fit_point(sides, {}), B.control_level("base"), "base", min_samples=1)
+    assert one_way["model"] == B.ONE_WAY and one_way["ratio"] == pytest.approx(101 / math.sqrt(100 * 104)), \
+        "without rounds: the control against the baseline's regular launches"
 
 
 def test_one_round_falls_back_to_the_one_way_model_and_says_so():
@@ -239,6 +246,10 @@ def main_sweeps() -> dict[str, np.ndarray]:
                 same, slow = B.contrast(fit, "copy2", "base"), B.contrast(fit, "slow", "base")
                 aa = B.contrast(fit, B.control_level("base"), "base")
                 keep("blocked_model", fit.model == B.BLOCKED)
+                same_levels = [n for n in sides if n != "slow"]
+                family = S.holm_family([B.contrast(fit, x, y) for k, x in enumerate(same_levels)
+                                        for y in same_levels[k + 1:]])
+                keep("blocked_family_called", any(_called(v) for v in family))
                 keep("blocked_power", B.power_of(slow, math.expm1(SLOW)))
             else:
                 noise = S.pooled_noise(list(sides.values()))
@@ -265,6 +276,8 @@ def test_blocked_identical_configurations_are_called_at_most_at_the_nominal_rate
     assert got["blocked_same_called"].mean() <= AT_MOST, got["blocked_same_called"].mean()
     assert got["blocked_aa_called"].mean() <= AT_MOST, got["blocked_aa_called"].mean()
     assert abs(got["blocked_same_log_ratio"].mean()) < 0.003, "no bias: the cold start lands on no one in particular"
+    # the pairwise table of the identical configurations, Holm-corrected: family-wise
+    assert got["blocked_family_called"].mean() <= AT_MOST, got["blocked_family_called"].mean()
 
 
 def test_blocked_power_is_what_its_own_power_calculation_predicts():
@@ -373,8 +386,9 @@ def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_pa
     assert base["blocks"][PRIMARY_VERDICT].model == B.BLOCKED and base["trend"]["named"]
     assert base["trend"]["slope_per_min"] == pytest.approx(-0.03, abs=0.006)  # decode time up 3 %: rate down
     assert all(r["comparison"]["model"] == B.BLOCKED for r in rows if r is not base)
-    render_report(summaries, "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+    render_report(summaries, "nospec", tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots",
                   sweep={"aa_control": True})
-    head = (tmp_path / "r.md").read_text().split("## Results")[0]
+    head = (tmp_path / "report.md").read_text().split("## Results")[0]
     assert "- Trend: the residuals drift -2.9" in head or "- Trend: the residuals drift -3.0" in head, head
     assert "per minute of start time within rounds" in head
+    assert any(line.startswith("Trend: the residuals drift") for line in closing_lines(tmp_path))
