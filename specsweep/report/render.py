@@ -453,7 +453,7 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
       "wall time).\n")
     w(f"- Percentiles: {PERCENTILE_METHOD_NAME}.\n")
     w(f"- Verdict (decode, end-to-end and TTFT alike, each on its own samples): {BLOCKED_METHOD}.\n")
-    w(f"- Trend check (decode rate): {TREND_METHOD}.\n")
+    w(f"- Drift over start time (decode rate): {TREND_METHOD}.\n")
     w(f"- Power: {POWER_METHOD}.\n")
     w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
       "TPOT = decode time / (completion tokens - 1).\n")
