@@ -15,9 +15,10 @@ model (``BLOCKED_METHOD``)::
   configuration's estimate, and its contrast with its configuration says
   whether two launches of one configuration within one round differ (it must
   not be called).
-* rounds: from the launch entries (``launch_rounds``): an entry's ``round``;
-  else its launch id (``"1"`` is round 1); the control in the last round of
-  its configuration's regular launches.
+* rounds: from the launch entries (``launch_rounds``): an entry's ``round``
+  (the report and the rounds' judgement fill it from the rounds' plans,
+  ``rounds_of_plans``); else its launch id (``"1"`` is round 1); the control
+  in the last round of its configuration's regular launches.
 * Unbalanced data are allowed (missing cells, a configuration launched in some
   rounds only). Least squares by ``numpy.linalg.lstsq`` (SVD) on a dummy-coded
   design (intercept, the levels and the rounds but the first of each);
@@ -83,6 +84,12 @@ TREND_METHOD = (
 def control_level(config: str) -> str:
     """The model's level of ``config``'s A/A control launch."""
     return f"{config}@{CONTROL}"
+
+
+def rounds_of_plans(plans: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """(configuration, launch id) -> round, from the rounds' plans (``plan.rounds``:
+    results/rounds/round-<r>/plan.json, its ``round`` and ``order``)."""
+    return {(str(c), str(lid)): int(plan["round"]) for plan in plans for c, lid in plan["order"]}
 
 
 def launch_rounds(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -24,7 +24,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specsweep.analysis.blocks import BLOCKED_METHOD, TREND_METHOD, cold_start, contrast, fit_point, trend
+from specsweep.analysis.blocks import (
+    BLOCKED_METHOD,
+    TREND_METHOD,
+    cold_start,
+    contrast,
+    fit_point,
+    rounds_of_plans,
+    trend,
+)
 from specsweep.analysis.formulas import NOT_COMPARABLE, break_even_accept_length
 from specsweep.analysis.metrics import (
     BASELINE_TOK_S,
@@ -206,7 +214,8 @@ def _point_key(r: dict[str, Any]) -> str:
 
 
 def config_rows(
-    summaries: list[dict[str, Any]], baseline: str | None, smallest_effect: float | None = None
+    summaries: list[dict[str, Any]], baseline: str | None, smallest_effect: float | None = None,
+    rounds: dict[tuple[str, str], int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One row per configuration (sorted by name, baseline first) with verdicts and break-even.
 
@@ -215,7 +224,9 @@ def config_rows(
     ``ok`` gives no verdicts and no break-even (``no baseline``). Every row
     carries its point's pooled launch variance per verdict metric
     (``row["noise"]``); ``smallest_effect``: the difference the user wants
-    resolved, for the launches each row would need (``launches_needed``).
+    resolved, for the launches each row would need (``launches_needed``); ``rounds``: the round of each
+    (configuration, launch id) where the rounds' plans say it (``blocks.rounds_of_plans``), for a launch
+    entry without its own ``round``.
     """
     rows = sorted((_row(s) for s in summaries),
                   key=lambda r: (r["config"] != baseline, r["config"], r["point_index"], r["point"]))
@@ -228,7 +239,7 @@ def config_rows(
         compared = [r for r in members if r["status"] in COMPARED]
         fits = {metric: fit_point({r["config"]: r["verdict_samples"][metric] for r in compared
                                    if r["verdict_samples"][metric] is not None},
-                                  {r["config"]: r["launch_entries"] for r in compared})
+                                  {r["config"]: _with_rounds(r, rounds or {}) for r in compared})
                 for metric, _, _ in VERDICT_METRICS}
         noise = {metric: f.noise for metric, f in fits.items()}
         drift, cold = trend(fits[PRIMARY_VERDICT]), cold_start(fits[PRIMARY_VERDICT])
@@ -283,6 +294,12 @@ def config_rows(
             if r["accept_length"] is not None:
                 r["speculation_pays"] = r["accept_length"] > r["break_even_accept_length"]
     return rows, base
+
+
+def _with_rounds(r: dict[str, Any], rounds: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """The row's launch entries, each with its round from ``rounds`` where the entry has none."""
+    return [e if e.get("round") is not None else dict(e, round=rounds.get((r["config"], str(e["launch"]))))
+            for e in r["launch_entries"]]
 
 
 def compare_rows(r: dict[str, Any], other: dict[str, Any], metric: str = PRIMARY_VERDICT) -> dict[str, Any]:
@@ -651,7 +668,8 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
-    rows, base = config_rows(explode_points(summaries), baseline, effect)
+    rows, base = config_rows(explode_points(summaries), baseline, effect,
+                             rounds_of_plans((sweep.get("rounds") or {}).get("plans") or []))
     annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
              compare_primary)
     write_text_atomic(csv_path, _csv(rows))

@@ -21,6 +21,7 @@ most 5 % is checked against 5 % + 2.33 SD (one-sided 99 %).
 from __future__ import annotations
 
 import functools
+import io
 import math
 from pathlib import Path
 
@@ -393,3 +394,43 @@ def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_pa
     assert "per minute of start time within rounds" in head
     closing = [line for line in closing_lines(tmp_path) if "Trend" in line or "drift over start" in line.lower()]
     assert len(closing) == 1 and closing[0].startswith("Trend: the residuals drift"), closing
+
+
+def _extra_round_sweep() -> tuple[list[dict], list[list[tuple[str, str]]]]:
+    """nospec and a in 2 planned rounds (the A/A control in round 2) and an extra round 3; a is 20 % slower."""
+    rounds = [[("a", "1"), ("nospec", "1")], [("nospec", "aa"), ("a", "2"), ("nospec", "2")],
+              [("nospec", "3"), ("a", "3")]]
+    rng = np.random.default_rng(5)
+    starts: dict[str, dict[str, tuple[float, float]]] = {"nospec": {}, "a": {}}
+    for minute, (config, lid) in enumerate(m for members in rounds for m in members):
+        starts[config][lid] = (minute, math.exp(rng.normal(0, 0.01)))
+    return [_summary("nospec", 12.0, starts["nospec"]), _summary("a", 14.4, starts["a"])], rounds
+
+
+def test_the_rounds_plans_place_the_aa_control_in_its_planned_round():
+    summaries, rounds = _extra_round_sweep()
+    planned = B.rounds_of_plans([{"round": k, "order": [list(m) for m in members]}
+                                 for k, members in enumerate(rounds, 1)])
+    assert planned[("nospec", "aa")] == 2
+    for given, expected in ((planned, 2), (None, 3)):  # without the plans: the last round of nospec's launches
+        rows, _ = config_rows(explode_points(summaries), "nospec", rounds=given)
+        fit = rows[0]["blocks"][PRIMARY_VERDICT]
+        assert next(u.round for u in fit.units if u.launch == "aa") == expected
+
+
+def test_a_rounds_judgement_judges_by_the_reports_verdicts(monkeypatch, tmp_path: Path):
+    """judge_round builds each summary from its launch files (replaced here by the summaries those files
+    give) and must judge them as the report does: a configuration 20 % slower is called after round 3."""
+    from specsweep.plan.rounds import RoundSettings
+    from specsweep.workflow import jobs
+    from specsweep.workflow.rounds import judge_round
+
+    summaries, rounds = _extra_round_sweep()
+    by_name = {s["config"]: s for s in summaries}
+    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: dict(by_name[inputs["plan"][0].split("/")[1]]))
+    params = {"rounds": RoundSettings(max_launches=6).as_dict(), "smallest_effect": 0.05, "baseline": "nospec",
+              "positive_control": None, "launches": {"nospec": 2, "a": 2}, "aa_control": True}
+    got = judge_round(3, rounds, params, str(tmp_path / "judgement.json"), io.StringIO())
+    (a,) = got["comparisons"]
+    assert a["verdict"] == "slower" and a["ratio"] == pytest.approx(1 / 1.2, rel=0.02), a
+    assert got["ended_by"] == "resolved", got
