@@ -177,7 +177,8 @@ def test_a_pair_without_shared_rounds_is_judged_by_the_one_way_model():
 def test_the_trend_recovers_a_drift_within_rounds():
     rng = np.random.default_rng(3)
     slope = 0.004  # per minute
-    sides, entries, t = {}, {}, 0.0
+    entries: dict[str, list[dict]] = {}
+    t = 0.0
     names = ["a", "b", "c", "d"]
     values: dict[str, dict[str, float]] = {n: {} for n in names}
     for r in (1, 2, 3):
