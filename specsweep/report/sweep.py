@@ -38,11 +38,12 @@ from typing import Any
 from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Status
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT, is_external
 
-ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
 #: Pairwise verdicts are listed when a point has at most this many ok configurations besides the baseline.
 PAIRWISE_MAX = 6
@@ -400,11 +401,8 @@ class CurveGroup:
 
 
 def _acc_value(row: Mapping[str, Any]) -> float | None:
-    value = ((row.get("plan") or {}).get("env") or {}).get(ACC_ENV)
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """The configured accept length (plan-time checks refuse one SGLang would clamp, so it is the one that ran)."""
+    return simulated_acc_len(((row.get("plan") or {}).get("env") or {}).get(ACC_ENV))
 
 
 def _group_key(row: Mapping[str, Any]) -> str:
