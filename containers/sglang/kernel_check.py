@@ -73,7 +73,24 @@ def _flashinfer_specs() -> dict:
         from flashinfer.jit.comm import gen_trtllm_comm_module
         return gen_trtllm_comm_module()
 
-    return {"silu_and_mul": silu_and_mul, "norm": norm, "pcie_ipc": pcie_ipc, "trtllm_comm": trtllm_comm}
+    import torch
+
+    bf16, i32 = torch.bfloat16, torch.int32
+
+    def decode_hd128():  # paged decode attention, head_dim 128 (Llama 3.1 8B): flashinfer/jit/attention/modules.py:949
+        from flashinfer.jit.attention.modules import gen_batch_decode_module
+        return gen_batch_decode_module(bf16, bf16, bf16, i32, 128, 128, 0, False, False)
+
+    def prefill_hd128():  # paged prefill attention, FA2 (every architecture): modules.py:1133
+        from flashinfer.jit.attention.modules import gen_batch_prefill_module
+        return gen_batch_prefill_module("fa2", bf16, bf16, bf16, i32, 128, 128, 0, False, False, False)
+
+    def mla():  # MLA attention (Kimi-K2.5, DeepSeek-V3: kv_lora_rank 512, rope dim 64): modules.py:255
+        from flashinfer.jit.attention.modules import gen_batch_mla_module
+        return gen_batch_mla_module("fa2", bf16, bf16, bf16, i32, 512, 64, False)
+
+    return {"silu_and_mul": silu_and_mul, "norm": norm, "pcie_ipc": pcie_ipc, "trtllm_comm": trtllm_comm,
+            "decode_hd128": decode_hd128, "prefill_hd128": prefill_hd128, "mla": mla}
 
 
 def elf_archs(library: pathlib.Path) -> list[str]:
@@ -207,7 +224,8 @@ def run_arch(wanted: dict[str, list[str]], arch: str, extra_env: dict[str, str])
 
 
 DEFAULT_KERNELS = ("sglang:silu_and_mul,sglang:fused_add_rmsnorm,sglang:custom_all_reduce_v2,"
-                   "flashinfer:silu_and_mul,flashinfer:norm,flashinfer:pcie_ipc,flashinfer:trtllm_comm")
+                   "flashinfer:silu_and_mul,flashinfer:norm,flashinfer:pcie_ipc,flashinfer:trtllm_comm,"
+                   "flashinfer:decode_hd128,flashinfer:prefill_hd128,flashinfer:mla")
 
 
 def main(argv: list[str] | None = None) -> int:

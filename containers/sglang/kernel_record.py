@@ -9,7 +9,9 @@ Format history:
      CUDA_TOOLKIT_FROM: "base" or the wheels), nvcc_release, nvcc_version, gpu_code (nvcc
      --list-gpu-code), packages (sglang, flashinfer-python, flashinfer-cubin, flashinfer-jit-cache,
      apache-tvm-ffi, nvidia-cuda-nvcc: version or null), prebuilt (kernels compiled ahead of time:
-     none), jit (which libraries compile on first use, and where their cache goes), cache_dir.
+     none), jit (which libraries compile on first use, and where their cache goes), cache_dir,
+     include_links (the toolkit include directory's entries linked in from elsewhere: the venv's
+     CUDA library headers, with the directory they come from).
 """
 
 from __future__ import annotations
@@ -63,7 +65,18 @@ def record(toolkit_from: str, cache_dir: str) -> dict:
             "flashinfer": {"env": "FLASHINFER_WORKSPACE_BASE", "dir": os.environ.get("FLASHINFER_WORKSPACE_BASE")},
         },
         "cache_dir": cache_dir,
+        "include_links": include_links(cuda_home),
     }
+
+
+def include_links(cuda_home: str | None) -> dict:
+    """``{"from": [directories], "names": [...]}`` of the symbolic links in ``$CUDA_HOME/include``."""
+    if not cuda_home:
+        return {"from": [], "names": []}
+    include = os.path.join(cuda_home, "include")
+    names = sorted(n for n in os.listdir(include) if os.path.islink(os.path.join(include, n)))
+    sources = sorted({os.path.dirname(os.readlink(os.path.join(include, n))) for n in names})
+    return {"from": sources, "names": names}
 
 
 def main(argv: list[str] | None = None) -> int:
