@@ -36,4 +36,4 @@ for n in names:
     print(f"{n:<18} {before[n]:>20,} {after[n]:>15,} {after[n] - before[n]:>+13,} ({(after[n] - before[n]) / 1e6:+.1f} MB)")
 PY
 cat "$OUT/growth.txt"
-grep -E "COPY --from=cuda-toolchain|kernel_record.py" "$OUT/history-sglang.txt" | tee "$OUT/jit-layers.txt"
+grep -E "COPY /opt/cuda-toolchain/|KERNEL_CACHE_DIR=/var/cache/specsweep-kernels /bin/sh" "$OUT/history-sglang.txt" | tee "$OUT/jit-layers.txt"
