@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
+from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Expect, Status
@@ -272,11 +273,9 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
     return summary
 
 
-def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plots_dir: str, best_dir: str | None = None) -> None:
-    """render_report: the cross-configuration report from every summary (descriptions, grids and
-    the planned launch order from params), the figures that have data under ``plots_dir``, and the
-    best-configuration files of every grid."""
+def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: str) -> dict[str, Any]:
+    """analyze_sweep: results/report.json from every summary (descriptions, grids, the planned launch
+    order, the controls and the smallest effect from params: ``inputs.report_params``)."""
     report = json.loads(params)
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
@@ -284,5 +283,14 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
         summary["expect"] = report.get("expects", {}).get(summary["config"], Expect.OK)
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
                                                   "smallest_effect", "own_baselines") if k in report}
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
-                  sweep=sweep, best_dir=Path(best_dir) if best_dir else None)
+    data = analyze_sweep(summaries, report["baseline"], sweep)
+    write_report(report_path, data)
+    return data
+
+
+def render_report_files(report_path: str, csv_path: str, md_path: str, plots_dir: str,
+                        best_dir: str | None = None) -> None:
+    """render_report: summary.csv, report.md, the figures that have data under ``plots_dir`` and the
+    best-configuration files of every grid, all from results/report.json."""
+    render_report(load_report(report_path), Path(csv_path), Path(md_path), Path(plots_dir),
+                  Path(best_dir) if best_dir else None)
