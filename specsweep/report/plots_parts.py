@@ -22,7 +22,8 @@ from typing import Any
 
 from specsweep.analysis.costmodel import StepParts, accept_needed
 from specsweep.report.markdown import OUTPUTS_DIFFER
-from specsweep.report.plots import FLAG_COLOR, _label, _legend_below, _nothing, _save, np, plt
+from specsweep.report import plots
+from specsweep.report.plots import FLAG_COLOR, _label, _legend_below, _nothing, np, plt
 
 
 def _series_colors(names: list[str]) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
         if config in flagged:
             text.set_color(FLAG_COLOR)
     fig.suptitle(title)
-    _save(fig, path)
+    plots._save(fig, path)  # through the module: one place saves every figure
     return None
 
 
@@ -170,7 +171,7 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> str | None:
     _legend_below(ax, handles, names, ncol=2)
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
-    _save(fig, path)
+    plots._save(fig, path)  # through the module: one place saves every figure
     return None
 
 
@@ -240,5 +241,5 @@ def plot_budget(points: list[dict[str, Any]], path: Path) -> str | None:
                 transform=ax.transAxes, ha="left", va="top", fontsize=8)
         ax.legend(fontsize=7, loc="center left")
     fig.suptitle(title, fontsize=11)
-    _save(fig, path)
+    plots._save(fig, path)  # through the module: one place saves every figure
     return None
