@@ -79,7 +79,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "description": summary.get("description", ""),
         "status": summary["status"],
         # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
-        # not in the plan: render_report_files sets it from the report params.
+        # not in the plan: analyze_sweep_files sets it from the report params.
         "expect": summary.get("expect", "ok"),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
@@ -213,7 +213,7 @@ def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float 
 
 
 def compare_primary(r: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    """The primary verdict of row ``r`` against ``other`` (as against the baseline), for ``report.answer``."""
+    """The primary verdict of row ``r`` against ``other`` (as against the baseline), for ``analysis.answer``."""
     return compare_rows(r, other, PRIMARY_VERDICT)
 
 

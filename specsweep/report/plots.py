@@ -50,7 +50,7 @@ VERDICT_COLORS = {
     "failed": "#ffffff",
 }
 BASELINE_LINE = "#000000"
-#: Where each row keeps its decode rate's interval (``report.render.rate_interval``).
+#: Where each row keeps its decode rate's interval (``analysis.rows.rate_interval``).
 RATE_CI = ("decode_rate_ci_low", "decode_rate_ci_high")
 #: An interval end beyond this many times the largest estimate on a figure is cut at it (and
 #: marked): a variance on one or two degrees of freedom gives intervals of 10^7 tok/s, which

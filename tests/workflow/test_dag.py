@@ -36,6 +36,7 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
         "preflight_config": n,
         "benchmark_server": 2 * n + 1,  # two launches each, and the baseline's A/A control at the end
         "summarize_config": n,
+        "analyze_sweep": 1,
         "render_report": 1,
         "all": 1,
     }

@@ -17,7 +17,8 @@ def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     # 2 backends x 4 accept lengths + the baseline; 3 points each, measured inside each launch
     assert job_counts(result.stdout) == {"resolve_plan": 9, "preflight_config": 9, "benchmark_server": 10,
-                                         "summarize_config": 9, "render_report": 1, "all": 1}
+                                         "summarize_config": 9, "analyze_sweep": 1, "render_report": 1,
+                                         "all": 1}
     assert "results/best/eagle3.env" in result.stdout and "results/plots" in result.stdout
 
 
