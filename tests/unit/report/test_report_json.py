@@ -128,3 +128,19 @@ def test_views_import_no_computation(path):
              if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specsweep.analysis")
              for alias in node.names if alias.name in COMPUTING]
     assert not found, f"{path.name} computes what report.json holds: {found}"
+
+
+def test_the_html_captions_are_written_from_the_figure_registry_and_the_method():
+    from specsweep.analysis.stats import VERDICT_METHOD
+    from specsweep.report.captions import CAPTIONS, stale
+    from specsweep.report.figures import FIGURES
+
+    assert stale(REPO) == [], "run: python -m specsweep.report.captions"
+    plots = (REPO / "report" / "plots.rst").read_text()
+    for figure in FIGURES:
+        assert f'snakemake.wildcards.figure == "{figure.key}"' in plots
+    assert "geometric mean" in plots and "Student-t" in plots and "bootstrap confidence interval" not in plots
+    summary = " ".join((REPO / "report" / "summary.rst").read_text().split())
+    assert " ".join(VERDICT_METHOD.split()) in summary and "bootstrap of the ratio" not in summary
+    rule = (REPO / "rules" / "report.smk").read_text()
+    assert all(f'caption="../report/{name}"' in rule for name in CAPTIONS)
