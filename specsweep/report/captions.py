@@ -29,7 +29,7 @@ CAPTION_DIR = Path("report")
 
 
 def _wrap(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), 100) + "\n"
+    return textwrap.fill(" ".join(text.split()), 100, break_on_hyphens=False) + "\n"
 
 
 def plots_caption() -> str:
