@@ -1,5 +1,7 @@
 rule analyze_sweep:
     input:
+        # every round's plan and judgement: the design, the order that ran, what ended the rounds
+        unpack(report_round_files),
         summaries=expand("results/{config}/summary.json", config=CONFIGS),
     output:
         # The answer, computed once: every view below renders it (docs/report-json.md).

@@ -1,4 +1,5 @@
-"""The answer of the whole sweep, computed once: results/report.json from every configuration's summary."""
+"""The answer of the whole sweep, computed once: results/report.json from every configuration's summary
+(and every round's plan and judgement: the design, the order that ran, what ended the rounds)."""
 
 import sys
 from pathlib import Path
@@ -10,5 +11,6 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821 - inject
 from specsweep.workflow.jobs import analyze_sweep_files, job_log  # noqa: E402
 
 with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
-    analyze_sweep_files(list(snakemake.input.summaries), snakemake.params.report,  # noqa: F821
-                        snakemake.output.report)  # noqa: F821
+    inputs = snakemake.input  # noqa: F821
+    analyze_sweep_files(list(inputs.summaries), snakemake.params.report, snakemake.output.report,  # noqa: F821
+                        list(inputs.get("round_plans", [])), list(inputs.get("judgements", [])))

@@ -49,18 +49,30 @@ def point_rows(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def rule_record(members: Sequence[dict[str, Any]], baseline: str | None,
                 smallest_effect: float | None) -> dict[str, Any]:
-    """The rule the verdicts at one point use: ``noise`` (``Noise.as_dict``: the pooled variance, its unit
-    and degrees of freedom), and with launches replicated the typical configuration's launches against the
-    baseline's, the threshold it is called beyond, the smallest difference seen with 80 % power and, for
-    ``smallest_effect``, whether it is resolved or how many launches would resolve it."""
+    """The rule the verdicts at one point use: ``noise`` (``Noise.as_dict``: the variance left by the point's
+    model, its unit and degrees of freedom), ``model`` (``blocked``: the round a block (``describe``), else the
+    one-way model and ``why``), the trend and cold-start checks (``blocks.trend``, ``blocks.cold_start``), and
+    with launches replicated the typical configuration's launches against the baseline's, the threshold it is
+    called beyond, the smallest difference seen with 80 % power and, for ``smallest_effect``, whether it is
+    resolved or how many launches would resolve it."""
     noise: Noise = members[0]["noise"][PRIMARY_VERDICT]
-    out: dict[str, Any] = {"point": members[0]["point"], "metric": PRIMARY_VERDICT, "noise": noise.as_dict()}
+    fit = (members[0].get("blocks") or {}).get(PRIMARY_VERDICT)
+    blocked = fit is not None and fit.blocked
+    out: dict[str, Any] = {
+        "point": members[0]["point"], "metric": PRIMARY_VERDICT, "noise": noise.as_dict(),
+        "model": None if fit is None else {"blocked": blocked, "describe": fit.describe() if blocked else None,
+                                           "why": fit.why},
+        "trend": members[0].get("trend"), "cold_start": members[0].get("cold_start")}
     if noise.var is None or noise.unit == "round":
         return out
+
+    def launches(r: Mapping[str, Any]) -> int | None:
+        return fit.launches_of(r["config"]) if blocked else units(r, noise)
+
     base = next((r for r in members if r["config"] == baseline), None)
-    others = [u for u in (units(r, noise) for r in members if r["config"] != baseline) if u]
+    others = [u for u in (launches(r) for r in members if r["config"] != baseline) if u]
     typical = int(statistics.median(others)) if others else 1
-    base_units = (units(base, noise) if base is not None else None) or typical
+    base_units = (launches(base) if base is not None else None) or typical
     sees = detectable(noise, typical, base_units)
     out.update(units=typical, baseline_units=base_units, called_beyond=called_beyond(noise, typical, base_units),
                detectable=sees, smallest_effect=smallest_effect, resolved=None, launches_needed=None,
@@ -157,9 +169,13 @@ def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence
             "expected": list(planned_ran[first_bad])}
 
 
-def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None) -> dict[str, Any]:
-    """Every launch as it ran (the Launches table), what replication cost and whether the order was planned."""
-    entries = launch_entries(files)
+def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None,
+                    round_plans: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Every launch as it ran (the Launches table), each with its round and its place in that round's seeded
+    order (``planned_place``, from the rounds' plans; None where no plan names it), what replication cost and
+    whether the order was the planned one."""
+    place = {(c, lid): [plan["round"], k] for plan in round_plans for k, (c, lid) in enumerate(plan["order"], 1)}
+    entries = [dict(e, planned_place=place.get((e["config"], e["launch"]))) for e in launch_entries(files)]
     walls = [e["wall_s"] for e in entries if e.get("wall_s") is not None]
     readies = [e["ready_s"] for e in entries if e.get("ready_s") is not None]
     starts = [e["started_at"] for e in entries if e.get("started_at") is not None]

@@ -36,6 +36,7 @@ from specsweep.analysis.controls import (
     positive_record,
     rule_records,
 )
+from specsweep.analysis.blocks import BLOCKED_METHOD, TREND_METHOD, rounds_of_plans
 from specsweep.analysis.curves import CROSSING_METHOD
 from specsweep.analysis.grids import best_of_grids, break_even_groups, curve_record, winner_record
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
@@ -48,7 +49,6 @@ from specsweep.analysis.stats import (
     POWER,
     POWER_METHOD,
     VERDICT_LEVEL,
-    VERDICT_METHOD,
 )
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import write_text_atomic
@@ -64,8 +64,8 @@ REPORT_FORMAT_VERSION = 1
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.
 _NOT_IN_ROW = ("summary", "verdict_samples", "samples", "sample_launches", "launch_entries", "plan", "server",
-               "base_row", "own_row", "noise", "aa", "comparison", "model", "warnings", "log_tail", "detail",
-               "expected_failure")
+               "base_row", "own_row", "noise", "blocks", "trend", "cold_start", "aa", "comparison", "model",
+               "warnings", "log_tail", "detail", "expected_failure")
 
 
 def _key(row: Mapping[str, Any] | None) -> list[str] | None:
@@ -89,23 +89,43 @@ def _expected_failure_warnings(rows: Sequence[dict[str, Any]]) -> None:
 
 def method_record() -> dict[str, Any]:
     """How the verdicts, intervals and the crossing were computed (the Methods of report.md)."""
-    return {"metric": PRIMARY_VERDICT, "baseline_tok_s": BASELINE_TOK_S, "verdict": VERDICT_METHOD,
-            "verdict_level": VERDICT_LEVEL, "power": POWER_METHOD, "power_level": POWER,
+    return {"metric": PRIMARY_VERDICT, "baseline_tok_s": BASELINE_TOK_S, "verdict": BLOCKED_METHOD,
+            "trend": TREND_METHOD, "verdict_level": VERDICT_LEVEL, "power": POWER_METHOD, "power_level": POWER,
             "percentiles": PERCENTILE_METHOD_NAME,
             "end_to_end_ci": {"method": CI_METHOD, "level": CI_LEVEL, "resamples": BOOTSTRAP_RESAMPLES},
             "crossing": CROSSING_METHOD, "break_even": BREAK_EVEN_FORMULA}
 
 
-def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[str, Any] | None = None,
-                  burn_in: Any = None, design: Any = None) -> dict[str, Any]:
+def design_record(design: Mapping[str, Any] | None, rounds: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Which measurement design ran and why (``workflow.inputs.measurement_design``: ``design``, ``why``,
+    ``rounds`` settings), how many rounds ran (``rounds_run``) and what ended them (``ended_by``,
+    ``ended_why``: the last round's judgement). None without a design (a report from before rounds)."""
+    if not design:
+        return None
+    judgements = (rounds or {}).get("judgements") or []
+    last = judgements[-1] if judgements else None
+    return {**design, "rounds_run": len(judgements) if last is not None else None,
+            "ended_by": None if last is None else last.get("ended_by"),
+            "ended_why": None if last is None else last.get("why")}
+
+
+def burn_in_record(rounds: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The burn-in before round 1 (round 1's judgement holds its record), None when none was recorded."""
+    judgements = (rounds or {}).get("judgements") or []
+    return (judgements[0].get("burn_in") or None) if judgements else None
+
+
+def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
     """report.json of ``summaries`` (summary.json files, formats 1 to 8, with their description and expect
     labels); ``sweep`` holds the grids, the planned launch order, whether the A/A control was planned, the
-    positive control, the smallest effect to resolve and the named own baselines
-    (``workflow.inputs.report_params``)."""
+    positive control, the smallest effect to resolve, the named own baselines, the measurement design
+    (``workflow.inputs.report_params``) and every round's plan and judgement (``rounds``)."""
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
-    rows, base = config_rows(explode_points(summaries), baseline, effect)
+    round_plans = (sweep.get("rounds") or {}).get("plans") or []
+    rows, base = config_rows(explode_points(summaries), baseline, effect, rounds_of_plans(round_plans))
     annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
              compare_primary)
     _expected_failure_warnings(rows)
@@ -119,7 +139,7 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
         "controls": {"aa": aa_record(rows, baseline, bool(sweep.get("aa_control", True))),
                      "positive": positive_record(rows, sweep.get("positive_control"), compare_rows)},
         "external": external_record(rows),
-        "launches": launches_record(summaries, sweep.get("launch_order")),
+        "launches": launches_record(summaries, sweep.get("launch_order"), round_plans),
         "deploy": deploy(rows, base, baseline, compare_primary),
         "rows": [row_record(r, rows) for r in rows],
         "curves": [curve_record(g) for g in break_even_groups(rows, grids)],
@@ -131,8 +151,8 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
                       "expect": r["expect"], "expected_failure": r.get("expected_failure")}
                      for r in rows if r["status"] != Status.OK],
         "warnings": [{"config": r["config"], "point": r["point"], "message": m} for r in rows for m in r["warnings"]],
-        "burn_in": burn_in,
-        "design": design,
+        "burn_in": burn_in_record(sweep.get("rounds")),
+        "design": design_record(sweep.get("design"), sweep.get("rounds")),
     }
 
 

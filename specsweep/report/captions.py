@@ -20,7 +20,8 @@ from pathlib import Path
 
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRICS, PRIMARY_VERDICT
 from specsweep.analysis.rows import BREAK_EVEN_FORMULA
-from specsweep.analysis.stats import PERCENTILE_METHOD_NAME, VERDICT_METHOD
+from specsweep.analysis.blocks import BLOCKED_METHOD
+from specsweep.analysis.stats import PERCENTILE_METHOD_NAME
 from specsweep.report.figures import FIGURES
 from specsweep.report.sections import SECTIONS
 
@@ -54,7 +55,7 @@ def summary_caption() -> str:
                 f"(``decode_rate_ci_low``, ``decode_rate_ci_high``; the decode rate of one request: "
                 f"{METRICS[PRIMARY_VERDICT].definition}"
                 f"); the verdict against the baseline at the same point (``verdict``, ``ratio`` and its interval, "
-                f"``threshold``, ``detectable``, ``launch_sd``): {VERDICT_METHOD}. End-to-end tok/s and TTFT are "
+                f"``threshold``, ``detectable``, ``launch_sd``): {BLOCKED_METHOD}. End-to-end tok/s and TTFT are "
                 "judged on their own by the same method (``end_to_end_*``, ``ttft_*``). Then accept length, cycle "
                 "time, engine-reported draft / verify / communication time per cycle, TTFT / ITL / TPOT percentiles "
                 f"({PERCENTILE_METHOD_NAME}), the break-even accept length, each speculative configuration against "
@@ -70,7 +71,7 @@ def report_md_caption() -> str:
                 "The report users read first (``results/report.md``), rendered from ``results/report.json``, the "
                 f"sweep's answer computed once. Its sections, in order: {names}. Verdicts are on the decode rate "
                 "(the geometric mean over launches of each launch's median, with Student-t intervals): "
-                f"{VERDICT_METHOD}. Speculation pays only when {BREAK_EVEN_FORMULA}, baseline tok/s = the "
+                f"{BLOCKED_METHOD}. Speculation pays only when {BREAK_EVEN_FORMULA}, baseline tok/s = the "
                 "baseline's decode rate."))
 
 

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specsweep.analysis.stats import VERDICT_METHOD
+from specsweep.analysis.blocks import BLOCKED_METHOD
 from specsweep.contracts.layout import BEST_FILES
 from specsweep.files import write_json_atomic, write_text_atomic
 
@@ -214,6 +214,6 @@ def write_exports(winners: Sequence[Mapping[str, Any]], best_dir: Path | str) ->
             "tok_s_ci": row.get("tok_s_ci", [None, None]),
             "against": w["against"],
             "baseline_verdict": w["baseline_verdict"],
-            "method": VERDICT_METHOD,
+            "method": BLOCKED_METHOD,
         })
     return paths_by

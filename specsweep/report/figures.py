@@ -38,7 +38,7 @@ FIGURES: tuple[Figure, ...] = (
            "configuration's rate is the geometric mean over its launches of each launch's median), with its 95 % "
            "Student-t interval under the launch-to-launch variance pooled at the point, the baseline's as a dashed "
            "line. Colour = the decode verdict against the baseline (faster, slower, no significant difference, "
-           "insufficient samples; a random-effects model with the launch as the random effect); hatched bars are "
+           "insufficient samples; the launch the unit, the round a block); hatched bars are "
            "configurations whose status is fallback (the requested variant did not run) or failed."),
     Figure("cycle_time", "cycle_time.png", lambda r, p: plots.plot_cycle_time(r.rows, p),
            "Time per speculation cycle (the draft steps plus one verify). Stacked bars: the engine's own timing "

@@ -93,9 +93,12 @@ def rule_line(rule: Mapping[str, Any]) -> str:
                 f"rounds within launches (SD {_pct(noise['sd'])}, {noise['df']} degrees of freedom), and a "
                 "launch-to-launch difference would be called as a real one** (set `launches: 2` or more, or keep "
                 "the A/A control)")
-    typical = rule["units"]
-    text = (f"the launch-to-launch variance pooled over {noise['units']} launches of {noise['sides']} configurations "
-            f"(the A/A control's included) is an SD of {_pct(noise['sd'])} ({noise['df']} degrees of freedom): a "
+    typical, model = rule["units"], rule["model"]
+    pooled = (f"the launch-to-launch variance left by the model with the round as a block ({model['describe']}; the "
+              "A/A control a level of its own)" if model is not None and model["blocked"] else
+              f"the launch-to-launch variance pooled over {noise['units']} launches of {noise['sides']} configurations "
+              "(the A/A control's included" + (f"; one-way model: {model['why']})" if model is not None else ")"))
+    text = (f"{pooled} is an SD of {_pct(noise['sd'])} ({noise['df']} degrees of freedom): a "
             f"configuration of {typical} launch{'es' if typical > 1 else ''} against the baseline's "
             f"{rule['baseline_units']} is called beyond +-{_pct(rule['called_beyond'])}, and the smallest difference "
             f"this design sees with 80 % power is {_pct(rule['detectable'])}")
@@ -127,9 +130,23 @@ def control_lines(report: Mapping[str, Any]) -> str:
     else:
         out.write("**Verdicts are on the decode rate, called when the 95 % interval of the ratio excludes 1:** "
                   f"{rule_line(rules[0])}.\n\n")
+    out.write(trend_lines(rules))
     out.write(aa_lines(report["controls"]["aa"]))
     out.write(positive_lines(report["controls"]["positive"]))
     return out.getvalue()
+
+
+def trend_lines(rules: Sequence[Mapping[str, Any]]) -> str:
+    """A trend of the decode rate over start time, and a first launch off the model, where named
+    (``blocks.trend``, ``blocks.cold_start`` of each point's rule): empty otherwise."""
+    lines = []
+    for rule in rules:
+        where = "" if len(rules) == 1 else f" at point {rule['point']}"
+        for key, label in (("trend", "Trend"), ("cold_start", "Cold start")):
+            found = rule.get(key) or {}
+            if found.get("named"):
+                lines.append(f"- {label}{where}: {found['text']}.\n")
+    return "".join(lines) + ("\n" if lines else "")
 
 
 def aa_lines(aa: Mapping[str, Any]) -> str:
@@ -154,6 +171,8 @@ def aa_lines(aa: Mapping[str, Any]) -> str:
         comp = result["comparison"]
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
+        if comp.get("model") == "blocked" and "ratio" in comp:
+            judged += f"; judged against all of {baseline}'s launches, round effects removed"
         verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
                    "than the model allows): read every verdict with care**" if p["called"]
@@ -202,8 +221,10 @@ def positive_lines(positive: Mapping[str, Any] | None) -> str:
 
 
 def control_sentences(report: Mapping[str, Any]) -> list[str]:
-    """The A/A and positive control results as plain sentences (the closing summary's)."""
-    text = aa_lines(report["controls"]["aa"]) + positive_lines(report["controls"]["positive"])
+    """A trend or cold start where named, and the A/A and positive control results, as plain sentences (the
+    closing summary's)."""
+    text = (trend_lines(report["verdicts"]) + aa_lines(report["controls"]["aa"])
+            + positive_lines(report["controls"]["positive"]))
     lines = [line.removeprefix("- ").replace("**", "").strip() for line in text.splitlines()]
     return [line for line in lines if line]
 
@@ -221,6 +242,35 @@ def external_lines(external: Mapping[str, str | None]) -> str:
             "relaunch. What they run is what their /server_info said (each launch.json's server_info).\n\n")
 
 
+# ------------------------------------------------------------------ the design
+
+
+def burn_in_line(record: Mapping[str, Any] | None) -> str:
+    """The burn-in before round 1: its units' decode rates, how long it took and whether it settled."""
+    if not record:
+        return "Burn-in: none recorded (off, or this report's round 1 ran in an earlier invocation without one)."
+    rates = ", ".join(_f(u.get("decode_tok_s")) for u in record.get("units") or [])
+    state = (f"steady (within {record['tolerance']:.0%} of the unit before)" if record.get("steady")
+             else f"NOT steady after {len(record.get('units') or [])} units: the host kept changing")
+    return (f"Burn-in: {len(record.get('units') or [])} unmeasured launches of {record.get('config')} in "
+            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}: {state}; it enters no verdict.")
+
+
+def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | None) -> str:
+    """How the launches were grouped and ordered, how many rounds ran and what ended them, the burn-in
+    (report.json's ``design`` and ``burn_in``)."""
+    if not design:
+        return ""
+    seed = (design.get("rounds") or {}).get("seed")
+    out = [f"Design: **{design['design']}** ({design['why']}); launches in rounds, each round in a seeded random "
+           f"order (rounds.seed {seed}), the round a block of the verdicts."]
+    if design.get("rounds_run") is not None:
+        out.append(f"Rounds: {design['rounds_run']} ran; they ended by **{design.get('ended_by') or 'n/a'}**: "
+                   f"{design.get('ended_why')}.")
+    out.append(burn_in_line(burn_in))
+    return "\n".join(f"- {line}" for line in out) + "\n\n"
+
+
 # ------------------------------------------------------------------ launches
 
 
@@ -229,7 +279,7 @@ def order_text(order: Mapping[str, Any]) -> str:
     if not order["planned"]:
         return "planned order unknown"
     if order["in_order"]:
-        return "in the planned interleaved order (round by round, the A/A control last)"
+        return "in the planned interleaved order (round by round, each round in its seeded order)"
     ran, expected = order["ran"], order["expected"]
     return (f"NOT in the planned order from launch #{order['first_bad'] + 1} on (ran {ran[0]}/{ran[1]}, "
             f"planned {expected[0]}/{expected[1]}); launches of a configuration rerun alone run when Snakemake "
@@ -300,5 +350,6 @@ def break_even_table(groups: Sequence[Curve], crossing_method: str) -> str:
 def head(report: Linked) -> str:
     """Everything report.md says before the baseline line, in order."""
     data = report.data
-    return (deploy_lines(data["deploy"]) + control_lines(data) + external_lines(data["external"])
+    return (deploy_lines(data["deploy"]) + control_lines(data) + design_lines(data["design"], data["burn_in"])
+            + external_lines(data["external"])
             + launch_lines(data["launches"]) + break_even_table(report.curves, data["method"]["crossing"]))

@@ -166,6 +166,7 @@ def methods_section(ctx: Context) -> str:
       "wall time).\n")
     w(f"- Percentiles: {method['percentiles']}.\n")
     w(f"- Verdict (decode, end-to-end and TTFT alike, each on its own samples): {method['verdict']}.\n")
+    w(f"- Drift over start time (decode rate): {method['trend']}.\n")
     w(f"- Power: {method['power']}.\n")
     w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
       "TPOT = decode time / (completion tokens - 1).\n")
@@ -393,7 +394,7 @@ def _g(value: float) -> str:
 
 def methods_lines(crossing_method: str) -> str:
     return ("- Launches: the unit of replication; each launch of a configuration is reduced to its median, a side "
-            "of one launch still carries the launch variance pooled over the point's launches (the A/A control's "
-            "included), so a configuration measured once is judged as noisily as the sweep's replicated launches "
-            "showed.\n"
+            "of one launch still carries the launch variance the point's model measured over all its launches (with "
+            "rounds as blocks: what is left once each round's shared speed is removed), so a configuration measured "
+            "once is judged as noisily as the sweep's replicated launches showed.\n"
             f"- Break-even crossing: {crossing_method}.\n")

@@ -27,6 +27,10 @@ def _controls(ctx: Context) -> str:
     return head.control_lines(ctx.report.data)
 
 
+def _design(ctx: Context) -> str:
+    return head.design_lines(ctx.report.data["design"], ctx.report.data["burn_in"])
+
+
 def _external(ctx: Context) -> str:
     return head.external_lines(ctx.report.data["external"])
 
@@ -72,6 +76,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("title", _title),
     ("deploy", _deploy),
     ("controls", _controls),
+    ("design", _design),
     ("external", _external),
     ("launch cost", _launch_cost),
     ("break-even", _break_even),

@@ -98,13 +98,19 @@ def best_section(winners: Sequence[Mapping[str, Any]], files: Mapping[str, Mappi
 
 
 def launch_table(entries: Sequence[Mapping[str, Any]]) -> str:
-    """Every launch in the order it ran (report.json's ``launches.entries``)."""
+    """Every launch in the order it started (report.json's ``launches.entries``), with its round and its place
+    in the round's seeded order."""
     if not entries:
         return ""
     out = io.StringIO()
-    out.write("## Launches\n\n| # | config | launch | status | ready s | wall s |\n|---|---|---|---|---|---|\n")
+    out.write("## Launches\n\nIn the order they started; *round / place*: the launch's round and its place in "
+              "that round's seeded order.\n\n| # | config | launch | round / place | status | ready s | wall s |\n"
+              "|---|---|---|---|---|---|---|\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
         status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
-        out.write(f"| {i} | {e['config']} | {name} | {status} | {_f(e.get('ready_s'))} | {_f(e.get('wall_s'))} |\n")
+        where = e.get("planned_place")
+        cell = f"{where[0]} / {where[1]}" if where else "n/a"
+        out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('ready_s'))} | "
+                  f"{_f(e.get('wall_s'))} |\n")
     return out.getvalue() + "\n"

@@ -61,7 +61,7 @@ def test_report_json_is_versioned_and_holds_every_part_of_the_answer(results):
     assert report["format_version"] == REPORT_FORMAT_VERSION
     assert report["burn_in"] is None and report["design"] is None  # room for their records
     assert report["baseline"] == {"name": "base", "row": ["base", "default"]}
-    assert report["method"]["verdict"].startswith("random-effects model")
+    assert report["method"]["verdict"].startswith("two-way additive model")
     [rule] = report["verdicts"]
     assert rule["noise"]["unit"] in ("launch", "round")
     [fast] = [r for r in report["rows"] if r["config"] == "fast"]
@@ -131,7 +131,7 @@ def test_views_import_no_computation(path):
 
 
 def test_the_html_captions_are_written_from_the_figure_registry_and_the_method():
-    from specsweep.analysis.stats import VERDICT_METHOD
+    from specsweep.analysis.blocks import BLOCKED_METHOD
     from specsweep.report.captions import CAPTIONS, stale
     from specsweep.report.figures import FIGURES
 
@@ -141,6 +141,6 @@ def test_the_html_captions_are_written_from_the_figure_registry_and_the_method()
         assert f'snakemake.wildcards.figure == "{figure.key}"' in plots
     assert "geometric mean" in plots and "Student-t" in plots and "bootstrap confidence interval" not in plots
     summary = " ".join((REPO / "report" / "summary.rst").read_text().split())
-    assert " ".join(VERDICT_METHOD.split()) in summary and "bootstrap of the ratio" not in summary
+    assert " ".join(BLOCKED_METHOD.split()) in summary and "bootstrap of the ratio" not in summary
     rule = (REPO / "rules" / "report.smk").read_text()
     assert all(f'caption="../report/{name}"' in rule for name in CAPTIONS)
