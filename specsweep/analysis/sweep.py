@@ -54,11 +54,13 @@ from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import write_text_atomic
 
 # Format history of results/report.json (REPORT_FORMAT_VERSION; docs/report-json.md, field by field):
-#   1  format_version, baseline, method, smallest_effect, verdicts (the rule per point), controls (aa,
-#      positive), external, launches (entries as run, order check, totals), deploy, rows, curves,
-#      budget, grids, pairwise, failures, warnings, burn_in (null until recorded), design (null until
-#      recorded). Report.md, summary.csv, the plots and the best-configuration files of this format
-#      are byte-identical to those the report rendered from the summaries before report.json existed.
+#   1  format_version, baseline, method, smallest_effect, verdicts (the rule, the model and the trend
+#      checks per point), controls (aa, positive), external, launches (entries as run with their
+#      planned round and place, order check, totals), deploy, rows, curves, budget, grids, pairwise,
+#      failures, warnings, burn_in (round 1's record, or null), design (the measurement design and
+#      what ended the rounds, or null). Report.md, summary.csv, the plots and the best-configuration
+#      files of this format are byte-identical to those the report rendered from the summaries
+#      before report.json existed.
 REPORT_FORMAT_VERSION = 1
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
