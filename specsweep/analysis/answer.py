@@ -33,10 +33,10 @@ from specsweep.analysis.costmodel import (
     residual,
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
+from specsweep.analysis.rows import row_label
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
-from specsweep.analysis.rows import row_label
 from specsweep.files import canonical_json
 
 SPECULATION_FLAG_PREFIX = "speculative"

@@ -28,6 +28,7 @@ from specsweep.analysis.answer import (
     own_baselines,
     verify_sizes,
 )
+from specsweep.analysis.blocks import BLOCKED_METHOD, TREND_METHOD, rounds_of_plans
 from specsweep.analysis.controls import (
     aa_record,
     external_record,
@@ -36,7 +37,6 @@ from specsweep.analysis.controls import (
     positive_record,
     rule_records,
 )
-from specsweep.analysis.blocks import BLOCKED_METHOD, TREND_METHOD, rounds_of_plans
 from specsweep.analysis.curves import CROSSING_METHOD
 from specsweep.analysis.grids import best_of_grids, break_even_groups, curve_record, winner_record
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT

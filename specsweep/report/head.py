@@ -17,7 +17,6 @@ from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
 from specsweep.report.markdown import ratio_pct, verdict_text
 
-
 # ------------------------------------------------------------------ what to deploy
 
 
@@ -262,8 +261,8 @@ def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | 
     if not design:
         return ""
     seed = (design.get("rounds") or {}).get("seed")
-    out = [f"Design: **{design['design']}** ({design['why']}); launches in rounds, each round in a seeded random "
-           f"order (rounds.seed {seed}), the round a block of the verdicts."]
+    out = [(f"Design: **{design['design']}** ({design['why']}); launches in rounds, each round in a seeded random "
+            f"order (rounds.seed {seed}), the round a block of the verdicts.")]
     if design.get("rounds_run") is not None:
         out.append(f"Rounds: {design['rounds_run']} ran; they ended by **{design.get('ended_by') or 'n/a'}**: "
                    f"{design.get('ended_why')}.")

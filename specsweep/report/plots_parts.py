@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.analysis.costmodel import StepParts, accept_needed
-from specsweep.report.markdown import OUTPUTS_DIFFER
 from specsweep.report import plots
+from specsweep.report.markdown import OUTPUTS_DIFFER
 from specsweep.report.plots import FLAG_COLOR, _label, _legend_below, _nothing, np, plt
 
 

@@ -15,10 +15,10 @@ from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.analysis.rows import row_label
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.records import DEFAULT_POINT
-from specsweep.report.markdown import f as _f
-from specsweep.report.markdown import pct as _pct
 from specsweep.report.linked import Context
 from specsweep.report.markdown import OUTPUTS_DIFFER, table_head, table_row
+from specsweep.report.markdown import f as _f
+from specsweep.report.markdown import pct as _pct
 
 #: The output-agreement metrics (their absence is explained in their own section).
 PAIRED_METRICS = frozenset(name for name, m in METRICS.items() if m.kind == "paired")

@@ -15,7 +15,6 @@ from specsweep.report.linked import Linked
 from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
 
-
 # -------------------------------------------------------------------- points
 
 
