@@ -13,6 +13,8 @@ from specsweep.workflow.rounds import judge_round  # noqa: E402
 
 with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     members = json.loads(snakemake.params.members)  # noqa: F821
-    burn_in = snakemake.input.get("burn_in")  # noqa: F821
+    # judge_inputs names the burn-in's record as a list of one, which Snakemake hands over as a list, not a path
+    found = snakemake.input.get("burn_in")  # noqa: F821
+    burn_in = found if found is None or isinstance(found, str) else (found[0] if len(found) else None)
     judge_round(int(snakemake.wildcards.round), [[tuple(m) for m in r] for r in members],  # noqa: F821
                 json.loads(snakemake.params.sweep), snakemake.output[0], log, burn_in)  # noqa: F821
