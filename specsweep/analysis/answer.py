@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.analysis.costmodel import (
     StepParts,
     accept_needed,
@@ -40,7 +41,7 @@ from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
 
 SPECULATION_FLAG_PREFIX = "speculative"
-SPECULATION_ENV = ("SGLANG_SIMULATE_ACC_LEN",)
+SPECULATION_ENV = (SIMULATE_ACC_LEN,)
 #: A configuration with a test-only fault (a positive control) is never what to deploy.
 TEST_FAULT_ENV = (STEP_DELAY_ENV, STEP_SLOWDOWN_ENV)
 #: Plan keys that must agree for an automatic own baseline (besides flags and environment).
