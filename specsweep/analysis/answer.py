@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.analysis.costmodel import (
     StepParts,
     accept_needed,
@@ -35,6 +34,7 @@ from specsweep.analysis.costmodel import (
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
 from specsweep.analysis.rows import row_label
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV

@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
-from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.analysis.curves import crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Status
 from specsweep.files import canonical_json
 
