@@ -341,7 +341,9 @@ class _Runner:
                 end_watch.stop()
             # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
             # nothing running for longer than seconds; a normal end gives the server its full grace.
-            self.server_times.update(phases.teardown(self.server, REAP_GRACE_S if self.interrupted else TERM_GRACE_S))
+            with self.side.ending(wait=not self.interrupted) if self.side else contextlib.nullcontext():
+                self.server_times.update(phases.teardown(self.server, REAP_GRACE_S if self.interrupted
+                                                         else TERM_GRACE_S))
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:

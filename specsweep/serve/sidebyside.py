@@ -43,7 +43,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -79,6 +79,8 @@ TURN_POLL_S = 0.02
 #: How long a waiting job trusts its reading of who is in the rotation (a partner that ends or dies).
 MEMBERS_TTL_S = 0.5
 BARRIER_POLL_S = 0.25
+#: At most this long a job waits for the host lock before ending its server anyway (longer than any window).
+TEARDOWN_LOCK_WAIT_S = 120.0
 ROUNDS_DIR = "rounds"
 TURN_FILE = "turn.json"
 
@@ -366,6 +368,24 @@ class SideBySide:
         s = guard.sample(self.job.run_id, self.job.host.docker)
         self.samples.append(s)
         return s
+
+    @contextlib.contextmanager
+    def ending(self, wait: bool = True) -> Iterator[None]:
+        """The host lock while this job's server ends: a server shutting down uses CPU (measured: a third of a
+        CPU second in a partner's window), so nobody measures meanwhile. ``wait``: False when interrupted (no
+        waiting then; the reaper's bound holds)."""
+        try:
+            lock = acquire(LockSettings(self.job.host.lock.lock_dir, TEARDOWN_LOCK_WAIT_S if wait else 0.0),
+                           {"config": self.job.plan.name, "run_id": self.job.run_id, "round_teardown": self.name},
+                           names=self.locks)
+        except HostBusy as exc:
+            print(f"side by side: ending the server without the host lock: {exc}", file=self.job.log, flush=True)
+            lock = None
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
 
     # -------------------------------------------------------- what is recorded
 

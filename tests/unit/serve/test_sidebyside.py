@@ -287,7 +287,7 @@ def test_a_registered_partner_is_known_and_any_other_server_is_not(tmp_path):
     others = {o["run_id"] for o in record["others_seen"]}
     assert "f0re1gnf0re1" in others and b.job.run_id not in others
     assert [o["run_id"] for o in record["partners_seen"]] == [b.job.run_id]
-    points, verdict = phases.contaminate({"default": {"status": Status.OK}}, {"status": Status.OK}, record)
+    _, verdict = phases.contaminate({"default": {"status": Status.OK}}, {"status": Status.OK}, record)
     assert verdict["status"] == Status.CONTAMINATED and verdict["reason"] == Reason.OTHER_SERVER
     alone = a.foreign(guard.summarize([{**a.samples[0], "others": [o for o in a.samples[0]["others"]
                                                                     if o["run_id"] == b.job.run_id]}]))
@@ -311,7 +311,7 @@ def test_a_partner_server_using_cpu_in_a_window_contaminates_the_result(tmp_path
 
         async def one_window():
             async with a.gate(_point()).enter("measured"):
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(1.0)
 
         asyncio.run(one_window())
     finally:
@@ -319,7 +319,8 @@ def test_a_partner_server_using_cpu_in_a_window_contaminates_the_result(tmp_path
         busy.wait()
     summary = a.summary()
     assert summary["windows"] == 1 and summary["partners_up"] == ["b@1"]
-    assert summary["partner_cpu_share"] > 0.3  # a busy loop: most of a core (two shared cores here)
+    # a busy loop: up to a whole core; on two cores shared with other work, at least five times the limit
+    assert summary["partner_cpu_share"] > 5 * sidebyside.PARTNER_CPU_SHARE_MAX
     points, verdict = sidebyside.contaminate_partners({"default": {"status": Status.OK}}, {"status": Status.OK},
                                                       summary)
     assert verdict["status"] == Status.CONTAMINATED and verdict["reason"] == Reason.PARTNER_BUSY
