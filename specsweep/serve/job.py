@@ -69,8 +69,8 @@ Format history of outcome.json:
      single point); started_at, ended_at (time.time()).
      (issue 25: written by the runner over phases; the keys and their values are as before.)
   3  + side_by_side (a launch of a side-by-side round only: serve.sidebyside's summary:
-     partners_up, windows, partner_cpu_share, partner_cpu_share_max, partner_cpu_share_limit,
-     window_requests_max); host.partners_seen; reason partner_busy (status contaminated).
+     partners_up, windows, partner_cpu_share, partner_cpu_share_max, partner_cpu_share_limit);
+     host.partners_seen; reason partner_busy (status contaminated).
      launch.json, which has no version of its own, gains with it round, position, design,
      design_why (any launch given a round plan) and, side by side, partners (config, launch,
      state ready/ended/dropped, why, run_id), barrier_s, window_log (one entry per window) and

@@ -364,8 +364,9 @@ class SideBySide:
             return None
         return lock
 
-    def sample(self) -> dict[str, Any]:
-        s = guard.sample(self.job.run_id, self.job.host.docker)
+    def sample(self, with_docker: bool = True) -> dict[str, Any]:
+        """The guard's look at the host (``guard.sample``), kept for ``host_record``."""
+        s = guard.sample(self.job.run_id, self.job.host.docker, with_docker)
         self.samples.append(s)
         return s
 
@@ -400,7 +401,7 @@ class SideBySide:
         return {"partners_up": sorted(self.up), "windows": len(self.windows),
                 "partner_cpu_share": None if share is None else round(share, 5),
                 "partner_cpu_share_max": max((w["partner_cpu_share"] for w in self.windows), default=None),
-                "partner_cpu_share_limit": PARTNER_CPU_SHARE_MAX, "window_requests_max": WINDOW_REQUESTS}
+                "partner_cpu_share_limit": PARTNER_CPU_SHARE_MAX}
 
     def host_record(self) -> dict[str, Any]:
         """The guard's summary of the samples at this job's window boundaries (``guard.summarize``)."""
@@ -443,7 +444,7 @@ class _Window:
         try:
             t1_ns, wall = time.perf_counter_ns(), time.monotonic() - self.t0
             cpu1 = side.partner_cpu()
-            side.sample()
+            side.sample(with_docker=False)  # containers were looked for at the start (``docker ps`` is slow)
             used = {k: (None if cpu1[k] is None or self.cpu0.get(k) is None else round(cpu1[k] - self.cpu0[k], 3))
                     for k in cpu1}
             side.up.update(k for k in cpu1 if cpu1[k] is not None or self.cpu0.get(k) is not None)

@@ -260,6 +260,24 @@ def test_an_earlier_runs_entry_does_not_count_as_a_partner_of_this_one(tmp_path)
     assert "never registered" in record["partners"][0]["why"]
 
 
+def test_a_launch_measured_with_no_partner_up_says_so(tmp_path):
+    """A rerun of one configuration: its partners were measured earlier and never come."""
+    side = _side(tmp_path, "a", [("a", "1"), ("b", "1"), ("c", "1")], grace_s=0.2)
+    side.join()
+    side.ready()
+    record = side.barrier(timeout_s=30)
+    assert [p["state"] for p in record["partners"]] == ["dropped", "dropped"]
+
+    async def windows():
+        for _ in range(2):
+            async with side.gate(_point()).enter("measured"):
+                await asyncio.sleep(0.01)
+
+    asyncio.run(windows())
+    summary = side.summary()
+    assert summary["partners_up"] == [] and summary["windows"] == 2 and summary["partner_cpu_share"] == 0.0
+
+
 # ------------------------------------------------------------ the partner-aware guard
 
 
