@@ -11,9 +11,13 @@ and every other entry is a *partner*. Two designs (``Design``):
   short alternating windows, one at a time (``serve.sidebyside``); chosen at plan
   time only where every server fits on the host at once (``plan.design``).
 
+The workflow writes it as ``results/rounds/round-<r>/plan.json`` (``plan.rounds``:
+the order, the budget; ``plan.design``: the design and why).
+
 Format history of a round plan (JSON):
   1  format_version, round (int >= 1), design, why (one sentence), seed (int),
-     order = [[config, launch], ...]: every launch of the round in run order.
+     order = [[config, launch], ...]: every launch of the round in run order,
+     budget = {max_launches, max_minutes} (the config's ``rounds:``; optional).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class Design(StrEnum):
 
 
 _KEYS = ("format_version", "round", "design", "why", "seed", "order")
+_OPTIONAL = ("budget",)
 
 
 class RoundPlanError(ValueError):
@@ -55,6 +60,7 @@ class RoundPlan:
     seed: int
     order: tuple[tuple[str, str], ...]
     format_version: int = ROUND_FORMAT_VERSION
+    budget: Mapping[str, Any] | None = None  # the extra rounds' budget (``plan.rounds.RoundSettings``)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "round plan") -> RoundPlan:
@@ -62,11 +68,11 @@ class RoundPlan:
         if not isinstance(data, Mapping):
             raise RoundPlanError(f"{where}: expected a JSON object with keys {list(_KEYS)}")
         missing = [k for k in _KEYS if k not in data]
-        unknown = sorted(set(data) - set(_KEYS))
+        unknown = sorted(set(data) - set(_KEYS) - set(_OPTIONAL))
         if missing or unknown:
             raise RoundPlanError(f"{where}: " + "; ".join(p for p in (
                 f"missing keys {missing}" if missing else "", f"unknown keys {unknown}" if unknown else "") if p)
-                + f" (allowed: {list(_KEYS)})")
+                + f" (allowed: {list(_KEYS + _OPTIONAL)})")
         if data["format_version"] != ROUND_FORMAT_VERSION:
             raise RoundPlanError(f"{where}: format_version {data['format_version']!r}; this checkout reads "
                                  f"{ROUND_FORMAT_VERSION}")
@@ -87,12 +93,18 @@ class RoundPlan:
         pairs = tuple((c, lid) for c, lid in order)
         if len(set(pairs)) != len(pairs):
             raise RoundPlanError(f"{where}: order: a launch is listed twice: {[list(p) for p in pairs]}")
+        budget = data.get("budget")
+        if budget is not None and not isinstance(budget, Mapping):
+            raise RoundPlanError(f"{where}: budget {budget!r}: expected an object (max_launches, max_minutes)")
         return cls(round=data["round"], design=Design(data["design"]), why=data["why"], seed=data["seed"],
-                   order=pairs)
+                   order=pairs, budget=dict(budget) if budget is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format_version": self.format_version, "round": self.round, "design": self.design.value,
-                "why": self.why, "seed": self.seed, "order": [list(p) for p in self.order]}
+        out = {"format_version": self.format_version, "round": self.round, "design": self.design.value,
+               "why": self.why, "seed": self.seed, "order": [list(p) for p in self.order]}
+        if self.budget is not None:
+            out["budget"] = dict(self.budget)
+        return out
 
     @classmethod
     def load(cls, path: Path | str) -> RoundPlan:

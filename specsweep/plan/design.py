@@ -30,10 +30,11 @@ from typing import Any
 
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.rounds import Design
+from specsweep.plan.rounds import DESIGNS
 
-#: The config's ``rounds.design`` values: ``auto`` picks side by side where it fits.
+#: The config's ``rounds.design`` values (``plan.rounds.DESIGNS``): ``auto`` picks side by side where it fits.
 AUTO = "auto"
-REQUESTED = (AUTO, Design.SIDE_BY_SIDE.value, Design.SEQUENTIAL.value)
+REQUESTED = DESIGNS
 #: The one engine whose idle server is known to block (``refengine/worker.py``) and needs no memory estimate.
 SIDE_BY_SIDE_ENGINE = "reference"
 
@@ -85,6 +86,7 @@ def choose_design(plans: Iterable[Plan | Mapping[str, Any]], requested: str = AU
     """
     if requested not in REQUESTED:
         raise DesignError(f"rounds.design: {requested!r} is not a design; allowed: {list(REQUESTED)}")
+
     typed = [p if isinstance(p, Plan) else Plan.from_dict(p) for p in plans]
     if requested == Design.SEQUENTIAL:
         return Design.SEQUENTIAL, "rounds.design is sequential in the config: one server at a time"
