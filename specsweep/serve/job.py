@@ -264,7 +264,7 @@ class _Runner:
         self.sampler = phases.start_guard(job) if self.side is None else None
         self.record(phases.start_server(job, server, reap.watch_group))
         if self.side is not None:
-            self.side.started(self.launch["pid"])  # the server's process group: its pid (own session)
+            self.side.started(self.launch["pid"])  # the server leads its own process group: its pid
         self.server_times["server_started_at"] = time.time()
         self.record(phases.await_ready(job, server))
         job.say(f"ready after {self.launch['ready_s']:.1f} s")
