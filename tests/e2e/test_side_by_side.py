@@ -19,7 +19,7 @@ import pytest
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.registry import get_engine
 from specsweep.files import read_json, read_jsonl
-from specsweep.serve import sidebyside
+from specsweep.serve import rounddir, sidebyside
 from specsweep.serve.server import Server, free_port
 from specsweep.testing.refengine import ref_plan
 from specsweep.testing.rounds import launch_dir, overlaps, start_round_jobs, wait_all, window_spans, write_round_plan
@@ -56,9 +56,9 @@ def test_an_idle_reference_server_uses_no_cpu(tmp_path):
             body = json.dumps({"input_ids": [5, 17, 99, 3], "sampling_params": {"max_new_tokens": 8}}).encode()
             urllib.request.urlopen(urllib.request.Request(server.base_url + "/generate", data=body), timeout=60).read()
             time.sleep(0.5)
-            before = sidebyside.group_cpu_s(server.proc.pid)
+            before = rounddir.group_cpu_s(server.proc.pid)
             time.sleep(2.0)
-            after = sidebyside.group_cpu_s(server.proc.pid)
+            after = rounddir.group_cpu_s(server.proc.pid)
         finally:
             server.stop()
     assert before is not None and after is not None

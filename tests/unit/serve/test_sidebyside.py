@@ -20,7 +20,7 @@ import pytest
 from specsweep.contracts.rounds import RoundPlan
 from specsweep.contracts.vocabulary import Reason, Status
 from specsweep.files import read_json, read_jsonl
-from specsweep.serve import guard, phases, sidebyside
+from specsweep.serve import guard, phases, rounddir, sidebyside
 from specsweep.serve.drive import Gate, drive
 from specsweep.testing.doubles import plan_dict
 from specsweep.testing.rounds import (
@@ -181,12 +181,43 @@ def test_a_partner_that_dies_is_skipped_and_the_others_go_on_in_turn(tmp_path):
     assert overlaps({who: [(w["start_ns"], w["end_ns"]) for w in r["windows"]] for who, r in result.items()}) == []
 
 
+def test_a_job_waiting_for_its_turn_sleeps_and_wakes_when_the_turn_comes(tmp_path):
+    """Waiting costs no CPU (a watch on the round's directory, not a poll), and the hand-over is prompt."""
+    order = [("a", "1"), ("b", "1")]
+    a, b = _side(tmp_path, "a", order), _side(tmp_path, "b", order)
+    for s in (a, b):
+        s.join()
+        s.ready()
+        s.barrier(timeout_s=10)
+    assert a.watch is not None and a.watch.fd is not None  # inotify on this host
+
+    async def main():
+        async def b_window():
+            async with b.gate(_point()).enter("measured"):
+                return time.monotonic()
+
+        first = a.gate(_point()).enter("measured")  # a's turn first (position 1): held for 2 s
+        await first.__aenter__()
+        waiting = asyncio.create_task(b_window())
+        cpu0 = time.process_time()
+        await asyncio.sleep(2.0)
+        cpu = time.process_time() - cpu0
+        assert not waiting.done()
+        released = time.monotonic()
+        await first.__aexit__(None, None, None)
+        return cpu, await waiting - released
+
+    cpu, handover_s = asyncio.run(main())
+    assert cpu / 2.0 < 0.01, f"{cpu:.3f} CPU s in 2 s of waiting"
+    assert handover_s < 0.3
+
+
 def test_next_turn_goes_round_the_members_in_order():
-    assert sidebyside.next_turn([1, 2, 3], 0) == 1
-    assert sidebyside.next_turn([1, 2, 3], 3) == 1
-    assert sidebyside.next_turn([1, 3], 1) == 3  # 2 left the rotation
-    assert sidebyside.next_turn([3, 1], 3) == 1
-    assert sidebyside.next_turn([2], 2) == 2
+    assert rounddir.next_turn([1, 2, 3], 0) == 1
+    assert rounddir.next_turn([1, 2, 3], 3) == 1
+    assert rounddir.next_turn([1, 3], 1) == 3  # 2 left the rotation
+    assert rounddir.next_turn([3, 1], 3) == 1
+    assert rounddir.next_turn([2], 2) == 2
 
 
 # ------------------------------------------------------------ the barrier
@@ -371,18 +402,18 @@ def test_group_cpu_sums_every_process_of_the_group_and_is_none_without_one():
     try:
         deadline = time.monotonic() + 30
         while True:
-            group = [sidebyside._stat(pid) for pid in os.listdir("/proc") if pid.isdigit()]
+            group = [rounddir._stat(pid) for pid in os.listdir("/proc") if pid.isdigit()]
             members = [f for f in group if f and int(f[2]) == burners.pid]
             if len(members) == 2 and all(f[0] == "T" for f in members):
                 break
             assert time.monotonic() < deadline, members
             time.sleep(0.05)
-        assert 0.5 <= sidebyside.group_cpu_s(burners.pid) < 5
+        assert 0.5 <= rounddir.group_cpu_s(burners.pid) < 5
     finally:
         os.killpg(burners.pid, signal.SIGKILL)
         burners.wait()
     deadline = time.monotonic() + 10
-    while sidebyside.group_cpu_s(burners.pid) is not None:  # the forked child: collected by init
+    while rounddir.group_cpu_s(burners.pid) is not None:  # the forked child: collected by init
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
