@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +57,24 @@ def job_alive(entry: Mapping[str, Any]) -> bool:
     return fields is not None and fields[0] not in ("Z", "X") and int(fields[19]) == entry.get("job_start")
 
 
-def group_cpu_s(pgid: int) -> float | None:
-    """CPU seconds (utime + stime) of every live process of process group ``pgid``; None when it has none."""
-    total, found = 0, False
+def groups_cpu_s(pgids: Iterable[int]) -> dict[int, float | None]:
+    """CPU seconds (utime + stime) of every live process of each process group, by group, in one pass over
+    ``/proc``; None for a group without a live process."""
+    ticks: dict[int, int | None] = dict.fromkeys(pgids)
+    if not ticks:
+        return {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         fields = _stat(entry)
-        if fields and int(fields[2]) == pgid:  # field 5: pgrp
-            total += int(fields[11]) + int(fields[12])  # fields 14, 15: utime, stime
-            found = True
-    return total * _CLOCK_TICK_S if found else None
+        if fields and (group := int(fields[2])) in ticks:  # field 5: pgrp
+            ticks[group] = (ticks[group] or 0) + int(fields[11]) + int(fields[12])  # fields 14, 15: utime, stime
+    return {g: None if t is None else t * _CLOCK_TICK_S for g, t in ticks.items()}
+
+
+def group_cpu_s(pgid: int) -> float | None:
+    """``groups_cpu_s`` of one group."""
+    return groups_cpu_s([pgid])[pgid]
 
 
 # ------------------------------------------------------------ the round's directory

@@ -58,7 +58,7 @@ from specsweep.serve.client import Gate
 from specsweep.serve.jobspec import Job
 from specsweep.serve.launch import gpu_ids
 from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire, lock_names
-from specsweep.serve.rounddir import DirWatch, Registry, group_cpu_s, job_alive, next_turn, start_time
+from specsweep.serve.rounddir import DirWatch, Registry, groups_cpu_s, job_alive, next_turn, start_time
 from specsweep.serve.server import LaunchError
 
 #: Requests a window holds at concurrency 1: two. The machine's speed moves over seconds (the record above),
@@ -243,12 +243,12 @@ class SideBySide:
 
     def partner_cpu(self) -> dict[str, float | None]:
         """CPU seconds of each partner's server so far (None: no server process, or not started)."""
-        out: dict[str, float | None] = {}
+        pgids = {}
         for p in self.partners:
             entry = self.current(p)
-            pgid = entry.get("server_pgid") if entry else None
-            out["@".join(p)] = group_cpu_s(int(pgid)) if pgid else None
-        return out
+            pgids["@".join(p)] = int(entry["server_pgid"]) if entry and entry.get("server_pgid") else None
+        cpu = groups_cpu_s(g for g in pgids.values() if g is not None)
+        return {name: cpu[g] if g is not None else None for name, g in pgids.items()}
 
     # -------------------------------------------------------- windows
 
