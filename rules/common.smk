@@ -33,6 +33,8 @@ try:
     _problems, _warnings = start_findings(SWEEP.config, PLANS, LABELS)
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
+    # Every round's design: side by side where every server fits on the host at once (plan.design).
+    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 for _warning in _warnings:
@@ -40,9 +42,8 @@ for _warning in _warnings:
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
-# The rounds (specsweep.plan.rounds): the measurement design, what every
-# round's judgement reads, and the burn-in's configuration and settings.
-DESIGN = sw.measurement_design(SWEEP.config, PLANS)
+# The rounds (specsweep.plan.rounds): what every round's judgement reads, and
+# the burn-in's configuration and settings.
 ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
 BURN_IN = sw.burn_in_params(SWEEP.config)

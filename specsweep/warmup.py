@@ -37,8 +37,11 @@ def warmup_windows_tok_s(records: Sequence[dict[str, Any]], window: int) -> list
     Records are taken in completion order (``end_ns``) and grouped by their
     ``window`` index; a window's throughput is
     ``sum(completion_tokens of its ok requests) / (end of its last request -
-    end of the previous window's last request)``, the first window measured
-    from the first send. Only complete windows (``window`` requests) count.
+    max(end of the previous window's last request, first send of this window))``,
+    the first window measured from the first send. Only complete windows
+    (``window`` requests) count. The ``max`` leaves out a pause between two
+    windows in which the client sent nothing (a side-by-side round's other
+    servers measuring: ``serve.sidebyside``); without one it is the previous end.
     """
     by: dict[int, list[dict[str, Any]]] = {}
     for r in records:
@@ -53,7 +56,7 @@ def warmup_windows_tok_s(records: Sequence[dict[str, Any]], window: int) -> list
             break
         end = max(r["end_ns"] for r in group if r["end_ns"] is not None)
         ok = [r for r in group if r["status"] == RequestStatus.OK and r.get("completion_tokens") is not None]
-        span = (end - prev_end) / NS_PER_S
+        span = (end - max(prev_end, min(r["send_ns"] for r in group))) / NS_PER_S
         out.append(sum(r["completion_tokens"] for r in ok) / span if ok and span > 0 else None)
         prev_end = end
     return out

@@ -22,10 +22,11 @@ from typing import Any
 from specsweep.analysis.curves import crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Status
 from specsweep.files import canonical_json
 
-ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
 
 
@@ -56,11 +57,8 @@ class CurveGroup:
 
 
 def _acc_value(row: Mapping[str, Any]) -> float | None:
-    value = ((row.get("plan") or {}).get("env") or {}).get(ACC_ENV)
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """The configured accept length (plan-time checks refuse one SGLang would clamp, so it is the one that ran)."""
+    return simulated_acc_len(((row.get("plan") or {}).get("env") or {}).get(ACC_ENV))
 
 
 def _group_key(row: Mapping[str, Any]) -> str:

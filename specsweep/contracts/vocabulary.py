@@ -106,6 +106,7 @@ class Reason(_Word):
     ALL_REQUESTS_FAILED = "all_requests_failed"
     REPEAT_FAILED = "repeat_failed"
     OTHER_SERVER = "other_server"  # with status contaminated
+    PARTNER_BUSY = "partner_busy"  # contaminated: a side-by-side round's other servers used CPU in its windows
     # summarize: what the records show
     POINT_NOT_MEASURED = "point_not_measured"
     INVALID_RECORDS = "invalid_records"

@@ -25,12 +25,10 @@ land on no configuration in particular:
   planned launches (``launches``) are the minimum; extra rounds hold the
   configurations whose comparisons are still open, and the baseline.
 
-A round's plan is a file (``results/rounds/round-<r>/plan.json``,
-``ROUND_PLAN_FORMAT_VERSION``) that every launch job of the round reads: its
-design, its order, and so each job's position and partners.
-
-Format history of results/rounds/round-<r>/plan.json:
-  1  round, design, why, seed, order ([config, launch] in run order), budget.
+A round's plan is a file (``results/rounds/round-<r>/plan.json``, the typed
+record ``contracts.rounds.RoundPlan``, whose module keeps its format history)
+that every launch job of the round reads: its design, its order, and so each
+job's position and partners.
 """
 
 from __future__ import annotations
@@ -41,14 +39,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.rounds import ROUND_FORMAT_VERSION, Design, RoundPlan
 from specsweep.plan.launches import PRIORITY_CEILING
 
-ROUND_PLAN_FORMAT_VERSION = 1
+ROUND_PLAN_FORMAT_VERSION = ROUND_FORMAT_VERSION
 
 #: The measurement designs: every configuration's server up at once and measured in turn, or one
-#: server at a time (the host cannot hold them all, or the user asked for it).
-SIDE_BY_SIDE = "side-by-side"
-SEQUENTIAL = "sequential"
+#: server at a time (the host cannot hold them all, or the user asked for it); ``auto`` picks the first
+#: where it fits (``plan.design``).
+SIDE_BY_SIDE = Design.SIDE_BY_SIDE.value
+SEQUENTIAL = Design.SEQUENTIAL.value
 DESIGNS = ("auto", SIDE_BY_SIDE, SEQUENTIAL)
 
 
@@ -99,10 +99,10 @@ def round_order(members: Sequence[tuple[str, str]], seed: int, round_no: int) ->
 
 def round_plan(round_no: int, order: Sequence[tuple[str, str]], design: str, why: str, settings: RoundSettings
                ) -> dict[str, Any]:
-    """The plan of one round, as results/rounds/round-<r>/plan.json holds it."""
-    return {"format_version": ROUND_PLAN_FORMAT_VERSION, "round": round_no, "design": design, "why": why,
-            "seed": settings.seed, "order": [list(item) for item in order],
-            "budget": {"max_launches": settings.max_launches, "max_minutes": settings.max_minutes}}
+    """The plan of one round, as results/rounds/round-<r>/plan.json holds it (``contracts.rounds.RoundPlan``)."""
+    return RoundPlan(round=round_no, design=Design(design), why=why, seed=settings.seed,
+                     order=tuple((str(c), str(lid)) for c, lid in order),
+                     budget={"max_launches": settings.max_launches, "max_minutes": settings.max_minutes}).to_dict()
 
 
 def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control: bool, seed: int

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TextIO
+from typing import Any, Callable, TextIO
 
 import aiohttp
 
@@ -33,6 +32,7 @@ from specsweep.contracts.vocabulary import Failure, Reason, RequestStatus, Stage
 from specsweep.files import write_jsonl_atomic
 from specsweep.records import DEFAULT_POINT, new_record, new_run_id
 from specsweep.serve.console import Console
+from specsweep.serve.drive import Gate, drive
 from specsweep.serve.payloads import EndpointAdapter, Prompt, StreamState, get_adapter, make_prompt, prompt_key
 from specsweep.warmup import warmup_report, warmup_windows_tok_s, windows_converged
 
@@ -173,57 +173,6 @@ class _Progress:
             self.console.progress(self.label, text, final=self.done == self.total)
 
 
-async def _drive(
-    send: Callable[[int, int | None], Awaitable[dict[str, Any]]],
-    *,
-    limit: int,
-    concurrency: int,
-    request_rate: float | None,
-    arrival_seed: str,
-    should_stop: Callable[[], bool],
-    on_done: Callable[[dict[str, Any]], None],
-) -> None:
-    """Issue up to ``limit`` requests and wait for all of them.
-
-    Fixed-concurrency mode keeps ``concurrency`` requests in flight. Request-
-    rate mode sends request ``i`` at the ``i``-th arrival of a Poisson process
-    with rate ``request_rate`` (exponential gaps from ``random.Random(
-    arrival_seed)``), without a concurrency cap. ``should_stop`` is checked
-    before each new request; requests already sent always complete.
-    """
-    if request_rate is None:
-        counter = iter(range(limit))
-
-        async def worker() -> None:
-            for i in counter:  # shared iterator: each index is taken once
-                if should_stop():
-                    return
-                on_done(await send(i, None))
-
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, limit)))))
-        return
-
-    if request_rate <= 0:
-        raise ValueError(f"request_rate must be > 0 or null, got {request_rate}")
-    rng = random.Random(arrival_seed)
-    t_next = time.perf_counter_ns()
-    tasks: list[asyncio.Task[None]] = []
-
-    async def one(i: int, scheduled_ns: int) -> None:
-        on_done(await send(i, scheduled_ns))
-
-    for i in range(limit):
-        if i > 0:
-            t_next += int(rng.expovariate(request_rate) * 1e9)
-        delay = (t_next - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if should_stop():
-            break
-        tasks.append(asyncio.create_task(one(i, t_next)))
-    await asyncio.gather(*tasks)
-
-
 def _failure_detail(records: list[dict[str, Any]]) -> tuple[str, str]:
     """(reason, detail) for a phase in which no request succeeded."""
     errors = [r["error"] or r["status"] for r in records]
@@ -260,9 +209,10 @@ class _Runner:
 
     def __init__(self, base_url: str, workload: dict[str, Any], log: TextIO,
                  prompts: list[Prompt] | None = None, run_id: str | None = None, point: str = DEFAULT_POINT,
-                 console: Console | None = None) -> None:
+                 console: Console | None = None, gate: Gate | None = None) -> None:
         check_workload(workload)
         self.console = console
+        self.gate = gate  # windows of warmup and measurement (serve.sidebyside); None: no windows
         self.workload = workload
         self.prompts = prompts
         self.point = point
@@ -360,7 +310,7 @@ class _Runner:
             elif windows_converged(tok_s, tol, min_windows):
                 stop["converged"] = True
 
-        await _drive(
+        await drive(
             lambda i, sched: self.send(session, reqs[i], sched),
             limit=cap,
             concurrency=self.concurrency,
@@ -368,6 +318,8 @@ class _Runner:
             arrival_seed=f"arrivals:{self.workload['seed']}:warmup",
             should_stop=lambda: stop["converged"] or stop["failed_window"],
             on_done=on_done,
+            gate=self.gate,
+            label="warmup",
         )
         write_jsonl_atomic(path, records)
         report = {**warmup_report(records, cfg), "run_id": self.run_id}
@@ -394,7 +346,7 @@ class _Runner:
                 _rr.append(rec)
                 progress.update(rec)
 
-            await _drive(
+            await drive(
                 lambda i, sched, _reqs=reqs: self.send(session, _reqs[i], sched),
                 limit=n,
                 concurrency=self.concurrency,
@@ -402,6 +354,8 @@ class _Runner:
                 arrival_seed=f"arrivals:{self.workload['seed']}:measured:{r}",
                 should_stop=lambda: False,
                 on_done=on_done,
+                gate=self.gate,
+                label="measured",
             )
             records.extend(round_records)
             if round_records and not any(x["status"] == RequestStatus.OK for x in round_records):
@@ -430,7 +384,7 @@ class _Runner:
             records.append(rec)
             progress.update(rec)
 
-        await _drive(
+        await drive(
             lambda i, sched: self.send(session, reqs[i], sched),
             limit=n,
             concurrency=self.concurrency,
@@ -467,9 +421,10 @@ async def run_workload_async(
     base_url: str, workload: dict[str, Any], warmup_path: Path, measured_path: Path, log: TextIO,
     prompts: list[Prompt] | None = None, run_id: str | None = None,
     on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT, console: Console | None = None,
+    gate: Gate | None = None,
 ) -> dict[str, Any]:
     """Async body of ``run_workload``."""
-    runner = _Runner(base_url, workload, log, prompts, run_id, point, console)
+    runner = _Runner(base_url, workload, log, prompts, run_id, point, console, gate)
     mode = (
         f"request_rate={runner.rate}/s (Poisson, seeded)"
         if runner.rate is not None
@@ -492,7 +447,7 @@ async def run_workload_async(
 def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path: Path, log: TextIO,
                  prompts: list[Prompt] | None = None, run_id: str | None = None,
                  on_stage: Callable[[str], None] | None = None, point: str = DEFAULT_POINT,
-                 console: Console | None = None) -> dict:
+                 console: Console | None = None, gate: Gate | None = None) -> dict:
     """Warm up, then measure; write ``warmup_path`` and ``measured_path`` (JSONL).
 
     ``prompts``: the plan's selected prompts (``serve.phases.load_prompts``);
@@ -502,6 +457,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     as each phase starts, so that an interruption is recorded with its stage.
     Every record carries ``point`` (the workload point of the launch it belongs to).
     ``console``: where the progress also goes, rate-limited (the terminal; ``serve.console``).
+    ``gate``: warmup and measurement in windows, each inside the gate (``Gate``; side-by-side rounds).
 
     Returns the warmup report ``{"requests", "windows_tok_s", "converged",
     "tolerance", ...}``. Raises ``BenchmarkError`` (stage ``warmup`` or
@@ -509,7 +465,7 @@ def run_workload(base_url: str, workload: dict, warmup_path: Path, measured_path
     (or of one measured round) failed; the phase's records are written first.
     """
     return asyncio.run(run_workload_async(base_url, workload, warmup_path, measured_path, log, prompts, run_id,
-                                          on_stage, point, console))
+                                          on_stage, point, console, gate))
 
 
 async def run_phase_async(base_url: str, workload: dict[str, Any], phase: str, n: int, path: Path,

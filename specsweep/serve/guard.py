@@ -61,6 +61,11 @@ def _environ(pid: str) -> dict[str, str] | None:
     return env
 
 
+def run_id_of(pid: int | str) -> str | None:
+    """The run id a process carries (``RUN_ENV``), or None (none, gone, or another user's)."""
+    return (_environ(str(pid)) or {}).get(RUN_ENV)
+
+
 def labelled_processes(own_run_id: str | None) -> list[dict[str, Any]]:
     """Other runs' server processes on this host, one entry per run id (pids sorted)."""
     runs: dict[str, dict[str, Any]] = {}

@@ -68,6 +68,21 @@ Format history of outcome.json:
      of the first failed point; warmup = the first point's (as in 1 for a
      single point); started_at, ended_at (time.time()).
      (issue 25: written by the runner over phases; the keys and their values are as before.)
+  3  + side_by_side (a launch of a side-by-side round only: serve.sidebyside's summary:
+     partners_up, windows, partner_cpu_share, partner_cpu_share_max, partner_cpu_share_limit);
+     host.partners_seen; reason partner_busy (status contaminated).
+     launch.json, which has no version of its own, gains with it round, position, design,
+     design_why (any launch given a round plan) and, side by side, partners (config, launch,
+     state ready/ended/dropped, why, run_id), barrier_s, window_log (one entry per window) and
+     the summary's keys; it is now written again at the end of the job, with every key.
+
+A launch given a round plan (``contracts.rounds``, ``round_plan``) of design
+``side-by-side`` runs its server beside the round's others and measures in
+windows, one server at a time (``serve.sidebyside``): instead of the host lock
+for its life it holds its own launch's lock, registers in the round, waits for
+its partners after readiness (the barrier), and takes the host lock for each
+window; the guard samples at the windows' ends, and the partners' servers are
+known, not contamination, while their CPU stays below the limit.
 """
 
 from __future__ import annotations
@@ -83,10 +98,12 @@ from typing import Any, TextIO
 
 from specsweep.contracts.layout import NCCL_LOG_DIR
 from specsweep.contracts.plan import Plan
+from specsweep.contracts.rounds import Design, RoundPlan, RoundPlanError
 from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
-from specsweep.files import write_json_atomic, write_text_atomic
+from specsweep.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
+from specsweep.plan.design import why_not_side_by_side
 from specsweep.records import EXTERNAL_RUNTIME, new_run_id, run_header
-from specsweep.serve import guard, kernel_cache, phases
+from specsweep.serve import guard, kernel_cache, phases, sidebyside
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
@@ -98,7 +115,7 @@ from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, watch_parents
 
 __all__ = ["OUTCOME_FORMAT_VERSION", "Interrupted", "JobHost", "JobPaths", "run_config"]
 
-OUTCOME_FORMAT_VERSION = 2
+OUTCOME_FORMAT_VERSION = 3
 
 
 class Interrupted(KeyboardInterrupt):
@@ -116,7 +133,7 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: dict | None, log: TextIO,
                registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None,
-               launch_id: str = "1") -> dict:
+               launch_id: str = "1", round_plan: Path | str | None = None) -> dict:
     """Launch, wait, warm up and measure every point, tear down; return (and write) the outcome
     (life cycle: module docstring).
 
@@ -125,8 +142,12 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
     pulls an image that is not on this host (a cluster node never builds).
     ``host``: the lock, the checkout and the guard's interval (``JobHost``).
     ``launch_id``: which launch of the configuration this job is (``plan.launches``).
+    ``round_plan``: the round's file (``contracts.rounds``), or None (no round: the job as always); a file
+    that cannot be read, that does not list this launch, or that asks side by side of a server that cannot
+    be measured so (``plan.design``) is a ``RoundPlanError`` before anything starts.
     """
     plan = plan if isinstance(plan, Plan) else Plan.from_dict(plan)
+    round_ = _read_round(round_plan, plan, launch_id) if round_plan is not None else None
     host = host or JobHost()
     run_id = new_run_id()
     nccl_dir = paths.nccl_logs or paths.server_log.parent / NCCL_LOG_DIR
@@ -136,8 +157,17 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
     job = Job(plan=plan, paths=paths, host=host, run_id=run_id, launch_id=launch_id, log=log,
               console=job_console(host.notice, plan.name, launch_id),  # the terminal's few lines (serve.console)
               image_manifest=image_manifest, registry=registry, identity=identity_env(run_id, plan.name, host.workdir),
-              checkout=checkout_id(host.workdir), nccl_dir=nccl_dir)
+              checkout=checkout_id(host.workdir), nccl_dir=nccl_dir, round=round_,
+              round_plan_path=Path(round_plan) if round_plan is not None else None)
     return _Runner(job).run()
+
+
+def _read_round(path: Path | str, plan: Plan, launch_id: str) -> RoundPlan:
+    round_ = RoundPlan.load(path)
+    round_.position(plan.name, launch_id)
+    if round_.design == Design.SIDE_BY_SIDE and (against := why_not_side_by_side([plan])):
+        raise RoundPlanError(f"{path}: design side-by-side, but {against}")
+    return round_
 
 
 class _Runner:
@@ -151,6 +181,9 @@ class _Runner:
             "plan_name": job.plan.name, "launch": job.launch_id, "started_at": self.started_at, "run_id": job.run_id,
             "points": [p.name for p in job.points], "checkout": job.identity[guard.CHECKOUT_ENV],
             "checkout_id": job.checkout, "slurm": slurm_job(os.environ)}
+        if job.round is not None:
+            self.launch.update(sidebyside.round_record(job.round, job.plan.name, job.launch_id))
+        self.side: sidebyside.SideBySide | None = None  # a side-by-side round's membership, once registered
         self.stage: str = Stage.LAUNCH  # where the job is (an interruption names it; a Failure carries its own)
         self.current: tuple[str, str] | None = None  # the point being measured, and its stage
         self.points: dict[str, dict[str, Any]] = {}  # each point's entry, as its phase returned it
@@ -198,16 +231,27 @@ class _Runner:
 
     def _launched(self, stack: contextlib.ExitStack) -> None:
         job = self.job
-        # host
-        lock = stack.enter_context(phases.host_lock(job, {**self.launch, "config": job.plan.name}))
+        side = job.round is not None and job.round.design == Design.SIDE_BY_SIDE
+        # host: the host lock for the job's life, or (side by side) this launch's own lock
+        holder = {**self.launch, "config": job.plan.name}
+        if side:
+            lock = sidebyside.launch_lock(job, holder)
+            stack.callback(lock.release)
+        else:
+            lock = stack.enter_context(phases.host_lock(job, holder))
         self.record({"host_lock": lock.record()})
         self._own_files()
         prompts = phases.point_prompts(job)
         phases.check_target(job)
         self.record(phases.prepare_runtime(job))
         cache = self.record(phases.kernel_caches(job))["kernel_cache"]
-        self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s))
-        phases.refuse_busy_gpus(self.record(phases.gpus_in_use(job)))
+        if side:
+            assert job.round is not None and job.round_plan_path is not None
+            self.side = sidebyside.SideBySide(job, job.round, job.round_plan_path)
+            self.side.join()
+        known = self.side.known if self.side else None
+        self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known))
+        phases.refuse_busy_gpus(self.record(phases.gpus_in_use(job, known)))
         # Entered before the micro-benchmark: its process group and container are this run's too.
         reap = stack.enter_context(phases.reaper_of(job, lock))
         # micro-benchmark
@@ -217,13 +261,21 @@ class _Runner:
         self.record(launch.record(job))
         log_file = stack.enter_context(phases.server_log(job))
         self.server = server = phases.new_server(job, launch, log_file, tuple(lock.fds))
-        self.sampler = phases.start_guard(job)
+        # Side by side the guard samples at this launch's windows' ends, not beside the server all along.
+        self.sampler = phases.start_guard(job) if self.side is None else None
         self.record(phases.start_server(job, server, reap.watch_group))
+        if self.side is not None:
+            self.side.started(self.launch["pid"])  # the server leads its own process group: its pid
         self.server_times["server_started_at"] = time.time()
         self.record(phases.await_ready(job, server))
         job.say(f"ready after {self.launch['ready_s']:.1f} s")
         self.record(phases.read_server_info(server))
         self.record(phases.read_provenance(server))
+        if self.side is not None:
+            self.side.ready()
+            self.record(self.side.barrier(job.plan.ready_timeout_s))
+            job.say("side by side: " + ", ".join(f"{p['config']}@{p['launch']} {p['state']}"
+                                                 for p in self.launch["partners"]))
         write_json_atomic(job.paths.launch, self.launch)
         self._measure(server, prompts)
 
@@ -245,6 +297,12 @@ class _Runner:
         self.sampler = phases.start_guard(job)
         self._measure(server, prompts)
 
+    def _side_record(self) -> dict[str, Any]:
+        """launch.json's side-by-side part: the summary, and every window."""
+        assert self.side is not None
+        self.record({"window_log": self.side.windows})
+        return dict(self.record(self.side.summary()))
+
     def _own_files(self) -> None:
         self.owns_files = True
         phases.own_files(self.job)
@@ -252,13 +310,22 @@ class _Runner:
     def _measure(self, server: Server | AttachedServer, prompts: Mapping[str, Any]) -> None:
         """The phases after readiness, the same for a launched and an attached server."""
         self.stage = Stage.WARMUP
-        for name, entry in phases.measure_points(self.job, server, prompts, self.on_stage):
+        side = self.side
+        for name, entry in phases.measure_points(self.job, server, prompts, self.on_stage,
+                                                 side.gate if side is not None else None):
             self.points[name] = entry
             self.current = None
         verdict = phases.settle(self.points)
-        assert self.sampler is not None
-        self.host_record = guard.summarize(self.sampler.stop())  # measurement is over
-        self.points, self.verdict = phases.contaminate(self.points, verdict, self.host_record)
+        if side is None:
+            assert self.sampler is not None
+            self.host_record = guard.summarize(self.sampler.stop())  # measurement is over
+            self.points, self.verdict = phases.contaminate(self.points, verdict, self.host_record)
+        else:
+            side.leave(sidebyside.ENDED)  # out of the rotation at once: the partners go on without waiting
+            write_jsonl_atomic(phases.guard_log(self.job), side.samples)
+            self.host_record = side.foreign(side.host_record())  # the partners' servers are known, not others
+            points, verdict = phases.contaminate(self.points, verdict, self.host_record)
+            self.points, self.verdict = sidebyside.contaminate_partners(points, verdict, self._side_record())
         if self.verdict["status"] != Status.FAILED:
             phases.profile(self.job, server, prompts)
 
@@ -268,11 +335,16 @@ class _Runner:
         """Always: the server ended, the guard stopped, the files written; the outcome."""
         job = self.job
         try:
+            if self.side is not None:
+                self.side.leave(sidebyside.FAILED if self.failure or self.interrupted else sidebyside.ENDED)
+                self._side_record()
             if end_watch is not None:
                 end_watch.stop()
             # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
             # nothing running for longer than seconds; a normal end gives the server its full grace.
-            self.server_times.update(phases.teardown(self.server, REAP_GRACE_S if self.interrupted else TERM_GRACE_S))
+            with self.side.ending(wait=not self.interrupted) if self.side else contextlib.nullcontext():
+                self.server_times.update(phases.teardown(self.server, REAP_GRACE_S if self.interrupted
+                                                         else TERM_GRACE_S))
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:
@@ -310,15 +382,17 @@ class _Runner:
         out.update(self.server_times)
         if self.host_record is not None:
             out["host"] = self.host_record
+        if self.side is not None:
+            out["side_by_side"] = self.side.summary()
         out["log_tail"] = tail(self.job.paths.server_log) if out["status"] != Status.OK else None
         out["ended_at"] = time.time()
         return out
 
 
 def _write_job_files(paths: JobPaths, launch: dict, outcome: dict, run_id: str, config: str) -> None:
-    """Every output of the job exists at its end, and none holds another run's data."""
-    if _first_json_run_id(paths.launch) != run_id:
-        write_json_atomic(paths.launch, launch)
+    """Every output of the job exists at its end, and none holds another run's data; launch.json again, with
+    what the job learnt after readiness (a side-by-side round's windows)."""
+    write_json_atomic(paths.launch, launch)
     for path in (paths.warmup, paths.requests):
         if path.exists() and path.stat().st_size and _first_json_run_id(path) != run_id:
             path.unlink()  # an earlier run's records (this run failed before writing its own)

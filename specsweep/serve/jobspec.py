@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specsweep.contracts.plan import Plan, Point
+from specsweep.contracts.rounds import RoundPlan
 from specsweep.records import DEFAULT_POINT
 from specsweep.serve import guard, kernel_cache
 from specsweep.serve.console import Console
@@ -80,6 +81,8 @@ class Job:
     identity: Mapping[str, str]  # ``launch.identity_env``
     checkout: str  # ``container.checkout_id``
     nccl_dir: Path
+    round: RoundPlan | None = None  # the round this launch belongs to (``contracts.rounds``), if given one
+    round_plan_path: Path | None = None  # its file: with the checkout and the round, the round's identity
 
     @property
     def log_name(self) -> str:

@@ -24,7 +24,10 @@ once, and both numbers came out ``ok``. The lock here lives in the kernel:
 The server job takes the lock before it touches its output files and keeps
 it until its outcome is written (``serve.job.run_config``); the server itself
 inherits the descriptor, so the lock is held until the server's last process
-is gone, even when the job dies first.
+is gone, even when the job dies first. In a round measured side by side
+(``serve.sidebyside``) the lock guards the measurement, not the server: a job
+holds it for each of its short measuring windows, and for its life only a lock
+of its own launch (so that an orphan and its rerun never write one file).
 """
 
 from __future__ import annotations
@@ -179,13 +182,16 @@ def acquire(
     log: TextIO | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
+    names: Sequence[str] | None = None,
 ) -> HostLock:
     """Take the host lock (and the GPUs' locks), waiting up to ``settings.wait_s``.
 
     While waiting, says so on ``log`` at once and every ``MESSAGE_EVERY_S``,
-    naming the holder. Raises ``HostBusy`` when the wait is over.
+    naming the holder. Raises ``HostBusy`` when the wait is over. ``names``:
+    other lock files of ``lock_dir`` instead (a side-by-side launch's own lock:
+    ``serve.sidebyside``).
     """
-    names = lock_names(gpu_ids)
+    names = list(names) if names is not None else lock_names(gpu_ids)
     paths = [settings.lock_dir / n for n in names]
     fds: list[int] = []
     t0 = clock()

@@ -35,7 +35,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -166,12 +166,18 @@ def kernel_caches(job: Job) -> dict[str, Any]:
     return {"kernel_cache": record}
 
 
-def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "") -> dict[str, Any]:
-    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample, or ``host_busy``."""
+def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",
+                        known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
+    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample, or ``host_busy``.
+    ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample)."""
     t0 = time.monotonic()
     told = False
     while True:
         seen = guard.sample(run_id, host.docker)
+        if known is not None and seen["others"]:
+            ours = known()
+            seen = {**seen, "others": [o for o in seen["others"] if o.get("run_id") not in ours],
+                    "partners": [o for o in seen["others"] if o.get("run_id") in ours]}
         if not seen["others"]:
             if told:
                 print(f"the host is free after {time.monotonic() - t0:.0f} s", file=log, flush=True)
@@ -187,15 +193,23 @@ def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, 
         time.sleep(max(0.5, min(host.guard_interval_s, 5.0)))
 
 
-def quiet_host(job: Job, wait_s: float) -> dict[str, Any]:
-    """No other specsweep server may run here while this one measures: ``host_before_launch``."""
+def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
+    """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``:
+    ``wait_for_quiet_host``)."""
     return {"host_before_launch": wait_for_quiet_host(job.run_id, job.host, wait_s,
-                                                      _Both(job.log, job.host.notice), job.plan.name)}
+                                                      _Both(job.log, job.host.notice), job.plan.name, known)}
 
 
-def gpus_in_use(job: Job) -> dict[str, Any]:
-    """``gpus_busy_before_launch``: the processes holding GPUs (a plan with GPUs only)."""
-    return {"gpus_busy_before_launch": gpu_busy()} if job.plan.gpus > 0 else {}
+def gpus_in_use(job: Job, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
+    """``gpus_busy_before_launch``: the processes holding GPUs (a plan with GPUs only), but for the servers
+    of ``known()`` run ids (a side-by-side round's partners)."""
+    if job.plan.gpus <= 0:
+        return {}
+    busy = gpu_busy()
+    if known is not None and busy:
+        ours = known()
+        busy = [b for b in busy if guard.run_id_of(b.get("pid", "")) not in ours]
+    return {"gpus_busy_before_launch": busy}
 
 
 def refuse_busy_gpus(seen: Mapping[str, Any]) -> None:
@@ -265,10 +279,14 @@ def new_server(job: Job, launch: ServerLaunch, log_file: BinaryIO, keep_fds: tup
                   keep_fds=tuple(keep_fds))
 
 
+def guard_log(job: Job) -> Path:
+    """``logs/host_guard.jsonl`` of the launch: the guard's samples."""
+    return job.paths.outcome.parent / "logs" / "host_guard.jsonl"
+
+
 def start_guard(job: Job) -> guard.Sampler:
     """The guard's sampler, beside the server until measurement ends (``host_guard.jsonl``)."""
-    return guard.Sampler(job.run_id, job.paths.outcome.parent / "logs" / "host_guard.jsonl",
-                         job.host.guard_interval_s, job.host.docker)
+    return guard.Sampler(job.run_id, guard_log(job), job.host.guard_interval_s, job.host.docker)
 
 
 def start_server(job: Job, server: Server, watch_group: Callable[[int], None]) -> dict[str, Any]:
@@ -359,13 +377,15 @@ def unfinished_point(stage: str) -> dict[str, Any]:
 
 
 def measure_points(job: Job, server: Server | AttachedServer, prompts: Mapping[str, list[Prompt] | None],
-                   on_stage: Callable[[str, str], None]) -> Iterator[tuple[str, dict[str, Any]]]:
+                   on_stage: Callable[[str, str], None], gate_of: Callable[[Point], client.Gate] | None = None
+                   ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Warm up and measure every point of the plan against ``server``; yields each point's entry of
     outcome.json as it ends, in the plan's order.
 
     ``on_stage(point, stage)``: the point entered its warmup or its measured repeats (an interruption
     names them). A point's ``Failure`` fails that point only; when the server has died, the points not
     yet measured fail with ``server_exited``. The terminal gets each point and its progress.
+    ``gate_of(point)``: the point's windows (a side-by-side round: ``serve.sidebyside``), else none.
     """
     for point in job.points:
         name = point.name
@@ -374,11 +394,12 @@ def measure_points(job: Job, server: Server | AttachedServer, prompts: Mapping[s
                          "detail": f"{server.gone()} before this point"}
             continue
         on_stage(name, Stage.WARMUP)
-        yield name, _measure_point(job, server, point, prompts.get(name), on_stage)
+        yield name, _measure_point(job, server, point, prompts.get(name), on_stage,
+                                   gate_of(point) if gate_of is not None else None)
 
 
 def _measure_point(job: Job, server: Server | AttachedServer, point: Point, prompts: list[Prompt] | None,
-                   on_stage: Callable[[str, str], None]) -> dict[str, Any]:
+                   on_stage: Callable[[str, str], None], gate: client.Gate | None = None) -> dict[str, Any]:
     """One point: its warmup and measured repeats (``client.run_workload``); its entry of outcome.json."""
     name = point.name
     warmup_path, requests_path = point_files(job.paths, name)
@@ -389,7 +410,7 @@ def _measure_point(job: Job, server: Server | AttachedServer, point: Point, prom
         measured["warmup"] = client.run_workload(server.base_url, dict(point.workload), warmup_path, requests_path,
                                                  job.log, prompts, run_id=job.run_id,
                                                  on_stage=lambda stage: on_stage(name, stage), point=name,
-                                                 console=console)
+                                                 console=console, gate=gate)
         if not server.alive():
             raise LaunchError(Stage.BENCHMARK, Reason.SERVER_EXITED, server.gone())
     except Failure as exc:

@@ -19,9 +19,10 @@ from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
+from specsweep.plan.design import DesignError, choose_design
 from specsweep.plan.rounds import RoundSettings
 from specsweep.plan.controls import control_params
-from specsweep.plan.config import schema_default
+from specsweep.plan.config import ConfigError, schema_default
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.records import is_external
 from specsweep.workflow import rounds as rounds_mod
@@ -387,12 +388,16 @@ def previous_judgement(round_no: int) -> list[str]:
     return [] if round_no <= 1 else [round_path(round_no - 1, "judgement.json")]
 
 
-def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict]) -> tuple[str, str]:
-    """(design, why) of every round: ``rounds.design``, where ``auto`` is decided by what fits."""
+def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict], source: str = "config"
+                       ) -> tuple[str, str]:
+    """(design, why) of every round: ``rounds.design``, ``auto`` decided by what fits on the host at once
+    (``plan.design.choose_design``); a side-by-side request that cannot be is a ``ConfigError``."""
     asked = RoundSettings.from_config(config).design
-    if asked == plan_rounds.SEQUENTIAL:
-        return plan_rounds.SEQUENTIAL, "asked for (rounds.design: sequential)"
-    return plan_rounds.SEQUENTIAL, "side-by-side measurement is not available in this version: one server at a time"
+    try:
+        design, why = choose_design(list(plans.values()), asked)
+    except DesignError as exc:
+        raise ConfigError(source, [str(exc)]) from None
+    return str(design.value if hasattr(design, "value") else design), why
 
 
 def launch_threads(design: tuple[str, str]) -> int:

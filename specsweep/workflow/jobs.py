@@ -22,6 +22,7 @@ from specsweep.analysis.summary import BaselineRun
 from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
 from specsweep.contracts.plan import Plan
+from specsweep.contracts.rounds import RoundPlanError
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
@@ -148,14 +149,16 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
 
 
 def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
-                     registry: Mapping[str, Any] | None = None, launch: str = "1") -> dict:
+                     registry: Mapping[str, Any] | None = None, launch: str = "1",
+                     round_plan: str | None = None) -> dict:
     """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``).
 
     ``registry`` is where a container runtime pulls an image this host lacks.
     ``launch``: the launch id (``1``, ``2``, ... or ``aa``; ``plan.launches``).
     The host settings (lock directory and wait, guard interval) come from this
     process's environment (``JobHost.from_environ``); the checkout is the
-    working directory, which Snakemake sets to the workflow's.
+    working directory, which Snakemake sets to the workflow's. ``round_plan``: the round's file
+    (``contracts.rounds``; None: no round); one that cannot be used ends the job with its one-line reason.
     """
     paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
                      nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None,
@@ -163,7 +166,11 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
-    return run_config(Plan.load(plan_path), paths, manifest, log, registry, host=host, launch_id=launch)
+    try:
+        return run_config(Plan.load(plan_path), paths, manifest, log, registry, host=host, launch_id=launch,
+                          round_plan=round_plan)
+    except RoundPlanError as exc:
+        raise SystemExit(f"benchmark_server: {exc}") from None
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict],

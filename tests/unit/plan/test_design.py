@@ -1,0 +1,72 @@
+"""The plan-time design of a round (``plan.design.choose_design``): side by side only where every server fits."""
+
+from __future__ import annotations
+
+import pytest
+
+from specsweep.contracts.rounds import Design
+from specsweep.plan.design import DesignError, choose_design
+from specsweep.testing.doubles import plan_dict
+
+
+def plan(name: str, **keys) -> dict:
+    return plan_dict(**{"name": name, "engine": "reference", "runtime": "local", "gpus": 0, **keys})
+
+
+CPU = [plan("nospec"), plan("eagle3-shm"), plan("eagle3-shm-slow10")]
+
+
+def test_reference_servers_on_the_cpu_run_side_by_side_and_say_why():
+    design, why = choose_design(CPU, "auto")
+    assert design == Design.SIDE_BY_SIDE
+    assert why.startswith("every server fits on the CPU at once (3 reference-engine configurations)")
+
+
+def test_reference_servers_on_one_gpu_run_side_by_side():
+    plans = [plan("a", gpus=1, env={"CUDA_VISIBLE_DEVICES": "2"}), plan("b", gpus=1, env={"CUDA_VISIBLE_DEVICES": "2"})]
+    why = ("every server fits on GPU 2 at once (2 reference-engine configurations): up together, measured in turn, "
+           "sharing the machine's drift")
+    assert choose_design(plans, "auto") == (Design.SIDE_BY_SIDE, why)
+
+
+@pytest.mark.parametrize("plans, why", [
+    ([plan("kimi", engine="sglang", gpus=8), plan("base", engine="sglang", gpus=8)],
+     "8-GPU servers (base, kimi): one at a time"),
+    ([plan("tp2", gpus=2), plan("nospec")], "2-GPU servers (tp2): one at a time"),
+    ([plan("llama", engine="sglang", gpus=1), plan("llama-eagle", engine="sglang", gpus=1)],
+     ("['sglang'] servers (llama, llama-eagle) on one GPU: whether several fit needs the model's size, which the "
+      "plan does not carry (SGLang sizes its KV pool from the memory free at its start); one at a time")),
+    ([plan("gpu", gpus=1), plan("cpu")], "servers on different devices (0, cpu): side-by-side needs one device for all"),
+    ([plan("a", gpus=1, env={"CUDA_VISIBLE_DEVICES": "0"}), plan("b", gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"})],
+     "servers on different devices (0, 1): side-by-side needs one device for all"),
+    ([plan("img", runtime="docker"), plan("nospec")],
+     "['docker'] runtime (img): one at a time; side-by-side measurement starts only local processes"),
+    ([plan("p", profile={"enabled": True}), plan("nospec")],
+     "profiling on (p): the micro-benchmark and the profiler trace need the host to themselves; one at a time"),
+])
+def test_what_does_not_fit_falls_back_to_sequential_with_the_reason(plans, why):
+    assert choose_design(plans, "auto") == (Design.SEQUENTIAL, why)
+
+
+def test_asked_for_sequential_is_sequential_and_side_by_side_where_it_cannot_be_is_an_error():
+    assert choose_design(CPU, "sequential") == (Design.SEQUENTIAL,
+                                                "rounds.design is sequential in the config: one server at a time")
+    assert choose_design(CPU, "side-by-side")[0] == Design.SIDE_BY_SIDE
+    with pytest.raises(DesignError, match=r"^rounds.design: side-by-side, but 8-GPU servers \(k\): one at a time; "
+                                          r"allowed here: \['auto', 'sequential'\]$"):
+        choose_design([plan("k", engine="sglang", gpus=8)], "side-by-side")
+    with pytest.raises(DesignError, match=r"^rounds.design: 'parallel' is not a design; allowed: "
+                                          r"\['auto', 'side-by-side', 'sequential'\]$"):
+        choose_design(CPU, "parallel")
+
+
+def test_the_shipped_default_config_runs_side_by_side():
+    """The CPU default's configurations, as resolved, fit side by side (what the CPU record measures)."""
+    from specsweep.plan.config import load_config
+    from specsweep.plan.resolve import resolve_plans
+    from specsweep.testing.workflow import REPO
+
+    config = load_config(REPO / "config.yaml")
+    plans = resolve_plans(config)
+    assert len(plans) >= 4  # nospec, eagle3-gloo, eagle3-shm and the positive control
+    assert choose_design(plans.values(), "auto")[0] == Design.SIDE_BY_SIDE
