@@ -47,6 +47,18 @@ def test_a_dataset_with_fewer_distinct_prompts_than_num_prompts_is_refused_with_
     assert "prefix cache" in nospec and f"at most {distinct}" in nospec
 
 
+def test_a_dataset_of_identical_prompts_is_refused_and_the_plan_counts_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    data = tmp_path / "same.jsonl"
+    data.write_text('{"prompt": "Tell me about the weather today."}\n' * 20)
+    config = _config()
+    config["defaults"]["workload"].update(dataset={"format": "jsonl", "path": str(data)}, num_prompts=4)
+    errors, _ = _findings(config)
+    plans = resolve_plans(check_config(config, "t"), "t")
+    assert plans["nospec"]["prompts"]["distinct"] == 1
+    assert len(errors) == 3 and all("gives 1 distinct prompt(s)" in e and "num_prompts=4" in e for e in errors), errors
+
+
 def test_prompts_reused_across_rounds_only_are_a_warning(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     data = write_sharegpt(tmp_path / "few.json", 12)
