@@ -46,6 +46,14 @@ def test_check_gives_file_and_line_of_invalid_yaml(tmp_path):
     assert f'"{path}", line 3' in result.stderr
 
 
+@pytest.mark.parametrize("text, kind", [("- nospec\n- eagle3-shm\n", "list"), ("just a string\n", "string")])
+def test_check_of_a_yaml_file_that_is_not_a_mapping_is_one_line(tmp_path, text, kind):
+    path = tmp_path / "notamap.yaml"
+    path.write_text(text)
+    line = _one_line_error(_cli("check", str(path)), str(path), f"got a YAML {kind}", "mapping")
+    assert line.startswith(f"specsweep check: {path}: ")
+
+
 def _outcome(results: Path, name: str, status: str, launch: str = "1") -> None:
     (results / name / f"launch-{launch}").mkdir(parents=True)
     (results / name / f"launch-{launch}" / "outcome.json").write_text(json.dumps({"status": status, "run_id": "0" * 12}))
