@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -143,6 +144,19 @@ def is_workflow_dir(path: Path) -> bool:
     return (path / "Snakefile").is_file() or (path / "workflow" / "Snakefile").is_file()
 
 
+def workflow_dir_of(paths: Sequence[Path], cwd: Path) -> Path | None:
+    """The directory Snakemake runs in for these config files, the one their relative paths (model, dataset)
+    mean: ``cwd`` when it is a workflow directory, else the nearest one above the first config file, else above
+    ``cwd`` (``specsweep check ../config.yaml`` from ``docs/``); None when there is none."""
+    if is_workflow_dir(cwd):
+        return cwd
+    for start in ([paths[0].resolve().parent] if paths else []) + [cwd.resolve()]:
+        for candidate in (start, *start.parents):
+            if is_workflow_dir(candidate):
+                return candidate
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specsweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"specsweep {__version__}")
@@ -183,6 +197,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _into_workflow_dir(args: argparse.Namespace, paths: list[Path]) -> list[Path]:
+    """Change into the config files' workflow directory when run elsewhere (saying so): the plans' relative
+    model and dataset paths are checked where the workflow will use them. The paths given, made absolute."""
+    cwd = Path.cwd()
+    workdir = workflow_dir_of(paths, cwd)
+    if workdir is None or workdir == cwd:
+        return paths
+    for option in ("parser_env", "requirements"):
+        if getattr(args, option, None) is not None:
+            setattr(args, option, getattr(args, option).resolve())
+    print(f"specsweep {args.command}: relative paths in the config are checked from {workdir}, the workflow's "
+          "directory (where snakemake runs)", file=sys.stderr)
+    os.chdir(workdir)
+    return [cwd / p for p in paths]
+
+
 def _run(args: argparse.Namespace, prog: str) -> int:
     defaulted = not args.config
     paths = [Path("config.yaml")] if defaulted else list(args.config)
@@ -190,8 +220,10 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command == "failed" and not args.results.is_dir():
         raise UsageError(f"--results {args.results}: no such directory (the workflow's results/, where "
                          "snakemake ran)")
-    config = load_configs(paths)
     source = " + ".join(map(str, paths))
+    if args.command != "failed":  # relative paths in a config mean the workflow's directory, where snakemake runs
+        paths = _into_workflow_dir(args, paths)
+    config = load_configs(paths)
     plans = resolve_plans(config, source)
     if args.command == "failed":  # only the names matter: what ran is in results/
         for path in failed_outcomes(args.results, set(plans)):

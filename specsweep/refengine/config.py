@@ -93,7 +93,8 @@ def read_raw_config(model_path: str | Path) -> dict[str, Any]:
     """Read ``<model_path>/config.json``; raises ``ValueError`` with a clear message."""
     path = Path(model_path) / "config.json"
     if not path.is_file():
-        raise ValueError(f"--model-path {model_path}: no config.json found at {path}")
+        where = "" if path.is_absolute() else f" (a relative path: looked for under {Path.cwd()})"
+        raise ValueError(f"--model-path {model_path}: no config.json found at {path}{where}")
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

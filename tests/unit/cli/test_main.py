@@ -117,6 +117,21 @@ def test_check_outside_the_workflow_directory_says_where_to_run_it(tmp_path):
     assert "workflow's directory" in line and "Snakefile" in line
 
 
+def test_check_from_a_subdirectory_reads_model_paths_from_the_workflow_directory():
+    result = _cli("check", "../config.yaml", cwd=REPO / "docs")
+    assert result.returncode == 0, result.stderr
+    assert "no config.json" not in result.stderr and f"checked from {REPO}" in result.stderr
+
+
+def test_a_missing_relative_model_path_says_where_it_was_looked_for(tmp_path):
+    config = plain_default_config()  # relative model paths, in a directory that is no checkout
+    path = tmp_path / "elsewhere.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _cli("check", str(path), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"a relative path: looked for under {tmp_path}" in result.stderr, result.stderr
+
+
 def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["configurations"]["nospec"]["workload"] = {"num_prompts": 0}
