@@ -2,7 +2,8 @@
 
     specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
                                       plan through its engine's preflight (its own argument parser),
-                                      print each argv; exit 2 on any error
+                                      print each argv; exit 2 on any error (--no-parser-env: without
+                                      SGLang's parser, whose environment is a download and a build)
     specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
                                       when any configuration has errors)
     specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
@@ -21,7 +22,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -56,12 +57,24 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
     return failed
 
 
-def _parser_python(venv: Path, requirements: Path) -> str | None:
-    """The parser venv's python, built first if needed (saying so, and how big it is); None, with the
-    builder's message printed, when it cannot be built."""
+def parser_plans(plans: Mapping[str, Mapping]) -> list[str]:
+    """The configurations whose check needs SGLang's parser environment (their engine's preflight does)."""
+    return [n for n, p in plans.items() if get_engine(p["engine"]).needs_parser_env]
+
+
+def parser_env_notice(venv: Path, requirements: Path, names: Sequence[str]) -> str:
+    """What building the parser environment costs and where it goes, said before it starts."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"building SGLang's parser environment in {venv} (once per {requirements}: {parser_env_size(requirements)}; "
+            f"log {venv.parent / (venv.name + '.build.log')}), to check {len(names)} SGLang configuration(s) "
+            f"({shown}) with SGLang's own parser; `specsweep check --no-parser-env` skips this check")
+
+
+def _parser_python(venv: Path, requirements: Path, names: Sequence[str]) -> str | None:
+    """The parser venv's python, built first if needed (saying so, how big it is and where it goes); None,
+    with the builder's message printed, when it cannot be built."""
     if not parser_env_ready(venv, requirements):
-        print(f"building SGLang's parser environment in {venv} (once per {requirements}: "
-              f"{parser_env_size(requirements)}; log {venv.parent / (venv.name + '.build.log')})", file=sys.stderr)
+        print(parser_env_notice(venv, requirements, names), file=sys.stderr)
     try:
         return ensure_parser_env(venv, requirements)
     except ParserEnvError as exc:
@@ -70,20 +83,29 @@ def _parser_python(venv: Path, requirements: Path) -> str | None:
 
 
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
-              shown: Sequence[str] = ()) -> int:
+              shown: Sequence[str] = (), skip_parser: bool = False) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
     its parser, in the pinned venv); print each argv, every warning and error (once; none of ``shown``,
-    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built."""
+    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built.
+    ``skip_parser``: plans that need the parser environment get only the rules the start checks ran."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
     parser_python = None
-    if any(get_engine(p["engine"]).needs_parser_env for p in plans.values()):
-        parser_python = _parser_python(parser_env or parser_env_path(config), requirements)
+    needing = parser_plans(plans)
+    if needing and skip_parser:
+        warnings.append(f"SGLang's own parser and model check skipped (--no-parser-env) for {len(needing)} "
+                        "configuration(s): only specsweep's rules checked them; the workflow's preflight jobs "
+                        "still run SGLang's parser before any launch")
+    elif needing:
+        parser_python = _parser_python(parser_env or parser_env_path(config), requirements, needing)
         if parser_python is None:
             return 1
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
+        if engine.needs_parser_env and skip_parser:
+            print(f"{name}: {' '.join(plan['argv'])}")
+            continue
         labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
         result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None, config.get("images"))
         errors += result.errors
@@ -98,10 +120,15 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
 
 def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path, image: str | None) -> int:
     """All plans through SGLang's own parser in one process (the venv's, or a built image's); print JSON verdicts."""
+    needing = parser_plans(plans)
     if image:
         python: str | list[str] = image_parser_prefix(image)
+    elif not needing:  # nothing for SGLang's parser: no environment to build
+        print("specsweep preflight: no SGLang configuration: SGLang's parser environment is not needed (nothing "
+              "downloaded or built)", file=sys.stderr)
+        python = []
     else:
-        found = _parser_python(parser_env or parser_env_path(config), requirements)
+        found = _parser_python(parser_env or parser_env_path(config), requirements, needing)
         if found is None:
             return 1
         python = found
@@ -167,6 +194,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--parser-env", type=Path, default=None,
                        help="SGLang parser venv (default: config's parser_env)")
     check.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
+    check.add_argument("--no-parser-env", action="store_true",
+                       help="skip SGLang's own parser and model check, and the environment it needs (a download "
+                            "and build whose size is printed before it starts); specsweep's rules still run")
     pre = sub.add_parser("preflight", help="check every SGLang configuration with SGLang's own parser")
     pre.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")
     pre.add_argument("--parser-env", type=Path, default=None, help="venv dir (default: config's parser_env)")
@@ -236,7 +266,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":
         return preflight(config, plans, args.parser_env, args.requirements, args.image)
-    return check_all(config, plans, args.parser_env, args.requirements, warnings)
+    return check_all(config, plans, args.parser_env, args.requirements, warnings, args.no_parser_env)
 
 
 if __name__ == "__main__":
