@@ -110,13 +110,15 @@ def priorities_of(order: Sequence[tuple[str, str]]) -> dict[tuple[str, str], flo
 
 
 def launch_priority(priorities: Mapping[tuple[str, str], float], config_name: str, launch: str) -> float:
-    """The job priority of one launch; a launch the sweep does not plan is an error, not a guess."""
+    """The job priority of one launch; a launch the sweep does not plan stops Snakemake with one line (a
+    ``SystemExit``, as ``configuration_name``), not a guess and not a traceback."""
     try:
         return priorities[(config_name, launch)]
     except KeyError:
-        planned = sorted(lid for name, lid in priorities if name == config_name)
-        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}") \
-            from None
+        planned = [lid for name, lid in priorities if name == config_name]
+        shown = ", ".join(f"launch-{lid}" for lid in planned)
+        raise SystemExit(f"specsweep: configuration `{config_name}` has no launch-{launch}: the loaded config plans "
+                         f"{shown} (`launches:` sets how many; launch-aa is the baseline's A/A control)") from None
 
 
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:

@@ -105,7 +105,8 @@ def test_workflow_inputs_for_launches():
     order = launch_order({"a": 2, "base": 1}, "base", True)
     prio = inputs.priorities_of(order)
     assert inputs.launch_priority(prio, "a", "2") < inputs.launch_priority(prio, "a", "1")
-    with pytest.raises(ValueError, match=r"has no launch '3'; planned launches: \['1', '2'\]"):
+    with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
+                                         r"launch-1, launch-2 \("):
         inputs.launch_priority(prio, "a", "3")
     sched = inputs.schedule_of(order, ["a", "base"])
     files = inputs.summary_inputs(sched, "base")
