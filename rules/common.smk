@@ -129,8 +129,8 @@ def closing_summary():
 
 
 def check_workflow_profiles():
-    """Once the rules exist, this checkout's profiles (keys Snakemake would drop, resource typos)."""
+    """Once the rules exist, the profiles this run uses (keys Snakemake would drop, resource typos)."""
     try:
-        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules])
+        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules], sys.argv[1:])
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
