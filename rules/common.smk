@@ -7,12 +7,21 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
+from snakemake.logging import logger as snakemake_logger
+
 from specsweep.workflow import inputs as sw
+from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
+
+# Snakemake's own console lines: the profile's quiet, and what it prints regardless, off unless --verbose
+# (specsweep.workflow.console); only for the user's console, not in a job's own Snakemake.
+if workflow.is_main_process:
+    quiet_console(snakemake_logger, workflow.output_settings.quiet, workflow.output_settings.verbose,
+                  workflow.output_settings.dryrun, sys.argv[1:])
 
 # When this Snakemake started: the closing summary speaks only of a report this run wrote.
 STARTED_AT = time.time()

@@ -43,6 +43,9 @@ def job_log(path: str | Path, mode: str = "w", buffering: int = -1) -> Iterator[
     exception and Snakemake's console shows it too. Setting ``sys.stderr = log`` inside a
     plain ``with open(...)`` lost both: the traceback was printed after the file had
     closed. A ``SystemExit`` is a chosen end, not a crash: no traceback, only its message.
+    Nor is a Ctrl-C (or SIGTERM in a server job, ``serve.job.Interrupted``): the job has torn
+    down and said its outcome; one line in the log, and the job fails (exit status 130) without a
+    traceback on the console.
     """
     saved = sys.stderr
     with open(path, mode, buffering=buffering) as log:
@@ -53,6 +56,9 @@ def job_log(path: str | Path, mode: str = "w", buffering: int = -1) -> Iterator[
             if exc.code is not None and not isinstance(exc.code, int):
                 print(exc.code, file=log)
             raise
+        except KeyboardInterrupt as exc:
+            print(f"interrupted ({str(exc) or 'SIGINT'}): the job stopped here", file=log)
+            raise SystemExit(130) from None
         except BaseException:
             traceback.print_exc(file=log)
             raise
