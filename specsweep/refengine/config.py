@@ -117,6 +117,17 @@ def load_config(model_path: str | Path) -> ModelConfig:
     return ModelConfig(**kwargs)
 
 
+def serving_context(context_length: int | None, cfg: ModelConfig) -> int:
+    """The positions a request may use: ``--context-length``, at most the config's ``max_position_embeddings``."""
+    return min(context_length or cfg.max_position_embeddings, cfg.max_position_embeddings)
+
+
+def request_token_limit(context: int, spec_steps: int | None) -> int:
+    """The largest prompt + max_new_tokens a request may ask for: the context less the draft's tail
+    (``spec_steps`` positions) and one more; a request beyond it is refused (HTTP 400)."""
+    return context - (spec_steps or 0) - 1
+
+
 def tp_errors(cfg: ModelConfig, tp_size: int) -> list[str]:
     """Megatron-style sharding needs every sharded dimension divisible by the TP size."""
     errors = []

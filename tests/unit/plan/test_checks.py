@@ -119,3 +119,17 @@ def test_an_external_server_has_no_flags_to_parse_at_plan_time():
     plans = resolve_plans(config)
     assert all(p["argv"] == [] for p in plans.values())
     assert start_findings(config, plans, resolve_labels(config)) == ([], [])
+
+
+def test_a_workload_longer_than_one_request_may_be_is_refused_naming_the_limit_and_its_source(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = _config()
+    config["defaults"]["workload"]["output_len"] = 4064  # + input_len 32 = 4096: beyond nospec's 4095
+    errors, _ = _findings(config)
+    assert len(errors) == 3, errors
+    [nospec] = [e for e in errors if e.startswith("configurations.nospec.")]
+    assert nospec.startswith("configurations.nospec.workload.output_len: input_len 32 + output_len 4064 = 4096 "
+                             "tokens, beyond the 4095 one request may ask for (specsweep/refengine/configs/tiny/"
+                             "config.json: max_position_embeddings 4096"), nospec
+    config["defaults"]["workload"]["output_len"] = 4060  # 4092: the most an EAGLE request may ask for
+    assert _findings(config) == ([], [])
