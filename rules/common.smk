@@ -15,6 +15,7 @@ from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
+from specsweep.plan.cost import cost_lines as sweep_cost_lines, sweep_cost
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
 
 # Snakemake's own console lines: the profile's quiet, and what it prints regardless, off unless --verbose
@@ -55,6 +56,12 @@ ORDER = sw.launch_order(SWEEP.config, LAUNCHES)
 SCHEDULE = sw.schedule_of(ORDER, CONFIGS)
 PRIORITIES = sw.priorities_of(ORDER)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
+# What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
+if workflow.is_main_process:
+    _cost, _cost_warnings = sweep_cost_lines(sweep_cost(PLANS, ORDER))
+    print(f"specsweep: {_cost}", file=sys.stderr)
+    for _warning in _cost_warnings:
+        print(f"specsweep: warning: {_warning}", file=sys.stderr)
 # The same for every summary: a value, not a function Snakemake calls per job.
 AGREEMENT = sw.agreement_params(config)
 

@@ -3,7 +3,8 @@
     specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
                                       plan through its engine's preflight (its own argument parser),
                                       print each argv; exit 2 on any error (--no-parser-env: without
-                                      SGLang's parser, whose environment is a download and a build)
+                                      SGLang's parser, whose environment is a download and a build);
+                                      then what the sweep will cost (launches, requests, a time)
     specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
                                       when any configuration has errors)
     specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
@@ -40,7 +41,9 @@ from specsweep.engines.sglang.preflight import (
 )
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
-from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.plan.cost import cost_lines, sweep_cost
+from specsweep.plan.launches import launch_order
+from specsweep.plan.resolve import resolve_labels, resolve_sweep
 from specsweep.workflow.inputs import parser_env_path
 
 
@@ -254,7 +257,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command != "failed":  # relative paths in a config mean the workflow's directory, where snakemake runs
         paths = _into_workflow_dir(args, paths)
     config = load_configs(paths)
-    plans = resolve_plans(config, source)
+    plans, launches = resolve_sweep(config, source)
     if args.command == "failed":  # only the names matter: what ran is in results/
         for path in failed_outcomes(args.results, set(plans)):
             print(path)
@@ -262,11 +265,15 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     problems, warnings = start_findings(config, plans, resolve_labels(config))  # what `snakemake -n` refuses
     if problems:
         raise ConfigError(source, problems)
-    for warning in warnings:
+    cost, cost_warnings = cost_lines(sweep_cost(plans, launch_order(launches, config.get("baseline"),
+                                                                    bool(config.get("aa_control", True)))))
+    for warning in [*warnings, *cost_warnings]:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":
         return preflight(config, plans, args.parser_env, args.requirements, args.image)
-    return check_all(config, plans, args.parser_env, args.requirements, warnings, args.no_parser_env)
+    status = check_all(config, plans, args.parser_env, args.requirements, warnings, args.no_parser_env)
+    print(cost)
+    return status
 
 
 if __name__ == "__main__":
