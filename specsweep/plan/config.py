@@ -80,8 +80,8 @@ def load_yaml_strict(path: Path) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(str(path), [f"(top level): a config file is a mapping of keys (configurations:, defaults:, "
-                                      f"baseline:, ...), got a YAML {_yaml_kind(data)}"])
+        raise ConfigError(str(path), [(f"(top level): a config file is a mapping of keys (configurations:, defaults:, "
+                                       f"baseline:, ...), got a YAML {_yaml_kind(data)}")])
     return data
 
 

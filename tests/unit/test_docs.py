@@ -41,7 +41,7 @@ OUTSIDE = re.compile(r"/work/|\bDOMAIN\.md\b|/root/|/home/[a-z]")
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_what_ships_names_no_path_outside_the_repository_and_no_seeds(path):
     text = path.read_text(errors="replace")
-    found = [m.group(0) for m in re.finditer(r"\bseeds\b", text, flags=re.I)] + OUTSIDE.findall(text)
+    found = [m.group(0) for m in re.finditer(r"\bseeds\b", text, flags=re.IGNORECASE)] + OUTSIDE.findall(text)
     assert found == [], f"{path.relative_to(REPO)}: {found}"
     if path.suffix == ".md":  # a relative link stays inside the checkout
         for target in re.findall(r"\]\((?!https?:|#|mailto:)([^)#\s]+)", text):

@@ -60,8 +60,8 @@ def test_a_typo_in_each_profile_stops_a_dry_run(tmp_path, profile, old, new, key
     assert old in text
     path.write_text(text.replace(old, new, 1))
     chosen = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
-    result = subprocess.run(SNAKEMAKE + [*chosen, "all"], cwd=work, capture_output=True, text=True,  # noqa: S603
-                            timeout=300)
+    result = subprocess.run(SNAKEMAKE + [*chosen, "all"], cwd=work, capture_output=True, text=True, timeout=300,
+                            check=False)
     out = result.stdout + result.stderr  # Snakemake prints a WorkflowError on stdout
     assert result.returncode != 0, out
     assert f"invalid configuration in profiles/{profile}/config.yaml:" in out and f"  - {key}: " in out, out
@@ -72,12 +72,12 @@ def test_a_stray_profile_copy_the_run_does_not_use_stops_nothing(tmp_path):
     stray = work / "profiles" / "default copy" / "config.yaml"
     stray.parent.mkdir()
     stray.write_text((work / "profiles/default/config.yaml").read_text().replace("\nresources:\n", "\nresource:\n"))
-    result = subprocess.run(SNAKEMAKE + ["all"], cwd=work, capture_output=True, text=True, timeout=300)  # noqa: S603
+    result = subprocess.run(SNAKEMAKE + ["all"], cwd=work, capture_output=True, text=True, timeout=300, check=False)
     out = result.stdout + result.stderr
     assert result.returncode == 0 and "default copy" not in out, out[-3000:]
     # named on the command line, it is the profile in use, and checked
     result = subprocess.run(SNAKEMAKE + ["--workflow-profile", "profiles/default copy", "all"], cwd=work,
-                            capture_output=True, text=True, timeout=300)  # noqa: S603
+                            capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode != 0 and "invalid configuration in profiles/default copy/config.yaml:" in \
         result.stdout + result.stderr
 

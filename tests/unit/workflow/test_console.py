@@ -16,7 +16,7 @@ from specsweep.workflow.console import STREAM_HANDLER, quiet_console
 
 
 def _logger() -> tuple[logging.Logger, io.StringIO]:
-    logger = logging.Logger("snakemake-test")
+    logger = logging.getLogger(f"specsweep-test-{id(object())}")
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.name = STREAM_HANDLER
@@ -73,5 +73,5 @@ def test_verbose_or_a_dry_run_brings_every_line_back(verbose, dryrun, argv):
 
 def test_a_dry_run_asked_to_be_quiet_stays_quiet():
     quiet = {Quietness.RULES, Quietness.PROGRESS}
-    quiet_console(logging.Logger("x"), quiet, verbose=False, dryrun=True, argv=["-n", "--quiet"])
+    quiet_console(logging.getLogger("specsweep-test-dry"), quiet, verbose=False, dryrun=True, argv=["-n", "--quiet"])
     assert quiet == {Quietness.RULES, Quietness.PROGRESS}
