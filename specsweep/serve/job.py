@@ -220,7 +220,7 @@ class _Runner:
         self.record(phases.start_server(job, server, reap.watch_group))
         self.server_times["server_started_at"] = time.time()
         self.record(phases.await_ready(job, server))
-        job.say(f"ready after {self.launch['ready_s']:.1f} s")
+        job.defer(f"ready after {self.launch['ready_s']:.1f} s")  # said with the warmup's result
         self.record(phases.read_server_info(server))
         self.record(phases.read_provenance(server))
         write_json_atomic(job.paths.launch, self.launch)
