@@ -266,7 +266,9 @@ def config_rows(
         r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
-        if r["cycle_time_ms"] is None:
+        if r["config"] == baseline and r["spec"]:  # an external server's own word; a launched one is refused
+            r["break_even_why"] = "the baseline itself runs speculation"
+        elif r["cycle_time_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
         elif r["baseline_tok_s"] is None:
             r["break_even_why"] = "no baseline decode rate" + (" at this point" if point_base is None else "")
@@ -651,7 +653,7 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     head = (best_lines(rows, base, baseline, compare_primary)
             + control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
                             compare_rows)
-            + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
+            + external_lines(rows, baseline) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (backend_section(rows, baseline) + model_section(rows)
             + budget_section(budget, f"{plots_rel}/{PLOT_FILES['budget']}") + concurrency_table(rows)
             + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries))

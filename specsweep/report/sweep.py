@@ -77,6 +77,11 @@ def _point_rows(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def rule_line(members: Sequence[dict[str, Any]], baseline: str | None, smallest_effect: float | None) -> str:
     """The rule the verdicts at one point use, with the threshold and the smallest difference it sees."""
     noise: Noise = members[0]["noise"][PRIMARY_VERDICT]
+    if noise.var is None and noise.sides == 0:  # nothing to pool: every run here failed or was contaminated
+        kept = sorted({str(r["status"]) for r in members})
+        return (f"no verdicts: no configuration at this point has a result that is compared (status "
+                f"{', '.join(kept)}: a failed or contaminated run is never compared), so there is no variance to "
+                "judge a difference by")
     if noise.var is None:
         return ("no verdicts: nothing was replicated (one launch and one round per configuration), so there is no "
                 "variance to judge a difference by")
@@ -170,18 +175,28 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
     return out.getvalue() + "\n"
 
 
-def external_lines(rows: Sequence[dict[str, Any]]) -> str:
-    """What runtime external means for reading the results (empty when no configuration used it)."""
+def external_lines(rows: Sequence[dict[str, Any]], baseline: str | None = None) -> str:
+    """What runtime external means for reading the results (empty when no configuration used it), and a
+    baseline whose server turned out to run speculation (only its /server_info can say so)."""
     urls = {r["config"]: (r.get("plan") or {}).get("url") for r in rows if is_external(r.get("plan") or {})}
     if not urls:
         return ""
     named = ", ".join(f"{c} ({u})" for c, u in sorted(urls.items()))
-    return (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
+    text = (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
             "Launch noise and the host lock do not apply to them: nothing was launched, so no launch-to-launch "
-            "effect of their own exists to measure, and the one-server-per-host lock was not taken (nor the check "
-            "that no other server ran on their host). Their launches are measurement rounds against the same "
-            "running server, and an A/A control of such a baseline measures drift over the sweep, not a "
-            "relaunch. What they run is what their /server_info said (each launch.json's server_info).\n\n")
+            "effect of their own exists to measure, and the one-server-per-host lock was not taken; the workflow "
+            "still waited until no other specsweep server ran on this host and marks a result measured while "
+            "one did `contaminated` (runs elsewhere do not know of an external server). Their launches are "
+            "measurement rounds against the same running server, and an A/A control of such a baseline measures "
+            "drift over the sweep, not a relaunch. What they run is what their /server_info said (each "
+            "launch.json's server_info).\n\n")
+    spec = sorted({str(r["spec"]) for r in rows if r["config"] == baseline and r.get("spec")})
+    if spec:
+        text += (f"**The baseline, {baseline}, runs speculative decoding** (its server says {', '.join(spec)}): "
+                 "break-even and `pays?` assume a baseline without speculation, so the baseline's own row is not "
+                 "judged against itself, and the other rows' break-even is against a speculative rate; name a "
+                 "server without speculation as baseline: for the answer this report is for.\n\n")
+    return text
 
 
 def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] | None,
