@@ -2,9 +2,10 @@
 
     specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
                                       plan through its engine's preflight (its own argument parser),
-                                      print each argv; exit 2 on any error (--no-parser-env: without
-                                      SGLang's parser, whose environment is a download and a build);
-                                      then what the sweep will cost (launches, requests, a time)
+                                      print each argv and the environment beside it; exit 2 on any error
+                                      (--no-parser-env: without SGLang's parser, whose environment is a
+                                      download and a build); then what the sweep will cost (launches,
+                                      requests, a time)
     specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
                                       when any configuration has errors)
     specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
@@ -41,8 +42,7 @@ from specsweep.engines.sglang.preflight import (
 )
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
-from specsweep.plan.cost import cost_lines, sweep_cost
-from specsweep.plan.launches import launch_order
+from specsweep.plan.cost import config_cost, cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
 from specsweep.workflow.inputs import parser_env_path
 
@@ -88,9 +88,10 @@ def _parser_python(venv: Path, requirements: Path, names: Sequence[str]) -> str 
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
               shown: Sequence[str] = (), skip_parser: bool = False) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
-    its parser, in the pinned venv); print each argv, every warning and error (once; none of ``shown``,
-    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built.
-    ``skip_parser``: plans that need the parser environment get only the rules the start checks ran."""
+    its parser, in the pinned venv); print each argv with the environment beside it, every warning and error
+    (once; none of ``shown``, printed already by the start checks); 2 when any has errors, 1 when the parser
+    venv cannot be built. ``skip_parser``: plans that need the parser environment get only the rules the
+    start checks ran."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
@@ -106,14 +107,15 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
             return 1
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
-        if engine.needs_parser_env and skip_parser:
-            print(f"{name}: {' '.join(plan['argv'])}")
-            continue
-        labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
-        result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None, config.get("images"))
-        errors += result.errors
-        warnings += result.warnings
+        if not (engine.needs_parser_env and skip_parser):
+            labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
+            result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None,
+                                      config.get("images"))
+            errors += result.errors
+            warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
+        if plan.get("env"):  # the server's environment beside its argv (as plan.json holds it)
+            print(f"{' ' * len(name)}  env: {' '.join(f'{k}={v}' for k, v in sorted(plan['env'].items()))}")
     for warning in dict.fromkeys(w for w in warnings if w not in shown):
         print(f"warning: {warning}", file=sys.stderr)
     for error in dict.fromkeys(errors):
@@ -265,8 +267,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     problems, warnings = start_findings(config, plans, resolve_labels(config))  # what `snakemake -n` refuses
     if problems:
         raise ConfigError(source, problems)
-    cost, cost_warnings = cost_lines(sweep_cost(plans, launch_order(launches, config.get("baseline"),
-                                                                    bool(config.get("aa_control", True)))))
+    cost, cost_warnings = cost_lines(config_cost(config, plans, launches))
     for warning in [*warnings, *cost_warnings]:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":

@@ -83,6 +83,8 @@ from specsweep.analysis.formulas import (
 from specsweep.analysis.metrics import required_metrics
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as SIMULATE_ENV
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage, Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
@@ -116,7 +118,6 @@ AGREEMENT_DEFINITION = (
     "(same endpoint, prompt and output_len); match share = paired requests whose output token ids equal "
     "the baseline's / paired requests; flagged 'outputs differ from the baseline' below the threshold; "
     "only under greedy decoding without simulated acceptance")
-SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,7 @@ class BaselineRun:
 
 def _simulated(env: Mapping[str, Any] | None) -> str | None:
     value = (env or {}).get(SIMULATE_ENV)
-    try:
-        return str(value) if value is not None and float(value) > 0 else None
-    except ValueError:
-        return None
+    return str(value) if simulated_acc_len(value) is not None else None
 
 
 def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun | None) -> list[dict] | Absent:

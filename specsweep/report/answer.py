@@ -35,6 +35,7 @@ from specsweep.analysis.costmodel import (
     residual,
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
@@ -43,7 +44,7 @@ from specsweep.report.markdown import table_head, table_row
 from specsweep.report.sweep import row_label
 
 SPECULATION_FLAG_PREFIX = "speculative"
-SPECULATION_ENV = ("SGLANG_SIMULATE_ACC_LEN",)
+SPECULATION_ENV = (SIMULATE_ACC_LEN,)
 #: A configuration with a test-only fault (a positive control) is never what to deploy.
 TEST_FAULT_ENV = (STEP_DELAY_ENV, STEP_SLOWDOWN_ENV)
 #: Plan keys that must agree for an automatic own baseline (besides flags and environment).

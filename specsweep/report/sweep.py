@@ -5,8 +5,10 @@ configuration and workload point) and the summary files' launch sections;
 nothing is measured or recomputed from records.
 
 * The rule and the controls (``control_lines``): the report's first lines.
-  The rule the verdicts use (the launch variance pooled at each point, the
-  threshold and the smallest difference the design sees), the A/A control
+  The rule the verdicts use (the model at each point, ``analysis.blocks``:
+  rounds as blocks, or the one-way pooled variance; the threshold and the
+  smallest difference the design sees), a trend over start time or a slow
+  first launch where one is named (``trend_lines``), the A/A control
   (the baseline launched again at the end of the sweep: it must not be
   called) and the positive control (a configuration with a known injected
   slowdown: it must be called slower than its twin).
@@ -36,11 +38,12 @@ from typing import Any
 from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Status
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT, is_external
 
-ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
 ACC_KEY = f"env.{ACC_ENV}"
 #: Pairwise verdicts are listed when a point has at most this many ok configurations besides the baseline.
 PAIRWISE_MAX = 6
@@ -91,13 +94,22 @@ def rule_line(members: Sequence[dict[str, Any]], baseline: str | None, smallest_
                 "launch-to-launch difference would be called as a real one** (set `launches: 2` or more, or keep "
                 "the A/A control)")
     base = next((r for r in members if r["config"] == baseline), None)
-    others = [u for u in (_units(r, noise) for r in members if r["config"] != baseline) if u]
+    fit = (members[0].get("blocks") or {}).get(PRIMARY_VERDICT)
+    blocked = fit is not None and fit.blocked
+
+    def units(r: Mapping[str, Any]) -> int | None:
+        return fit.launches_of(r["config"]) if blocked else _units(r, noise)
+
+    others = [u for u in (units(r) for r in members if r["config"] != baseline) if u]
     typical = int(statistics.median(others)) if others else 1
-    base_units = (_units(base, noise) if base is not None else None) or typical
+    base_units = (units(base) if base is not None else None) or typical
     beyond = called_beyond(noise, typical, base_units)
     sees = detectable(noise, typical, base_units)
-    text = (f"the launch-to-launch variance pooled over {noise.units} launches of {noise.sides} configurations "
-            f"(the A/A control's included) is an SD of {_pct(noise.sd)} ({noise.df} degrees of freedom): a "
+    pooled = (f"the launch-to-launch variance left by the model with the round as a block ({fit.describe()}; the "
+              "A/A control a level of its own)" if blocked else
+              f"the launch-to-launch variance pooled over {noise.units} launches of {noise.sides} configurations "
+              "(the A/A control's included" + (f"; one-way model: {fit.why})" if fit is not None else ")"))
+    text = (f"{pooled} is an SD of {_pct(noise.sd)} ({noise.df} degrees of freedom): a "
             f"configuration of {typical} launch{'es' if typical > 1 else ''} against the baseline's {base_units} is "
             f"called beyond +-{_pct(beyond)}, and the smallest difference this design sees with 80 % power is "
             f"{_pct(sees)}")
@@ -131,9 +143,23 @@ def control_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_plann
     else:
         out.write("**Verdicts are on the decode rate, called when the 95 % interval of the ratio excludes 1:** "
                   f"{rule_line(points[0], baseline, smallest_effect)}.\n\n")
+    out.write(trend_lines(points))
     out.write(aa_lines(rows, baseline, aa_planned))
     out.write(positive_lines(rows, positive, smallest_effect, compare))
     return out.getvalue()
+
+
+def trend_lines(points: Sequence[Sequence[dict[str, Any]]]) -> str:
+    """A trend of the decode rate over start time, and a first launch off the model, where named
+    (``blocks.trend``, ``blocks.cold_start``; ``row["trend"]`` and ``row["cold_start"]``): empty otherwise."""
+    lines = []
+    for members in points:
+        where = "" if len(points) == 1 else f" at point {members[0]['point']}"
+        for key, label in (("trend", "Trend"), ("cold_start", "Cold start")):
+            found = members[0].get(key) or {}
+            if found.get("named"):
+                lines.append(f"- {label}{where}: {found['text']}.\n")
+    return "".join(lines) + ("\n" if lines else "")
 
 
 def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool) -> str:
@@ -159,6 +185,8 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         comp = aa["comparison"]
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
+        if comp.get("model") == "blocked" and "ratio" in comp:
+            judged += f"; judged against all of {baseline}'s launches, round effects removed"
         called = comp["verdict"] in ("faster", "slower")
         verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
@@ -293,7 +321,7 @@ def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence
     ran = [(e["config"], e["launch"]) for e in entries if e.get("started_at") is not None]
     planned_ran = [tuple(p) for p in planned if tuple(p) in set(ran)]
     if ran == planned_ran:
-        return "in the planned interleaved order (round by round, the A/A control last)"
+        return "in the planned interleaved order (round by round, each round in its seeded order)"
     first_bad = next(i for i, (a, b) in enumerate(zip(ran, planned_ran)) if a != b) if len(ran) == len(
         planned_ran) else 0
     return (f"NOT in the planned order from launch #{first_bad + 1} on (ran {ran[first_bad][0]}/{ran[first_bad][1]}, "
@@ -318,17 +346,53 @@ def launch_lines(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[
             f"ran {order_check(entries, planned)}.\n\n")
 
 
-def launch_table(files: Sequence[Mapping[str, Any]]) -> str:
+def launch_table(files: Sequence[Mapping[str, Any]], rounds: Mapping[str, Any] | None = None) -> str:
+    """Every launch in the order it started, with its round and its place in the round's seeded order."""
     entries = launch_entries(files)
     if not entries:
         return ""
+    place = {(c, lid): (plan["round"], k) for plan in (rounds or {}).get("plans") or []
+             for k, (c, lid) in enumerate(plan["order"], 1)}
     out = io.StringIO()
-    out.write("## Launches\n\n| # | config | launch | status | ready s | wall s |\n|---|---|---|---|---|---|\n")
+    out.write("## Launches\n\nIn the order they started; *round / place*: the launch's round and its place in "
+              "that round's seeded order.\n\n| # | config | launch | round / place | status | ready s | wall s |\n"
+              "|---|---|---|---|---|---|---|\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
         status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
-        out.write(f"| {i} | {e['config']} | {name} | {status} | {_f(e.get('ready_s'))} | {_f(e.get('wall_s'))} |\n")
+        where = place.get((e["config"], e["launch"]))
+        cell = f"{where[0]} / {where[1]}" if where else "n/a"
+        out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('ready_s'))} | "
+                  f"{_f(e.get('wall_s'))} |\n")
     return out.getvalue() + "\n"
+
+
+def burn_in_line(record: Mapping[str, Any] | None) -> str:
+    """The burn-in before round 1: its units' decode rates, how long it took and whether it settled."""
+    if not record:
+        return "Burn-in: none recorded (off, or this report's round 1 ran in an earlier invocation without one)."
+    rates = ", ".join(_f(u.get("decode_tok_s")) for u in record.get("units") or [])
+    state = (f"steady (within {record['tolerance']:.0%} of the unit before)" if record.get("steady")
+             else f"NOT steady after {len(record.get('units') or [])} units: the host kept changing")
+    return (f"Burn-in: {len(record.get('units') or [])} unmeasured launches of {record.get('config')} in "
+            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}: {state}; it enters no verdict.")
+
+
+def design_lines(design: Mapping[str, Any] | None, rounds: Mapping[str, Any] | None) -> str:
+    """How the launches were grouped and ordered, how many rounds ran and what ended them, the burn-in."""
+    if not design:
+        return ""
+    judgements = (rounds or {}).get("judgements") or []
+    last = judgements[-1] if judgements else None
+    seed = (design.get("rounds") or {}).get("seed")
+    out = [f"Design: **{design['design']}** ({design['why']}); launches in rounds, each round in a seeded random "
+           f"order (rounds.seed {seed}), the round a block of the verdicts."]
+    if last is not None:
+        out.append(f"Rounds: {len(judgements)} ran; they ended by **{last.get('ended_by') or 'n/a'}**: "
+                   f"{last.get('why')}.")
+    first = judgements[0] if judgements else None
+    out.append(burn_in_line(first.get("burn_in") if first else None))
+    return "\n".join(f"- {line}" for line in out) + "\n\n"
 
 
 # ------------------------------------------------------------ break-even curves
@@ -352,11 +416,8 @@ class CurveGroup:
 
 
 def _acc_value(row: Mapping[str, Any]) -> float | None:
-    value = ((row.get("plan") or {}).get("env") or {}).get(ACC_ENV)
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """The configured accept length (plan-time checks refuse one SGLang would clamp, so it is the one that ran)."""
+    return simulated_acc_len(((row.get("plan") or {}).get("env") or {}).get(ACC_ENV))
 
 
 def _group_key(row: Mapping[str, Any]) -> str:
@@ -607,7 +668,7 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
 
 def methods_lines() -> str:
     return ("- Launches: the unit of replication; each launch of a configuration is reduced to its median, a side "
-            "of one launch still carries the launch variance pooled over the point's launches (the A/A control's "
-            "included), so a configuration measured once is judged as noisily as the sweep's replicated launches "
-            "showed.\n"
+            "of one launch still carries the launch variance the point's model measured over all its launches (with "
+            "rounds as blocks: what is left once each round's shared speed is removed), so a configuration measured "
+            "once is judged as noisily as the sweep's replicated launches showed.\n"
             f"- Break-even crossing: {CROSSING_METHOD}.\n")

@@ -18,9 +18,9 @@ def test_check_and_a_dry_run_say_the_cost(tmp_path):
     check = subprocess.run([sys.executable, "-m", "specsweep", "check", str(path)], cwd=REPO, capture_output=True,
                            text=True, timeout=300, check=False)
     assert check.returncode == 0, check.stderr
-    assert "cost: 4 configuration(s), 1201 server launch(es)" in check.stdout
-    assert "warning: 1201 server launches, more than 100" in check.stderr
+    assert "cost: 4 configuration(s), 1201 planned server launch(es)" in check.stdout
+    assert "server launches, more than 100" in check.stderr
     work = copy_workflow(tmp_path / "work")
     dry = run(SNAKEMAKE + ["-n", "all"], work)
     assert dry.returncode == 0, dry.stderr[-3000:]
-    assert "specsweep: cost: 4 configuration(s), 9 server launch(es), " in dry.stdout + dry.stderr
+    assert "specsweep: cost: 4 configuration(s), 9 planned server launch(es) " in dry.stdout + dry.stderr

@@ -17,6 +17,8 @@ from specsweep.workflow.console import STREAM_HANDLER, quiet_console
 
 def _logger() -> tuple[logging.Logger, io.StringIO]:
     logger = logging.getLogger(f"specsweep-test-{id(object())}")
+    logger.setLevel(logging.INFO)  # as Snakemake sets its own
+    logger.propagate = False
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.name = STREAM_HANDLER
