@@ -116,7 +116,7 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: dict | None, log: TextIO,
                registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None,
-               launch_id: str = "1") -> dict:
+               launch_id: str = "1", console: bool = True) -> dict:
     """Launch, wait, warm up and measure every point, tear down; return (and write) the outcome
     (life cycle: module docstring).
 
@@ -125,6 +125,8 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
     pulls an image that is not on this host (a cluster node never builds).
     ``host``: the lock, the checkout and the guard's interval (``JobHost``).
     ``launch_id``: which launch of the configuration this job is (``plan.launches``).
+    ``console``: the job's few lines on the terminal (off for a caller that says its own: the burn-in's units);
+    a wait for the host is said either way.
     """
     plan = plan if isinstance(plan, Plan) else Plan.from_dict(plan)
     host = host or JobHost()
@@ -134,7 +136,7 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
         # The server's environment names its launch (provenance shows it; a test-only fault reads it).
         plan = with_nccl_debug_file(plan.replace(env={**plan.env, LAUNCH_ENV: launch_id}), nccl_dir)
     job = Job(plan=plan, paths=paths, host=host, run_id=run_id, launch_id=launch_id, log=log,
-              console=job_console(host.notice, plan.name, launch_id),  # the terminal's few lines (serve.console)
+              console=job_console(host.notice if console else None, plan.name, launch_id),  # (serve.console)
               image_manifest=image_manifest, registry=registry, identity=identity_env(run_id, plan.name, host.workdir),
               checkout=checkout_id(host.workdir), nccl_dir=nccl_dir)
     return _Runner(job).run()

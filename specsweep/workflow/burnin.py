@@ -65,6 +65,17 @@ def settled(rates: list[float | None], tolerance: float, min_units: int) -> bool
     return abs(rates[-1] / rates[-2] - 1) <= tolerance
 
 
+def _say(host: JobHost | None, text: str) -> None:
+    """One line of the burn-in on the terminal (the units' own console is off: a line a unit)."""
+    stream = host.notice if host is not None else None
+    if stream is not None:
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except OSError:
+            pass  # a terminal that went away ends nothing: the log has the line
+
+
 def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: TextIO,
             image_manifest: dict | None = None, registry: Mapping[str, Any] | None = None,
             host: JobHost | None = None, unit_dir: str = BURN_IN_DIR) -> dict[str, Any]:
@@ -81,7 +92,7 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
         paths = JobPaths(d / "launch.json", d / "server.log", d / "warmup.jsonl", d / "requests.jsonl",
                          d / "outcome.json", profile=d / "profile.json", allreduce_bench=d / "allreduce_bench.json")
         outcome = run_config(unit_plan(plan, int(settings["requests"])), paths, image_manifest, log, registry,
-                             host=host, launch_id=f"burn-in-{k}")
+                             host=host, launch_id=f"burn-in-{k}", console=False)  # one line a unit, below
         record = read_json(paths.launch) if paths.launch.is_file() else {}
         rate = unit_rate(paths.requests) if paths.requests.is_file() else None
         rates.append(rate)
@@ -89,9 +100,11 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
         units.append({"unit": k, "status": outcome.get("status"), "decode_tok_s": rate,
                       "ready_s": record.get("ready_s"), "started_at": start,
                       "wall_s": end - start if start is not None and end is not None else None})
-        print(f"burn-in unit {k}: {outcome.get('status')}, decode {rate if rate is None else round(rate, 1)} tok/s",
-              file=log)
-        if settled(rates, tolerance, min_units):
+        line = f"burn-in unit {k}: {outcome.get('status')}, decode {rate if rate is None else round(rate, 1)} tok/s"
+        print(line, file=log)
+        steady = settled(rates, tolerance, min_units)
+        _say(host, f"specsweep {plan.name} {line}" + (" (steady)" if steady else ""))
+        if steady:
             break
     out = {"format_version": 1, "config": plan.name, "units": units, "steady": settled(rates, tolerance, min_units),
            "tolerance": tolerance, "min_units": min_units, "max_units": max_units,
