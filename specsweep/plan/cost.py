@@ -107,7 +107,7 @@ def config_cost(config: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]
     order = planned_order(launches, baseline, aa, settings.seed)
     extra = [name for name in sorted(launches) for _ in range(max(0, (settings.max_launches or 0) - launches[name]))]
     own = {**schema_default("burn_in"), **(config.get("burn_in") or {})}
-    first = baseline if baseline in plans else (sorted(plans)[0] if plans else None)
+    first = baseline if baseline in plans else min(plans, default=None)
     burn_in = (first, int(own["max_units"]), int(own["requests"])) if own.get("enabled") and first else None
     return sweep_cost(plans, order, extra, burn_in)
 

@@ -72,7 +72,7 @@ class Console:
         if final or self.clock() - self.shared.last >= self.every_s:
             self.say(text)
 
-    def point(self, name: str) -> "Console":
+    def point(self, name: str) -> Console:
         """The same terminal, lines naming the workload point too."""
         return Console(None, f"{self.prefix} {name}", self.every_s, self.clock, self.shared)
 
