@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 #: Seconds without a line from the job after which a progress line is shown (the log gets every line).
-PROGRESS_EVERY_S = 30.0
+PROGRESS_EVERY_S = 60.0
 
 
 @dataclass

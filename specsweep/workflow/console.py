@@ -9,8 +9,8 @@ option for those (``snakemake.logging.DefaultFilter``, 9.27.1: rules covers
 the job banners and job errors, progress the counter and the job table, host
 the header). What Snakemake prints whatever ``quiet`` says (the scheduler's
 "Select jobs to execute..." and "Execute N jobs..." per job, "Building DAG of
-jobs...", "Using shell: ...", and the log hint and elapsed time after the
-closing summary) is dropped here from its console handler only (its log file
+jobs...", "Using shell: ...", a checkpoint's "DAG of jobs will be updated...",
+and the log hint and elapsed time after the closing summary) is dropped here from its console handler only (its log file
 under ``.snakemake/log/`` keeps every line), and only while that quietness is
 in effect. After a Ctrl-C the interrupted job has said its outcome; the
 lines Snakemake adds about the failed job are dropped too, so the outcome is
@@ -32,10 +32,11 @@ from typing import Any
 PROFILE_QUIET = ("RULES", "PROGRESS", "HOST")
 #: The console handler Snakemake's LoggerManager adds (snakemake/logging.py, ``_default_streamhandler``).
 STREAM_HANDLER = "DefaultStreamHandler"
-#: Lines Snakemake's console prints whatever ``quiet`` says (snakemake/scheduling/job_scheduler.py,
-#: snakemake/workflow.py, snakemake/logging.py ``logfile_hint``, 9.27.1).
+#: Lines Snakemake's console prints whatever ``quiet`` says (9.27.1: scheduling/job_scheduler.py:319,335;
+#: workflow.py:1275,1465,1616; jobs.py:1107 and dag.py:2245, a checkpoint's; logging.py:754, ``logfile_hint``).
 CHATTER = re.compile(r"(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.|Building DAG of jobs\.\.\.|"
-                     r"Using shell: .*|Complete log\(s\): .*|Elapsed time: .*)")
+                     r"Using shell: .*|Conda environments: ignored|DAG of jobs will be updated after completion\.|"
+                     r"Updating checkpoint dependencies\.|Complete log\(s\): .*|Elapsed time: .*)")
 
 
 class ConsoleFilter(logging.Filter):

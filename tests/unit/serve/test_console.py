@@ -22,7 +22,7 @@ def _record(tokens: int = 4, status: str = "ok") -> dict:
 
 def test_a_round_is_silent_on_the_terminal_until_a_long_quiet_and_the_last_round_ends_with_its_totals():
     clock, term, log = _Clock(), io.StringIO(), io.StringIO()
-    console = Console(term, "eagle3-shm launch-1", every_s=30.0, clock=clock)
+    console = Console(term, "eagle3-shm launch-1", every_s=30.0, clock=clock)  # (the default is 60 s)
     first = _Progress(log, "measured 1/2", 10, every=1, console=console)
     for i in range(10):
         clock.t = i * 2.0  # a request every 2 s: 0 .. 18 s, never 30 s without a line

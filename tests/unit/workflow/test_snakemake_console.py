@@ -47,7 +47,9 @@ def test_the_chatter_goes_and_specsweep_and_errors_stay(sigint):
     console = quiet_console(logger, _profile_quiet(), verbose=False, dryrun=False, argv=["--cores", "1", "all"])
     assert console is not None
     for line in ("Select jobs to execute...", "Execute 1 jobs...", "Building DAG of jobs...", "Using shell: /bin/bash",
-                 "Complete log(s): /x/.snakemake/log/a.log", "Elapsed time: 0:05:01.2"):
+                 "Conda environments: ignored", "DAG of jobs will be updated after completion.",
+                 "Updating checkpoint dependencies.", "Complete log(s): /x/.snakemake/log/a.log",
+                 "Elapsed time: 0:05:01.2"):
         logger.info(line)
     logger.error("MissingInputException: a real problem")
     assert stream.getvalue() == "MissingInputException: a real problem\n"
