@@ -66,7 +66,8 @@ def settled(rates: list[float | None], tolerance: float, min_units: int) -> bool
 
 
 def _say(host: JobHost | None, text: str) -> None:
-    """One line of the burn-in on the terminal (the units' own console is off: a line a unit)."""
+    """A line of the burn-in on the terminal (the units' own console is off: a line as it starts, one at the
+    end)."""
     stream = host.notice if host is not None else None
     if stream is not None:
         try:
@@ -86,6 +87,8 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
     units: list[dict[str, Any]] = []
     rates: list[float | None] = []
     t0 = time.time()
+    _say(host, f"specsweep {plan.name} burn-in: up to {max_units} unmeasured launches, until its decode rate is "
+               f"steady (within {tolerance:.0%} of the launch before)")
     for k in range(1, max_units + 1):
         d = Path(unit_dir) / f"unit-{k}"
         d.mkdir(parents=True, exist_ok=True)
@@ -100,12 +103,13 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
         units.append({"unit": k, "status": outcome.get("status"), "decode_tok_s": rate,
                       "ready_s": record.get("ready_s"), "started_at": start,
                       "wall_s": end - start if start is not None and end is not None else None})
-        line = f"burn-in unit {k}: {outcome.get('status')}, decode {rate if rate is None else round(rate, 1)} tok/s"
-        print(line, file=log)
-        steady = settled(rates, tolerance, min_units)
-        _say(host, f"specsweep {plan.name} {line}" + (" (steady)" if steady else ""))
-        if steady:
+        print(f"burn-in unit {k}: {outcome.get('status')}, decode {rate if rate is None else round(rate, 1)} tok/s",
+              file=log)
+        if settled(rates, tolerance, min_units):
             break
+    shown = ", ".join("n/a" if r is None else f"{r:.1f}" for r in rates)
+    _say(host, f"specsweep {plan.name} burn-in: {'steady' if settled(rates, tolerance, min_units) else 'not steady'} "
+               f"after {len(rates)} unit(s), decode {shown} tok/s")
     out = {"format_version": 1, "config": plan.name, "units": units, "steady": settled(rates, tolerance, min_units),
            "tolerance": tolerance, "min_units": min_units, "max_units": max_units,
            "requests": int(settings["requests"]), "started_at": t0, "wall_s": time.time() - t0}
