@@ -95,7 +95,7 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
         paths = JobPaths(d / "launch.json", d / "server.log", d / "warmup.jsonl", d / "requests.jsonl",
                          d / "outcome.json", profile=d / "profile.json", allreduce_bench=d / "allreduce_bench.json")
         outcome = run_config(unit_plan(plan, int(settings["requests"])), paths, image_manifest, log, registry,
-                             host=host, launch_id=f"burn-in-{k}", console=False)  # one line a unit, below
+                             host=host, launch_id=f"burn-in-{k}", console=False)  # its start and end, below
         record = read_json(paths.launch) if paths.launch.is_file() else {}
         rate = unit_rate(paths.requests) if paths.requests.is_file() else None
         rates.append(rate)
