@@ -14,7 +14,7 @@ from specsweep.engines.preflight import PreflightResult
 from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
 from specsweep.refengine.config import load_config, request_token_limit, serving_context
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
-# report.answer: a configuration that sets one is not an answer).
+# analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
 from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401

@@ -141,9 +141,9 @@ def test_a_clamped_accept_length_is_refused_at_plan_time_with_the_value_that_wou
 
 
 def test_the_accept_length_has_one_home():
-    """The summary, the report's sweep and its answer read the variable and its value through contracts.acceptance."""
-    from specsweep.analysis import summary
-    from specsweep.report import answer, sweep
+    """The summary, the grids' curves and the answer read the variable and its value through contracts.acceptance."""
+    from specsweep.analysis import answer, summary
+    from specsweep.analysis import grids as sweep
 
     assert summary.SIMULATE_ENV is sweep.ACC_ENV is acceptance.SIMULATE_ACC_LEN
     assert answer.SPECULATION_ENV == (acceptance.SIMULATE_ACC_LEN,)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from specsweep.analysis.summary import build_summary
 from specsweep.contracts.vocabulary import Status
-from specsweep.report.render import config_rows, render_report
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.analysis.rows import config_rows
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 URL = "http://127.0.0.1:30000"
 
@@ -29,9 +29,9 @@ def test_a_speculative_external_baseline_is_labelled_and_not_judged_against_itse
     assert rows[0]["break_even_accept_length"] is None and rows[0]["speculation_pays"] is None
     assert rows[0]["break_even_why"] == "the baseline itself runs speculation"
     md_path = tmp_path / "report.md"
-    render_report([served], "served", tmp_path / "summary.csv", md_path, tmp_path / "plots")
+    render_summaries([served], "served", tmp_path / "summary.csv", md_path, tmp_path / "plots")
     md = md_path.read_text()
-    assert "**The baseline, served, runs speculative decoding** (its server says EAGLE3)" in md
+    assert "**The baseline, served (its server says EAGLE3), runs speculative decoding**" in md
     assert "n/a (the baseline itself runs speculation)" in md
 
 
@@ -40,7 +40,7 @@ def test_the_text_says_the_host_was_checked_and_why_a_contaminated_run_has_no_ve
     summaries = [_external("served", spec=False, outcome=contaminated), _external("other", spec=False,
                                                                                    outcome=contaminated, seed=2)]
     md_path = tmp_path / "report.md"
-    render_report(summaries, "served", tmp_path / "summary.csv", md_path, tmp_path / "plots")
+    render_summaries(summaries, "served", tmp_path / "summary.csv", md_path, tmp_path / "plots")
     md = md_path.read_text()
     assert "nothing was replicated" not in md and "no configuration at this point has a result that is compared" in md
     assert "nor the check that no other server ran" not in md
