@@ -183,7 +183,9 @@ def config_rows(
         r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
-        if r["cycle_time_ms"] is None:
+        if r["config"] == baseline and r["spec"]:  # an external server's own word; a launched one is refused
+            r["break_even_why"] = "the baseline itself runs speculation"
+        elif r["cycle_time_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
         elif r["baseline_tok_s"] is None:
             r["break_even_why"] = "no baseline decode rate" + (" at this point" if point_base is None else "")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.engines.argv import args_to_argv
+from specsweep.engines.context import ContextLimit, model_config, shown_path
 from specsweep.engines.preflight import PreflightResult
 from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
+from specsweep.refengine.config import load_config, request_token_limit, serving_context
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
@@ -69,6 +72,29 @@ class ReferenceEngine:
         the flags select, None when they fail)."""
         port = plan.get("port") or self.container_port
         return _parse_once(tuple(plan["argv"][3:] + self.address_args(plan["host"], port)))
+
+    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+        """The largest input + output a request may ask for: the engine's own ``request_token_limit`` of its
+        context (``--context-length``, at most the config's ``max_position_embeddings``); None when the
+        flags or the config cannot be read (preflight names why)."""
+        if self._checked(plan)[0]:
+            return None
+        ns = resolve_args(build_parser().parse_args(plan["argv"][3:]))
+        found = model_config(plan, ns.model_path, base)
+        if found is None:
+            return None
+        path, raw = found
+        try:
+            cfg = load_config(path.parent)
+        except ValueError:
+            return None
+        context = serving_context(ns.context_length, cfg)
+        steps = ns.speculative_num_steps if ns.speculative_algorithm != "NONE" else None
+        key = "max_position_embeddings" if "max_position_embeddings" in raw else "max_position_embeddings (default)"
+        source = (f"--context-length {ns.context_length}" if context < cfg.max_position_embeddings
+                  else f"{shown_path(path, base)}: {key} {cfg.max_position_embeddings}")
+        kept = f" less speculative-num-steps {steps} + 1 for the draft" if steps else " less 1"
+        return ContextLimit(request_token_limit(context, steps), f"{source}, the reference engine's context,{kept}")
 
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None

@@ -89,7 +89,8 @@ def build_command(docker: str = "docker") -> tuple[list[str], dict[str, str]]:
         if m and int(m.group(1)) < 23:
             return [exe, "build"], {"DOCKER_BUILDKIT": "1"}
         tried.append(f"{exe}: client {(ver.stdout or '?').strip()} without buildx")
-    raise DockerError("no BuildKit-capable docker CLI found (" + "; ".join(tried) + ")")
+    raise DockerError("no BuildKit-capable docker CLI found (" + "; ".join(tried) + "): install Docker's buildx "
+                      "plugin (docker-buildx-plugin), which building an image needs")
 
 
 def image_exists(ref: str, docker: str = "docker") -> bool:

@@ -187,8 +187,9 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     )
     config["defaults"]["workload"].update(num_prompts=200, output_len=64)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    console = (tmp_path / "console.txt").open("w")  # stderr into stdout: what the terminal shows, in order
     proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=console, stderr=subprocess.STDOUT)
     launch = work / "results" / "long" / "launch-1" / "launch.json"
     job_log = work / "results" / "long" / "launch-1" / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 180
@@ -207,6 +208,11 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         time.sleep(0.2)
     assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
     assert not (work / "results" / "long" / "summary.json").exists()
+    # The console ends with the job's outcome line: no traceback, nothing of Snakemake's after it.
+    console.close()
+    shown = (tmp_path / "console.txt").read_text()
+    assert proc.returncode != 0 and "Traceback" not in shown, shown[-3000:]
+    assert shown.rstrip().splitlines()[-1] == "specsweep long launch-1: outcome: failed benchmark interrupted", shown
     # The job records the interrupt in its log, which Snakemake keeps. Its outcome.json survives only when
     # Snakemake handles the Ctrl-C first (it stops, leaving the job's outputs marked incomplete); a job that
     # ends first is a failed job, whose outputs Snakemake removes ("Removing output files of failed job").

@@ -64,4 +64,6 @@ def test_a_launch_the_sweep_does_not_plan_is_refused(tmp_path):
     work = copy_workflow(tmp_path)
     result = run(SNAKEMAKE + ["-n", "results/eagle3-shm/launch-7/outcome.json"], work)
     assert result.returncode != 0
-    assert "configuration 'eagle3-shm' has no launch '7'; planned launches: ['1', '2']" in result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "specsweep: configuration `eagle3-shm` has no launch-7: the loaded config plans launch-1, launch-2" in out
+    assert "Traceback" not in out and "Exception" not in out, out[-3000:]

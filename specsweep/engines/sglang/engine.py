@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
-from specsweep.engines.sglang import launch
+from specsweep.engines.sglang import context, launch
 from specsweep.engines.sglang.comm_profile import comm_profile
 from specsweep.engines.sglang.logcheck import variant_evidence
 from specsweep.engines.sglang.preflight import preflight_plans
@@ -67,3 +69,7 @@ class SGLangEngine:
     def comm_profile(self, plan: dict) -> dict:
         """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""
         return comm_profile(plan)
+
+    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+        """The largest input + output a request may ask for, as SGLang derives it (``engines.sglang.context``)."""
+        return context.context_limit(plan, base)

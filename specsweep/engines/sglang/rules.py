@@ -4,7 +4,7 @@ SGLang's own parser (see :mod:`specsweep.engines.sglang.preflight`) catches unkn
 flags and bad values, but not combinations that parse fine and then fail
 minutes into startup on an 8-GPU host (or, worse, silently fall back). Each
 rule here encodes one such case, read from the 0.5.23 wheel or from the
-seeds' runs (the measured case in the README and docs/sglang.md), and its message names the
+Kimi-K2.5 case's runs (docs/sglang.md, "The case"), and its message names the
 configuration and the flag so that the fix is obvious.
 
 Rules read only the resolved plan (``server_args``, ``env``, ``image``,
@@ -371,7 +371,7 @@ def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                         "nccl-bare-tree",
                         f"configurations.{name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
                         f"all-gather, for which NCCL may find no algorithm (it failed in CUDA graph capture "
-                        f"in the seeds' runs); use 'allreduce:tree', or mark the configuration expect: failure "
+                        f"in the Kimi-K2.5 case's runs, docs/sglang.md); use 'allreduce:tree', or mark the configuration expect: failure "
                         f"with expect_signature: [nccl_no_algorithm, cuda_graph_capture_failed]",
                     )
                 )

@@ -109,7 +109,8 @@ def test_workflow_inputs_for_launches():
     order = round_order(rounds[1], 1, 2)
     first, second = (inputs.launch_priority_in(rounds, config, c, lid, 2) for c, lid in order)
     assert first > second
-    with pytest.raises(ValueError, match=r"has no launch '3'; planned launches: \['1', '2'\]"):
+    with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
+                                         r"launch-1, launch-2 \("):
         inputs.launch_priority_in(rounds, config, "a", "3", 2)
     files = inputs.summary_inputs(inputs.schedule_of_rounds(rounds, ["a", "base"]), "base")
     assert files["plan"] == ["results/base/plan.json"]

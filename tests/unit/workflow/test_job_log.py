@@ -77,3 +77,15 @@ def test_every_script_runs_in_job_log() -> None:
             continue
         assert "with job_log(snakemake.log[0]" in text, script.name
         assert "sys.stderr =" not in text, script.name
+
+
+def test_a_ctrl_c_ends_the_job_without_a_traceback(tmp_path: Path) -> None:
+    """The job has torn down and said its outcome: one line in its log, exit status 130, nothing on the console."""
+    log = tmp_path / "job.log"
+    code = ("import os, signal, sys; from specsweep.workflow.jobs import job_log\n"
+            f"with job_log({str(log)!r}) as log:\n"
+            "    print('outcome: failed launch interrupted', file=log)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 130 and proc.stderr == "", proc.stderr
+    assert log.read_text() == "outcome: failed launch interrupted\ninterrupted (SIGINT): the job stopped here\n"
