@@ -9,7 +9,8 @@ from typing import Any
 
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.preflight import PreflightResult
-from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
+from specsweep.engines.variants import known_variants
+from specsweep.refengine.cli import build_parser, check_args, resolve_args
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # report.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
@@ -26,8 +27,9 @@ from specsweep.refengine.tokenizer import (  # noqa: F401 - for plan.tokenizer a
     message_text,
 )
 
-#: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports.
-VARIANTS = frozenset(f"all-reduce:{b}" for b in BACKENDS)
+#: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports
+#: (``all-reduce:<backend>``, the registry's entries of this engine).
+VARIANTS = known_variants("reference")
 _BACKEND_LINE = re.compile(r"all-reduce backend: (?P<backend>\w+)")
 
 
