@@ -45,8 +45,10 @@ def _p(impl: str, collective: str, regex: str, source: str, one: bool = True) ->
 _DCOMM = "sglang/srt/distributed/device_communicators"
 # cls_name passed to can_use_custom_all_reduce_with_nvlink (custom_all_reduce.py:91, custom_all_reduce_v2.py:595)
 _CA = r"(?:CustomAllreduce|CustomAllReduceV2)"
-_NCCL_GEN = "NVIDIA/nccl src/device/generate.py (kernel symbol paste('_', 'ncclDevKernel', coll, redop, ty, algo, proto))"
-_NCCL_SYM = "NVIDIA/nccl src/device/symmetric/generate.py kernel_cname (paste('_', 'ncclSymkDevKernel', coll, algo, red, ty))"
+_NCCL_GEN = ("NVIDIA/nccl src/device/generate.py "
+             "(kernel symbol paste('_', 'ncclDevKernel', coll, redop, ty, algo, proto))")
+_NCCL_SYM = ("NVIDIA/nccl src/device/symmetric/generate.py kernel_cname "
+             "(paste('_', 'ncclSymkDevKernel', coll, algo, red, ty))")
 _SGL = "sgl-project/sglang v0.5.23 python/sglang"
 _FI = "flashinfer-ai/flashinfer v0.7.2 include/flashinfer/comm"
 _MSCCLPP = "microsoft/mscclpp v0.10.0 (6231b4f, the tag containers/sglang/Dockerfile builds)"
@@ -67,7 +69,8 @@ NCCL = Implementation("nccl", "NCCL", (
     # --- NCCL: ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>) in NCCL 2.30.7.
     _p("nccl", "all_reduce", r"\bncclDevKernel_AllReduce_", _NCCL_GEN + "; nvidia-nccl-cu13 2.30.7 libnccl.so.2"),
     _p("nccl", "all_reduce", r"\bncclSymkDevKernel_AllReduce_", _NCCL_SYM),
-    _p("nccl", "all_reduce", r"\bncclKernel_AllReduce_", "NVIDIA/nccl v2.18 and older src/collectives/device (ncclKernel_<coll>_<algo>_<proto>_<op>_<ty>)"),
+    _p("nccl", "all_reduce", r"\bncclKernel_AllReduce_",
+       "NVIDIA/nccl v2.18 and older src/collectives/device (ncclKernel_<coll>_<algo>_<proto>_<op>_<ty>)"),
     _p("nccl", "all_gather", r"\bncclDevKernel_AllGather|\bncclSymkDevKernel_AllGather", _NCCL_GEN),
     _p("nccl", "reduce_scatter", r"\bncclDevKernel_ReduceScatter|\bncclSymkDevKernel_ReduceScatter", _NCCL_GEN),
     _p("nccl", "other", r"\bnccl(?:Dev|SymkDev)?Kernel_\w+", _NCCL_GEN + " (Broadcast, Reduce, SendRecv, Generic)"),
@@ -155,8 +158,8 @@ MSCCLPP = Implementation("mscclpp", "MSCCL++", (
        "allreduceNvlsBlockPipeline, allreduceNvlsWarpPipeline", one=False),
     _p("mscclpp", "other", r"\bmscclpp::collective::\w+", f"{_MSCCLPP} src/ext/collectives/ (allgather, reducescatter)",
        one=False),
-    _p("mscclpp", "all_reduce", r"\bmscclpp::executionKernel\b", f"{_MSCCLPP} src/core/include/execution_kernel.hpp:794",
-       one=False),
+    _p("mscclpp", "all_reduce", r"\bmscclpp::executionKernel\b",
+       f"{_MSCCLPP} src/core/include/execution_kernel.hpp:794", one=False),
 ))
 
 _MSCCLPP_VARIANT = Variant(
@@ -184,7 +187,8 @@ _MSCCLPP_VARIANT = Variant(
 TORCH_SYMM_MEM = Implementation("torch_symm_mem", "torch symmetric memory", (
     # --- torch symmetric memory (SGLang torch_symm_mem.py:177,181: multimem_all_reduce_, two_shot_all_reduce_;
     # the reference engine: one_shot_all_reduce_out).
-    _p("torch_symm_mem", "all_reduce", r"\b(?:one_shot|two_shot|multimem)_all_reduce_kernel(?:_inplace)?\b", _TORCH_SYMM),
+    _p("torch_symm_mem", "all_reduce", r"\b(?:one_shot|two_shot|multimem)_all_reduce_kernel(?:_inplace)?\b",
+       _TORCH_SYMM),
     _p("torch_symm_mem", "other", r"\bmultimem_(?:all_gather|one_shot_reduce)_kernel\b", _TORCH_SYMM),
 ))
 
@@ -240,13 +244,16 @@ _FLASHINFER_FUSION = Variant(
     "flashinfer_fusion", "sglang", FLASHINFER_FUSION,
     log=(
         # --- FlashInfer all-reduce + RMSNorm fusion
-        _log("flashinfer_fusion", "active", r"FlashInfer AllReduce Fusion enabled and workspace initialized: backend=\S+",
+        _log("flashinfer_fusion", "active",
+             r"FlashInfer AllReduce Fusion enabled and workspace initialized: backend=\S+",
              "sglang/srt/layers/flashinfer_comm_fusion.py:580",
              "FlashInfer AllReduce Fusion enabled and workspace initialized: ", "info"),
-        _log("flashinfer_fusion", "fallback", r"FlashInfer workspace preflight probe failed .*Skipping allreduce fusion",
+        _log("flashinfer_fusion", "fallback",
+             r"FlashInfer workspace preflight probe failed .*Skipping allreduce fusion",
              "sglang/srt/layers/flashinfer_comm_fusion.py:368", "FlashInfer workspace preflight probe failed (%s). "),
         _log("flashinfer_fusion", "fallback",
-             r"FlashInfer workspace preflight: cuMemCreate probe failed on at least one rank\. Skipping allreduce fusion",
+             r"FlashInfer workspace preflight: cuMemCreate probe failed on at least one rank\. "
+             r"Skipping allreduce fusion",
              "sglang/srt/layers/flashinfer_comm_fusion.py:387",
              "FlashInfer workspace preflight: cuMemCreate probe failed on at "),
         _log("flashinfer_fusion", "fallback", r"FlashInfer AllReduce fusion disabled: the \d+ ranks of this group",
@@ -256,7 +263,8 @@ _FLASHINFER_FUSION = Variant(
              "sglang/srt/layers/flashinfer_comm_fusion.py:593",
              "Failed to initialize FlashInfer workspace (backend={backend}): "),
         _log("flashinfer_fusion", "fallback", r"FlashInfer allreduce fusion disabled globally",
-             "sglang/srt/layers/flashinfer_comm_fusion.py:737", "FlashInfer allreduce fusion disabled globally because "),
+             "sglang/srt/layers/flashinfer_comm_fusion.py:737",
+             "FlashInfer allreduce fusion disabled globally because "),
         _log("flashinfer_fusion", "fallback", r"flashinfer\.comm (?:unified )?allreduce_fusion API is not available",
              "sglang/srt/layers/flashinfer_comm_fusion.py:132",
              "flashinfer.comm allreduce_fusion API is not available (%s), "),
@@ -305,7 +313,8 @@ _PCIE_IPC_ALLREDUCE = Variant(
         # logger.debug and never reaches an INFO log; preflight's pcie-ipc-tp rule says so before launch.)
         # Further lines: partial use (kind "note": reported, not a fallback) and the PCIe-IPC
         # workspace really built (kind "active").
-        _log("pcie_ipc_allreduce", "note", r"FlashInfer PCIe-IPC all-reduce serves bf16 only; \S+ reductions stay on NCCL",
+        _log("pcie_ipc_allreduce", "note",
+             r"FlashInfer PCIe-IPC all-reduce serves bf16 only; \S+ reductions stay on NCCL",
              f"{_DCOMM}/pcie_ipc_ar.py:121",
              "FlashInfer PCIe-IPC all-reduce serves bf16 only; %s reductions stay on NCCL."),
         _log("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC workspace built \(world=\d+, max_numel=\d+",
@@ -352,7 +361,8 @@ _DEEPEP_VARIANT = Variant(
         # NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT, always printed.
         _log("deepep", "active", r"NVSHMEM INFO Successfully initialized the transport: IBGDA",
              "src/host/transport/transport.cpp:312",
-             '"Successfully initialized the transport: IBGDA. It will be used for device-side "', "info", library="nvshmem"),
+             '"Successfully initialized the transport: IBGDA. It will be used for device-side "', "info",
+             library="nvshmem"),
         _log("deepep", "fallback", r"init failed for transport: IBGDA",
              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr", library="nvshmem"),
     ),

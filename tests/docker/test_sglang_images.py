@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from specsweep.engines.sglang.preflight import image_parser_prefix, preflight_plans
+from specsweep.engines.variants import image_targets
 from specsweep.images import cli, tag
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_plans
@@ -33,8 +34,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 GPU_CONFIG = ["config/kimi-k25-8gpu.yaml"]
 DUMMY = "config/kimi-k25-8gpu-dummy.yaml"
 LOCAL_BASE = "config/kimi-k25-8gpu-local-base.yaml"
-IMAGES = ("sglang", "sglang-deepep", "sglang-fi-fusion")
-VARIANT = {"sglang": "stock", "sglang-deepep": "deepep", "sglang-fi-fusion": "fi-fusion"}
+#: Image name -> its Dockerfile target: the stock image and each variant's (engines.variants' image targets) of
+#: the GPU configuration, except what is built elsewhere: MSCCL++ compiles with nvcc (test_cuda_toolchain.py).
+BUILT_ELSEWHERE = ("mscclpp",)
+VARIANT = {name: spec["target"] for name, spec in load_configs([REPO / GPU_CONFIG[0]])["images"].items()
+           if spec["target"] in {"stock", *image_targets("sglang").values()} and spec["target"] not in BUILT_ELSEWHERE}
+IMAGES = tuple(VARIANT)
 PATCH = REPO / "containers/patches/sglang-0.5.23-flashinfer-fusion-sm120.patch"
 # What the Dockerfile's deps stage pins (sglang 0.5.23's Requires-Dist) and the
 # labels must say; read back from the installed distributions below.
@@ -100,7 +105,7 @@ def test_built_by_the_rule_on_the_local_base_sharing_the_dependency_layers(image
     stock = layers["sglang"]
     base = cli.image_inspect("specsweep/debian:bookworm")["RootFS"]["Layers"]
     assert stock[: len(base)] == base
-    for name in ("sglang-deepep", "sglang-fi-fusion"):
+    for name in (n for n in IMAGES if VARIANT[n] != "stock"):
         # the variant is stock's layers (base, apt, venv, dependencies) plus its own
         assert layers[name][: len(stock)] == stock, name
         assert 1 <= len(layers[name]) - len(stock) <= 2, (name, len(layers[name]), len(stock))
