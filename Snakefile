@@ -6,8 +6,8 @@
 # builds these paths in specsweep/contracts/layout.py). A configuration (one per
 # entry, or per combination of a grid's axes) has one plan; it runs in one or
 # more launches (<launch> = 1, 2, ..., or aa: the A/A control, the baseline
-# launched again last); a launch measures every workload point (<point>) of the
-# plan against one server:
+# launched again in the last planned round); launch r runs in round r; a launch
+# measures every workload point (<point>) of the plan against one server:
 #   results/<config>/plan.json                        resolved launch plan (argv, env, engine, image, workload, points)
 #   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
 #   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance
@@ -26,6 +26,9 @@
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report (a figure only when it has data)
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
+#   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
+#   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
+#   results/rounds/burn-in.json, burn-in/unit-<k>/    the burn-in before round 1 (a temp file) and its units' files
 #   results/<config>/logs/<rule>.log                  the other jobs' logs
 # Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,
 # one per launch: a summary pools several runs, one per launch, never two runs in one launch directory.
@@ -44,6 +47,7 @@ if not workflow.overwrite_configfiles:
 include: "rules/common.smk"
 include: "rules/plan.smk"
 include: "rules/preflight.smk"
+include: "rules/rounds.smk"
 include: "rules/images.smk"
 include: "rules/benchmark.smk"
 include: "rules/report.smk"

@@ -36,6 +36,7 @@ from pathlib import Path
 from specsweep.files import canonical_json, write_json_atomic, write_jsonl_atomic, write_text_atomic
 from specsweep.plan.config import check_files_strict, check_sweep, load_yaml_strict, deep_merge
 from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_sweep
+from specsweep.plan.rounds import planned_rounds
 from specsweep.records import DEFAULT_POINT, run_header
 from specsweep.testing.reports import sequential_records
 from specsweep.workflow import inputs as sw
@@ -56,7 +57,8 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
     names = sorted(plans)
     order = sw.launch_order(sweep.config, launches)
     schedule = sw.schedule_of(order, names)
-    priorities = sw.priorities_of(order)
+    # the planned rounds (no judgement needed for them) and each launch's round
+    rounds = sw.walk_rounds(launches, sweep.config, None, planned_rounds(launches))
     per_config = {name: {
         "plan_params_equal": sw.plan_params(plans, name) == canonical_json(plans[name]),
         "parser_env_input": sw.parser_env_input(plans, config, name),
@@ -66,12 +68,15 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
         "baseline_inputs": sw.baseline_inputs(sweep.config, name),
         "summary_labels": sw.summary_labels(labels, name),
         "gpus": sw.gpus_of(plans, name),
-        "priorities": {launch: sw.launch_priority(priorities, name, launch) for launch in schedule[name]},
+        "priorities": {launch: sw.launch_priority_in(rounds, sweep.config, name, launch,
+                                                     sw.round_of_launch(launches, launch))
+                       for launch in schedule[name]},
     } for name in names}
     rest = {"launches": launches, "order": [list(x) for x in order], "labels": labels,
             "label_errors": errors, "label_warnings": warnings, "plan_problems": plan_problems(plans),
             "agreement": sw.agreement_params(config), "best_exports": sw.best_exports(sweep.grids),
-            "report_params": sw.report_params(sweep.config, labels, names, sweep.grids, order),
+            "report_params": sw.report_params(sweep.config, labels, names, sweep.grids, order,
+                                              sw.measurement_design(sweep.config, plans)),
             "image_manifests": sw.image_manifests(config), "configurations": per_config}
     rest["_sweep"] = sweep  # for synthetic_results; not written
     return plans, rest

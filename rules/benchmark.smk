@@ -1,14 +1,19 @@
 # One server job per (configuration, launch): launch, readiness, every
-# workload point of the plan, teardown. Launches of all configurations run
-# interleaved (round 1 of each, round 2 of each, ..., the A/A control last):
-# the order comes from job priorities (specsweep.plan.launches), because an
-# ordering edge between two configurations would also be a rerun edge.
+# workload point of the plan, teardown. Launch r belongs to round r (the A/A
+# control to the last planned round; rules/rounds.smk): a round starts once
+# the round before is judged, and within it the launches run in the round's
+# seeded order, given as job priorities (an ordering edge between two
+# configurations would also be a rerun edge). Side by side, the round's jobs
+# run at once (threads 0, no `server` slot) and take turns at measuring.
 rule benchmark_server:
     input:
         # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty
         unpack(server_inputs),
+        # the burn-in before round 1 (a temp file; none for later rounds or when it is off)
+        unpack(burn_in_input),
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
+        round_plan=round_plan_input,
     output:
         launch="results/{config}/launch-{launch}/launch.json",
         server_log="results/{config}/launch-{launch}/server.log",
@@ -26,9 +31,10 @@ rule benchmark_server:
     benchmark:
         "results/{config}/launch-{launch}/logs/benchmark_server.tsv"
     priority: launch_priority
+    threads: launch_threads
     resources:
         gpu=gpus_of,
-        server=1,
+        server=server_slots,
     conda:
         "../envs/specsweep.yaml"
     script:

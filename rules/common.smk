@@ -40,11 +40,12 @@ for _warning in _warnings:
 
 CONFIGS = sorted(PLANS)
 ROOT = workflow.basedir
-# Launches of each configuration in run order (round 1, round 2, ..., the A/A
-# control last) and the job priority that makes Snakemake keep that order.
-ORDER = sw.launch_order(SWEEP.config, LAUNCHES)
-SCHEDULE = sw.schedule_of(ORDER, CONFIGS)
-PRIORITIES = sw.priorities_of(ORDER)
+# The rounds (specsweep.plan.rounds): the measurement design, what every
+# round's judgement reads, and the burn-in's configuration and settings.
+DESIGN = sw.measurement_design(SWEEP.config, PLANS)
+ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES)
+BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
+BURN_IN = sw.burn_in_params(SWEEP.config)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 # The same for every summary: a value, not a function Snakemake calls per job.
 AGREEMENT = sw.agreement_params(config)
@@ -85,13 +86,75 @@ def gpus_of(wildcards):
     return sw.gpus_of(PLANS, configuration(wildcards))
 
 
+def judgement_of(round_no):
+    # Round r's judgement: a checkpoint, so the DAG stops here until it is written.
+    return checkpoints.judge_round.get(round=round_no).output[0]
+
+
+def rounds_upto(round_no=None):
+    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no)
+
+
+def launch_round(wildcards):
+    return sw.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
+
+
 def launch_priority(wildcards):
-    return sw.launch_priority(PRIORITIES, configuration(wildcards), wildcards.launch)
+    r = launch_round(wildcards)
+    return sw.launch_priority_in(rounds_upto(r), SWEEP.config, configuration(wildcards), wildcards.launch, r)
+
+
+def round_plan_input(wildcards):
+    # ancient: a round plan rewritten (a configuration added) reruns no launch already measured.
+    return ancient(sw.round_path(launch_round(wildcards), "plan.json"))
+
+
+def burn_in_input(wildcards):
+    return sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards))
+
+
+def launch_threads(wildcards):
+    return sw.launch_threads(DESIGN)
+
+
+def server_slots(wildcards):
+    return sw.server_slots(DESIGN)
+
+
+def previous_judgement(wildcards):
+    return sw.previous_judgement(int(wildcards.round))
+
+
+def round_plan_params(wildcards):
+    r = int(wildcards.round)
+    return sw.round_plan_params(SWEEP.config, rounds_upto(r), r, DESIGN)
+
+
+def judge_inputs(wildcards):
+    r = int(wildcards.round)
+    return sw.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None)
+
+
+def round_members_params(wildcards):
+    return sw.canonical_json(rounds_upto(int(wildcards.round)))
+
+
+def burn_in_inputs(wildcards):
+    return sw.burn_in_inputs(PLANS, BURN_IN_CONFIG)
+
+
+def burn_in_gpus(wildcards):
+    return sw.gpus_of(PLANS, BURN_IN_CONFIG)
 
 
 def summary_inputs(wildcards):
     name = configuration(wildcards)
-    return sw.summary_inputs(SCHEDULE, name) | sw.baseline_inputs(config, name)
+    schedule = sw.schedule_of_rounds(rounds_upto(), CONFIGS)
+    return sw.summary_inputs(schedule, name) | sw.baseline_inputs(config, name)
+
+
+def report_round_files(wildcards):
+    return sw.round_files(rounds_upto())
 
 
 def summary_labels(wildcards):
@@ -99,7 +162,7 @@ def summary_labels(wildcards):
 
 
 def report_params(wildcards):
-    return sw.report_params(SWEEP.config, LABELS, CONFIGS, SWEEP.grids, ORDER)
+    return sw.report_params(SWEEP.config, LABELS, CONFIGS, SWEEP.grids, design=DESIGN)
 
 
 def image(wildcards):

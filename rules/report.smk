@@ -1,5 +1,7 @@
 rule render_report:
     input:
+        # every round's plan and judgement: the design, the order that ran, what ended the rounds
+        unpack(report_round_files),
         summaries=expand("results/{config}/summary.json", config=CONFIGS),
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),

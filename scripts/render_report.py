@@ -13,4 +13,5 @@ with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     out = snakemake.output  # noqa: F821
     best = list(out.best)
     render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md,  # noqa: F821
-                        out.plots, str(Path(best[0]).parent) if best else None)
+                        out.plots, str(Path(best[0]).parent) if best else None,
+                        list(snakemake.input.get("round_plans", [])), list(snakemake.input.get("judgements", [])))  # noqa: F821

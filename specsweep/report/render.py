@@ -81,6 +81,7 @@ from specsweep.report.sweep import (
     break_even_groups,
     break_even_table,
     concurrency_table,
+    design_lines,
     external_lines,
     launch_lines,
     launch_table,
@@ -651,10 +652,11 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     head = (best_lines(rows, base, baseline, compare_primary)
             + control_lines(rows, baseline, bool(sweep.get("aa_control", True)), sweep.get("positive_control"), effect,
                             compare_rows)
+            + design_lines(sweep.get("design"), sweep.get("rounds"))
             + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (backend_section(rows, baseline) + model_section(rows)
             + budget_section(budget, f"{plots_rel}/{PLOT_FILES['budget']}") + concurrency_table(rows)
-            + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries))
+            + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries, sweep.get("rounds")))
     base_for_plots = base if base is not None and base["status"] == Status.OK else None
     plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
     figures = {

@@ -278,7 +278,7 @@ def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence
     ran = [(e["config"], e["launch"]) for e in entries if e.get("started_at") is not None]
     planned_ran = [tuple(p) for p in planned if tuple(p) in set(ran)]
     if ran == planned_ran:
-        return "in the planned interleaved order (round by round, the A/A control last)"
+        return "in the planned interleaved order (round by round, each round in its seeded order)"
     first_bad = next(i for i, (a, b) in enumerate(zip(ran, planned_ran)) if a != b) if len(ran) == len(
         planned_ran) else 0
     return (f"NOT in the planned order from launch #{first_bad + 1} on (ran {ran[first_bad][0]}/{ran[first_bad][1]}, "
@@ -303,17 +303,53 @@ def launch_lines(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[
             f"ran {order_check(entries, planned)}.\n\n")
 
 
-def launch_table(files: Sequence[Mapping[str, Any]]) -> str:
+def launch_table(files: Sequence[Mapping[str, Any]], rounds: Mapping[str, Any] | None = None) -> str:
+    """Every launch in the order it started, with its round and its place in the round's seeded order."""
     entries = launch_entries(files)
     if not entries:
         return ""
+    place = {(c, lid): (plan["round"], k) for plan in (rounds or {}).get("plans") or []
+             for k, (c, lid) in enumerate(plan["order"], 1)}
     out = io.StringIO()
-    out.write("## Launches\n\n| # | config | launch | status | ready s | wall s |\n|---|---|---|---|---|---|\n")
+    out.write("## Launches\n\nIn the order they started; *round / place*: the launch's round and its place in "
+              "that round's seeded order.\n\n| # | config | launch | round / place | status | ready s | wall s |\n"
+              "|---|---|---|---|---|---|---|\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
         status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
-        out.write(f"| {i} | {e['config']} | {name} | {status} | {_f(e.get('ready_s'))} | {_f(e.get('wall_s'))} |\n")
+        where = place.get((e["config"], e["launch"]))
+        cell = f"{where[0]} / {where[1]}" if where else "n/a"
+        out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('ready_s'))} | "
+                  f"{_f(e.get('wall_s'))} |\n")
     return out.getvalue() + "\n"
+
+
+def burn_in_line(record: Mapping[str, Any] | None) -> str:
+    """The burn-in before round 1: its units' decode rates, how long it took and whether it settled."""
+    if not record:
+        return "Burn-in: none recorded (off, or this report's round 1 ran in an earlier invocation without one)."
+    rates = ", ".join(_f(u.get("decode_tok_s")) for u in record.get("units") or [])
+    state = (f"steady (within {record['tolerance']:.0%} of the unit before)" if record.get("steady")
+             else f"NOT steady after {len(record.get('units') or [])} units: the host kept changing")
+    return (f"Burn-in: {len(record.get('units') or [])} unmeasured launches of {record.get('config')} in "
+            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}: {state}; it enters no verdict.")
+
+
+def design_lines(design: Mapping[str, Any] | None, rounds: Mapping[str, Any] | None) -> str:
+    """How the launches were grouped and ordered, how many rounds ran and what ended them, the burn-in."""
+    if not design:
+        return ""
+    judgements = (rounds or {}).get("judgements") or []
+    last = judgements[-1] if judgements else None
+    seed = (design.get("rounds") or {}).get("seed")
+    out = [f"Design: **{design['design']}** ({design['why']}); launches in rounds, each round in a seeded random "
+           f"order (rounds.seed {seed}), the round a block of the verdicts."]
+    if last is not None:
+        out.append(f"Rounds: {len(judgements)} ran; they ended by **{last.get('ended_by') or 'n/a'}**: "
+                   f"{last.get('why')}.")
+    first = judgements[0] if judgements else None
+    out.append(burn_in_line(first.get("burn_in") if first else None))
+    return "\n".join(f"- {line}" for line in out) + "\n\n"
 
 
 # ------------------------------------------------------------ break-even curves

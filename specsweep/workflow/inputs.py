@@ -18,11 +18,13 @@ from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
-from specsweep.plan import launches as launch_plan
+from specsweep.plan import rounds as plan_rounds
+from specsweep.plan.rounds import RoundSettings
 from specsweep.plan.controls import control_params
 from specsweep.plan.config import schema_default
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.records import is_external
+from specsweep.workflow import rounds as rounds_mod
 
 # LAUNCH_FILES (the files of one launch, by the name of benchmark_server's output) and launch_dir are the
 # path grammar's (contracts.layout); callers of this module use them too.
@@ -93,8 +95,10 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
-    """Every (configuration, launch) in run order (``plan.launches.launch_order``)."""
-    return launch_plan.launch_order(launches, config.get("baseline"), bool(config.get("aa_control", True)))
+    """Every planned (configuration, launch) in run order: each planned round in its seeded order
+    (``plan.rounds.planned_order``); extra rounds come from the judgements."""
+    return plan_rounds.planned_order(launches, config.get("baseline"), bool(config.get("aa_control", True)),
+                                     RoundSettings.from_config(config).seed)
 
 
 def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
@@ -103,20 +107,6 @@ def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[
     for name, launch in order:
         out[name].append(launch)
     return out
-
-
-def priorities_of(order: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    return launch_plan.priorities(list(order))
-
-
-def launch_priority(priorities: Mapping[tuple[str, str], float], config_name: str, launch: str) -> float:
-    """The job priority of one launch; a launch the sweep does not plan is an error, not a guess."""
-    try:
-        return priorities[(config_name, launch)]
-    except KeyError:
-        planned = sorted(lid for name, lid in priorities if name == config_name)
-        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}") \
-            from None
 
 
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
@@ -221,6 +211,7 @@ def report_params(
     names: Sequence[str],
     grids: Mapping[str, Grid] | None = None,
     order: Sequence[tuple[str, str]] | None = None,
+    design: tuple[str, str] | None = None,
 ) -> str:
     """What the report shows beyond the summaries (no benchmark reruns): baseline, descriptions,
     expectations, the grids (members and their axis values), the planned launch order, the
@@ -236,6 +227,9 @@ def report_params(
         params["grids"] = grid_params(grids)
     if order:
         params["launch_order"] = [list(item) for item in order]
+    if design:
+        params["design"] = {"design": design[0], "why": design[1],
+                            "rounds": RoundSettings.from_config(config).as_dict()}
     control = control_params(config)
     if control:
         params["positive_control"] = control
@@ -273,3 +267,151 @@ def registry_json(config: Mapping[str, Any]) -> str:
 def best_exports(grids: Mapping[str, Grid]) -> list[str]:
     """The best-configuration files of every grid (render_report writes them)."""
     return [path for grid in sorted(grids) for path in layout.best_files(grid)]
+
+
+# ------------------------------------------------------------------ rounds (plan.rounds, workflow.rounds)
+
+
+def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches: Mapping[str, int]) -> str:
+    """What every round's judgement reads besides the launches: the baseline, the controls, the
+    effect to resolve, the planned launches, the rounds' settings and each configuration's labels."""
+    effect = config.get("smallest_effect")
+    return canonical_json({
+        "baseline": config.get("baseline"), "aa_control": bool(config.get("aa_control", True)),
+        "positive_control": control_params(config),
+        "smallest_effect": effect if effect is not None else schema_default("smallest_effect"),
+        "launches": dict(launches), "rounds": RoundSettings.from_config(config).as_dict(),
+        "labels": {name: {k: own[k] for k in ("variant", "expect", "expect_signature")}
+                   for name, own in labels.items()},
+        "expects": {name: own["expect"] for name, own in labels.items()},
+    })
+
+
+def round_plan_params(config: Mapping[str, Any], rounds: Sequence[Sequence[tuple[str, str]]], round_no: int,
+                      design: tuple[str, str]) -> str:
+    """plan_round's params: the round's members (``rounds``: ``workflow.rounds.walk_rounds`` up to it),
+    the design and the settings (its seed)."""
+    members = rounds_mod.members_of_round(rounds, round_no)
+    if not members:
+        raise ValueError(f"round {round_no} is not part of this sweep: it has {len(rounds)} rounds so far")
+    return canonical_json({"round": round_no, "members": [list(m) for m in members], "design": design[0],
+                           "why": design[1], "settings": RoundSettings.from_config(config).as_dict()})
+
+
+def round_of_launch(launches: Mapping[str, int], launch: str, config: Mapping[str, Any] | None = None,
+                    config_name: str | None = None) -> int:
+    """The round a launch id runs in; with ``config`` and ``config_name``, a launch beyond every round the
+    sweep may run (its planned launches, or the budget ``rounds.max_launches``) is an error, not a guess."""
+    planned = plan_rounds.planned_rounds(launches)
+    r = plan_rounds.round_of(launch, planned)
+    if config is not None and config_name is not None and launch != layout.CONTROL:
+        most = max(launches.get(config_name, 0), RoundSettings.from_config(config).max_launches or 0)
+        if r > most:
+            ids = [str(i) for i in range(1, launches.get(config_name, 0) + 1)]
+            raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {ids}"
+                             + (f" (at most {most} with extra rounds)" if most > len(ids) else ""))
+    return r
+
+
+def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapping[str, Any], config_name: str,
+                       launch: str, round_no: int) -> float:
+    """The job priority of one launch, by its place in its round's seeded order; a launch the sweep
+    does not plan is an error, not a guess."""
+    members = rounds_mod.members_of_round(rounds, round_no)
+    if (config_name, launch) not in members:
+        planned = sorted(lid for r in rounds for name, lid in r if name == config_name)
+        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}")
+    order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
+    return plan_rounds.priority_in_round(order, config_name, launch)
+
+
+def schedule_of_rounds(rounds: Sequence[Sequence[tuple[str, str]]], names: Sequence[str]) -> dict[str, list[str]]:
+    """Launch ids of each configuration, round by round (the A/A control after the regular launches)."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    for members in rounds:
+        for name, launch in members:
+            if name in out:
+                out[name].append(launch)
+    return {name: sorted(ids, key=lambda lid: (lid == layout.CONTROL, int(lid) if lid.isdigit() else 0))
+            for name, ids in out.items()}
+
+
+def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, burn_in: bool) -> dict[str, list[str]]:
+    """judge_round's inputs: the plan and every file of every launch of rounds 1..round_no, and the
+    burn-in's record after round 1."""
+    members = [m for r in rounds[:round_no] for m in r]
+    out: dict[str, list[str]] = {"plans": sorted({layout.plan_path(name) for name, _ in members})}
+    out.update({kind: [f"{launch_dir(name, lid)}/{leaf}" for name, lid in members]
+                for kind, leaf in LAUNCH_FILES.items()})
+    if burn_in and round_no == 1:
+        out["burn_in"] = [BURN_IN_PATH]
+    return out
+
+
+def round_files(rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, list[str]]:
+    """Every round's plan and judgement (the report's view of the design, order and end)."""
+    n = len(rounds)
+    return {"round_plans": [rounds_mod.round_path(r, "plan.json") for r in range(1, n + 1)],
+            "judgements": [rounds_mod.round_path(r, "judgement.json") for r in range(1, n + 1)]}
+
+
+#: The burn-in's record (a temp() file: round 1 and its judgement read it).
+BURN_IN_PATH = "results/rounds/burn-in.json"
+
+
+def burn_in_config(config: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    """The configuration whose server the burn-in launches (the baseline, else the first by name); None when
+    the burn-in is off or there is nothing to launch."""
+    if not (config.get("burn_in") or {}).get("enabled", schema_default("burn_in").get("enabled", True)):
+        return None
+    baseline = config.get("baseline")
+    return baseline if baseline in names else (sorted(names)[0] if names else None)
+
+
+def burn_in_params(config: Mapping[str, Any]) -> str:
+    return canonical_json({**schema_default("burn_in"), **(config.get("burn_in") or {})})
+
+
+def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgement_of: Any,
+                upto: int | None = None) -> list[list[tuple[str, str]]]:
+    """``workflow.rounds.walk_rounds`` with this config's baseline and A/A control."""
+    return rounds_mod.walk_rounds(launches, config.get("baseline"), bool(config.get("aa_control", True)),
+                                  judgement_of, upto)
+
+
+round_path = rounds_mod.round_path
+
+
+def previous_judgement(round_no: int) -> list[str]:
+    """A round starts once the round before is judged (none before round 1)."""
+    return [] if round_no <= 1 else [round_path(round_no - 1, "judgement.json")]
+
+
+def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict]) -> tuple[str, str]:
+    """(design, why) of every round: ``rounds.design``, where ``auto`` is decided by what fits."""
+    asked = RoundSettings.from_config(config).design
+    if asked == plan_rounds.SEQUENTIAL:
+        return plan_rounds.SEQUENTIAL, "asked for (rounds.design: sequential)"
+    return plan_rounds.SEQUENTIAL, "side-by-side measurement is not available in this version: one server at a time"
+
+
+def launch_threads(design: tuple[str, str]) -> int:
+    """Side by side, a round's launch jobs must run at once, whatever --cores says: they claim no core."""
+    return 0 if design[0] == plan_rounds.SIDE_BY_SIDE else 1
+
+
+def server_slots(design: tuple[str, str]) -> int:
+    """Sequential: one server at a time (the profile's ``server: 1``); side by side: no slot (the round's
+    jobs take turns at the host lock while measuring)."""
+    return 0 if design[0] == plan_rounds.SIDE_BY_SIDE else 1
+
+
+def burn_in_input(burn_in_config_name: str | None, round_no: int) -> dict[str, str]:
+    return {"burn_in": BURN_IN_PATH} if burn_in_config_name is not None and round_no == 1 else {}
+
+
+def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any]:
+    """The burn-in launches this configuration's server: its plan, preflight and server inputs."""
+    if name is None:
+        return {}
+    return {"plan": layout.plan_path(name), "preflight": layout.preflight_path(name), **server_inputs(plans, name)}

@@ -227,7 +227,20 @@ def read_launch(paths: Mapping[str, str],
 
 def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO, agreement: str = "{}",
                     labels_json: str = "{}") -> dict:
-    """summarize_config: summary.json of one configuration from the files of all its launches.
+    """summarize_config: summary.json of one configuration from the files of all its launches
+    (``summary_of_files``), written atomically."""
+    summary = summary_of_files(inputs, log, agreement, labels_json)
+    write_json_atomic(out_path, summary)
+    states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
+    print(f"summary {summary['config']}: {summary['status']} ({len(summary['launches'])} launches; {states})",
+          file=log)
+    return summary
+
+
+def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agreement: str = "{}",
+                     labels_json: str = "{}") -> dict:
+    """The summary of one configuration from the files of all its launches (also what a round's
+    judgement reads, ``workflow.rounds``).
 
     ``inputs``: ``plan`` and, per file kind of a launch (``launch``,
     ``server_log``, ``warmup``, ``requests``, ``outcome``, ``nccl_logs``,
@@ -266,23 +279,26 @@ def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, lo
                                read_jsonl(paths_of(inputs["baseline_requests"])[0]))
     summary = build_config_summary(plan, launches, evidence_of, baseline, params.get("threshold"), labels)
     print("runs " + ", ".join(f"launch {launch.launch}: {launch.run_id}" for launch in launches), file=log)
-    write_json_atomic(out_path, summary)
-    states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
-    print(f"summary {typed.name}: {summary['status']} ({len(launches)} launches; {states})", file=log)
     return summary
 
 
 def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plots_dir: str, best_dir: str | None = None) -> None:
+                        plots_dir: str, best_dir: str | None = None, round_plans: Sequence[str] = (),
+                        judgements: Sequence[str] = ()) -> None:
     """render_report: the cross-configuration report from every summary (descriptions, grids and
-    the planned launch order from params), the figures that have data under ``plots_dir``, and the
-    best-configuration files of every grid."""
+    the design from params; the order and the rounds from each round's plan and judgement), the figures
+    that have data under ``plots_dir``, and the best-configuration files of every grid."""
     report = json.loads(params)
+    plans = [read_json(p) for p in round_plans]
+    if plans:
+        report["launch_order"] = [item for plan in plans for item in plan["order"]]
+        report["rounds"] = {"plans": plans, "judgements": [read_json(p) for p in judgements]}
     summaries = [read_json(p) for p in summary_paths]
     for summary in summaries:
         summary["description"] = report["descriptions"].get(summary["config"], "")
         summary["expect"] = report.get("expects", {}).get(summary["config"], Expect.OK)
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
-                                                  "smallest_effect", "own_baselines") if k in report}
+                                                  "smallest_effect", "own_baselines", "design", "rounds")
+             if k in report}
     render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
                   sweep=sweep, best_dir=Path(best_dir) if best_dir else None)

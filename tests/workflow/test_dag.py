@@ -34,7 +34,10 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
     assert counts == {
         "resolve_plan": n,
         "preflight_config": n,
-        "benchmark_server": 2 * n + 1,  # two launches each, and the baseline's A/A control at the end
+        "benchmark_server": 2 * n + 1,  # two launches each, and the baseline's A/A control
+        "burn_in_host": 1,  # before round 1
+        "plan_round": 2,  # two planned rounds, each planned and judged
+        "judge_round": 2,
         "summarize_config": n,
         "render_report": 1,
         "all": 1,

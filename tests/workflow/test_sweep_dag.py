@@ -6,6 +6,7 @@ import re
 
 import yaml
 
+from specsweep.plan.rounds import round_order
 from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, run
 
 SWEEP = ["--configfile", "config/sweep-cpu.yaml"]
@@ -16,25 +17,34 @@ def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
     result = run(SNAKEMAKE + ["-n", "all", *SWEEP], work)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     # 2 backends x 4 accept lengths + the baseline; 3 points each, measured inside each launch
+    # one planned round: its plan, the burn-in before it, its judgement
     assert job_counts(result.stdout) == {"resolve_plan": 9, "preflight_config": 9, "benchmark_server": 10,
+                                         "burn_in_host": 1, "plan_round": 1, "judge_round": 1,
                                          "summarize_config": 9, "render_report": 1, "all": 1}
     assert "results/best/eagle3.env" in result.stdout and "results/plots" in result.stdout
 
 
-def test_launch_priorities_give_the_interleaved_order(tmp_path):
+def test_launch_priorities_give_each_rounds_seeded_order(tmp_path):
     work = copy_workflow(tmp_path)
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["defaults"]["launches"] = 1
     config["configurations"]["eagle3-shm"]["launches"] = 2  # and so its positive control, which extends it
     config["configurations"]["eagle3-gloo"]["launches"] = 2
+    config["rounds"] = {"seed": 11}
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     result = run(SNAKEMAKE + ["-n", "all"], work)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = re.findall(r"wildcards: config=([a-z0-9_-]+), launch=(\w+)\n\s+priority: ([0-9.]+)", result.stdout)
-    ran = [(c, lid) for c, lid, _ in sorted(jobs, key=lambda j: -float(j[2]))]
-    assert ran == [("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("eagle3-shm-slow10", "1"),
-                   ("eagle3-gloo", "2"), ("eagle3-shm", "2"), ("eagle3-shm-slow10", "2"), ("nospec", "aa")]
     assert all(0 < float(p) < 100 for _, _, p in jobs), "below resolve_plan and preflight_config (100)"
+    by_round: dict[int, list[tuple[str, str, float]]] = {}
+    for c, lid, p in jobs:
+        by_round.setdefault(2 if lid == "aa" else int(lid), []).append((c, lid, float(p)))
+    assert sorted(by_round) == [1, 2]
+    assert {(c, lid) for c, lid, _ in by_round[2]} == {("eagle3-gloo", "2"), ("eagle3-shm", "2"),
+                                                      ("eagle3-shm-slow10", "2"), ("nospec", "aa")}
+    for r, members in by_round.items():
+        ran = [(c, lid) for c, lid, _ in sorted(members, key=lambda j: -j[2])]
+        assert ran == round_order([(c, lid) for c, lid, _ in members], 11, r)
 
 
 def test_a_bad_axis_stops_the_run_before_any_job(tmp_path):

@@ -37,8 +37,9 @@ def test_rerun_triggers_are_the_same_as_the_local_profile():
     assert profile("slurm")["rerun-triggers"] == profile("default")["rerun-triggers"]
 
 
-def test_only_the_server_job_leaves_the_submit_host():
-    """Every rule but benchmark_server is a localrule (tests/slurm checks what Slurm really ran)."""
+def test_only_the_server_jobs_leave_the_submit_host():
+    """Every rule but those that launch servers (benchmark_server, and the burn-in's unmeasured launches)
+    is a localrule (tests/slurm checks what Slurm really ran)."""
     rules, remote = [], []
     for smk in sorted((REPO / "rules").glob("*.smk")):
         for block in re.split(r"\n(?=rule )", smk.read_text()):
@@ -48,4 +49,4 @@ def test_only_the_server_job_leaves_the_submit_host():
                 if not re.search(r"^\s+localrule: True$", block, re.M):
                     remote.append(head[1])
     assert {"resolve_plan", "build_image", "preflight_config", "summarize_config", "render_report"} <= set(rules)
-    assert remote == ["benchmark_server"]
+    assert sorted(remote) == ["benchmark_server", "burn_in_host"]

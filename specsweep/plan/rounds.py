@@ -1,0 +1,131 @@
+"""Rounds: which launches run together, in which order, and how many rounds the sweep runs.
+
+A round holds one launch of every configuration taking part (round ``r`` is
+launch id ``r``); the A/A control (launch ``aa``, the baseline launched once
+more) joins the last planned round. Three rules make a slow spell of the host
+land on no configuration in particular:
+
+* **a seeded random order within each round** (``round_order``): the
+  baseline is not first in every round, and no configuration is always first
+  or last. The order is a function of ``rounds.seed``, the round and its
+  members only, so that ``-n``, the jobs and the report all see the same
+  order, and adding a configuration reorders nothing but the rounds it
+  joins. The A/A control takes a random place in its round like any launch,
+  so it measures the drift between two places of one round, not the first
+  place's position effect.
+* **rounds as blocks**: the verdicts take the round as a block
+  (``analysis.blocks``): what the host did during one round moves every
+  configuration of that round alike and leaves the comparisons.
+* **rounds until the question is answered** (``workflow.rounds``): after
+  every round, a judgement (a Snakemake checkpoint) recomputes the verdicts
+  and either plans the next round or ends the sweep: when every comparison
+  is either called or can see ``smallest_effect`` (resolved), or when the
+  budget (``rounds.max_launches`` launches per configuration, or
+  ``rounds.max_minutes`` from the first launch's start) is spent. The
+  planned launches (``launches``) are the minimum; extra rounds hold the
+  configurations whose comparisons are still open, and the baseline.
+
+A round's plan is a file (``results/rounds/round-<r>/plan.json``,
+``ROUND_PLAN_FORMAT_VERSION``) that every launch job of the round reads: its
+design, its order, and so each job's position and partners.
+
+Format history of results/rounds/round-<r>/plan.json:
+  1  round, design, why, seed, order ([config, launch] in run order), budget.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specsweep.contracts.layout import CONTROL
+from specsweep.plan.launches import PRIORITY_CEILING
+
+ROUND_PLAN_FORMAT_VERSION = 1
+
+#: The measurement designs: every configuration's server up at once and measured in turn, or one
+#: server at a time (the host cannot hold them all, or the user asked for it).
+SIDE_BY_SIDE = "side-by-side"
+SEQUENTIAL = "sequential"
+DESIGNS = ("auto", SIDE_BY_SIDE, SEQUENTIAL)
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """``rounds:`` of the config (schemas/config.schema.yaml): the order's seed, the design asked for,
+    and the budget of extra rounds (None: the planned launches only)."""
+
+    seed: int = 0
+    design: str = "auto"
+    max_launches: int | None = None
+    max_minutes: float | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "RoundSettings":
+        own = dict(config.get("rounds") or {})
+        return cls(seed=int(own.get("seed", 0)), design=str(own.get("design", "auto")),
+                   max_launches=own.get("max_launches"), max_minutes=own.get("max_minutes"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "design": self.design, "max_launches": self.max_launches,
+                "max_minutes": self.max_minutes}
+
+
+def planned_rounds(launches: Mapping[str, int]) -> int:
+    """The rounds every sweep runs at least: the most launches any configuration plans."""
+    return max(launches.values(), default=0)
+
+
+def planned_members(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
+                    round_no: int) -> list[tuple[str, str]]:
+    """(configuration, launch) of planned round ``round_no``, by name: every configuration planning at
+    least that many launches, and the A/A control in the last planned round."""
+    members = [(name, str(round_no)) for name in sorted(launches) if launches[name] >= round_no]
+    if aa_control and baseline in launches and round_no == planned_rounds(launches):
+        members.append((baseline, CONTROL))
+    return members
+
+
+def round_order(members: Sequence[tuple[str, str]], seed: int, round_no: int) -> list[tuple[str, str]]:
+    """``members`` in the round's run order: a permutation drawn from ``random.Random`` seeded with the
+    string ``"<seed>:<round>"`` over the members sorted by name (stable across Python versions:
+    ``random.shuffle`` of a seeded generator)."""
+    order = sorted((str(c), str(lid)) for c, lid in members)
+    random.Random(f"{seed}:{round_no}").shuffle(order)
+    return order
+
+
+def round_plan(round_no: int, order: Sequence[tuple[str, str]], design: str, why: str, settings: RoundSettings
+               ) -> dict[str, Any]:
+    """The plan of one round, as results/rounds/round-<r>/plan.json holds it."""
+    return {"format_version": ROUND_PLAN_FORMAT_VERSION, "round": round_no, "design": design, "why": why,
+            "seed": settings.seed, "order": [list(item) for item in order],
+            "budget": {"max_launches": settings.max_launches, "max_minutes": settings.max_minutes}}
+
+
+def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control: bool, seed: int
+                  ) -> list[tuple[str, str]]:
+    """Every planned (configuration, launch) in run order: round 1's order, round 2's, ..."""
+    return [item for r in range(1, planned_rounds(launches) + 1)
+            for item in round_order(planned_members(launches, baseline, aa_control, r), seed, r)]
+
+
+def round_of(launch: str, rounds_planned: int) -> int:
+    """The round a launch id runs in: its number, and the A/A control in the last planned round."""
+    return rounds_planned if launch == CONTROL else int(launch)
+
+
+def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> float:
+    """The job priority of one launch within its round: strictly decreasing along the round's order, in
+    (0, ``PRIORITY_CEILING``). Only one round's jobs exist at a time (each round waits for the
+    judgement of the one before), so priorities need not be ordered across rounds."""
+    keys = [tuple(item) for item in order]
+    n = len(keys)
+    return PRIORITY_CEILING * (n - keys.index((config, launch))) / (n + 1)
+
+
+def position_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> int:
+    """1-based place of (config, launch) in its round's order."""
+    return [tuple(item) for item in order].index((config, launch)) + 1

@@ -1,0 +1,225 @@
+"""The rounds of a sweep, as Snakemake runs them: each round's plan, and the judgement after it.
+
+Round ``r`` is: ``plan_round`` writes results/rounds/round-<r>/plan.json (its
+design and order, ``plan.rounds``), the round's launch jobs read it, and the
+checkpoint ``judge_round`` writes results/rounds/round-<r>/judgement.json
+from every launch measured so far: the verdicts recomputed exactly as the
+report computes them (``report.render.config_rows``), and the decision:
+
+* before the planned rounds are done (``launches``): go on, with the next
+  planned round;
+* every comparison is either called or can already see ``smallest_effect``
+  (80 % power): the question is answered, stop (``resolved``);
+* the budget is spent (``rounds.max_launches`` launches per configuration,
+  or ``rounds.max_minutes`` from the first launch's start to the last one's
+  end): stop (``budget``);
+* no extra rounds were asked for (``rounds.max_launches`` unset): stop
+  (``planned rounds``);
+* otherwise: one more round, of the baseline and every configuration whose
+  comparison is still open (with its twin, for the positive control).
+
+The comparisons that must be answered are every configuration's decode
+verdict against the baseline and the positive control's against its twin.
+The A/A control is not one of them: it is the check that identical setups
+are not called different, whatever the number of rounds.
+
+Snakemake sees the next round only once the judgement exists (a checkpoint),
+so ``-n`` after a round shows that round's jobs and nothing already measured;
+a launch once measured is never rerun by a later round.
+
+Format history of results/rounds/round-<r>/judgement.json:
+  1  round, continue, ended_by (null while going on), why, next (the next round's members, or null),
+     comparisons (each: config, against, verdict, ratio, detectable, open), launches, elapsed_min,
+     burn_in (the burn-in record before round 1, round 1 only; else null).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+from specsweep.contracts.layout import LAUNCH_FILES
+from specsweep.contracts.vocabulary import Status
+from specsweep.files import read_json, write_json_atomic
+from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
+
+JUDGEMENT_FORMAT_VERSION = 1
+
+#: Why a sweep's rounds ended (``judgement["ended_by"]``).
+RESOLVED = "resolved"
+BUDGET = "budget"
+PLANNED = "planned rounds"
+
+
+def round_path(round_no: int | str, leaf: str) -> str:
+    """results/rounds/round-<r>/<leaf> (``plan.json``, ``judgement.json``)."""
+    return f"results/rounds/round-{round_no}/{leaf}"
+
+
+def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
+                judgement_of: Callable[[int], str], upto: int | None = None) -> list[list[tuple[str, str]]]:
+    """The members of every round, round 1 first: the planned rounds, then the rounds the judgements
+    asked for; with ``upto``, only rounds 1..upto (fewer when the sweep ended before). ``judgement_of(r)``
+    is the path of round r's judgement (in a Snakefile: ``checkpoints.judge_round.get(round=r).output[0]``,
+    which stops the DAG where a judgement is missing and schedules the job that writes it)."""
+    rounds: list[list[tuple[str, str]]] = []
+    r = 1
+    members = planned_members(launches, baseline, aa_control, 1)
+    while members:
+        rounds.append(members)
+        if upto is not None and len(rounds) >= upto:
+            break
+        if r < planned_rounds(launches):
+            r += 1
+            members = planned_members(launches, baseline, aa_control, r)
+            continue
+        judgement = read_json(judgement_of(r))
+        if not judgement.get("continue"):
+            break
+        r += 1
+        members = [(c, lid) for c, lid in judgement["next"]]
+    return rounds
+
+
+def members_of_round(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int) -> list[tuple[str, str]]:
+    return list(rounds[round_no - 1]) if round_no <= len(rounds) else []
+
+
+def launch_paths(config: str, launch: str) -> dict[str, str]:
+    """One launch's files, by the name of benchmark_server's output."""
+    return {kind: f"results/{config}/launch-{launch}/{leaf}" for kind, leaf in LAUNCH_FILES.items()}
+
+
+def write_round_plan(round_no: int, members: Sequence[Sequence[str]], design: str, why: str,
+                     settings: RoundSettings, out_path: str) -> dict[str, Any]:
+    """plan_round: the round's order (a seeded permutation of its members) and design."""
+    plan = round_plan(round_no, round_order([tuple(m) for m in members], settings.seed, round_no), design, why,
+                      settings)
+    write_json_atomic(out_path, plan)
+    return plan
+
+
+# ------------------------------------------------------------------ judging a round
+
+
+def _open(row: Mapping[str, Any], effect: float) -> bool:
+    """A comparison is open when it is not called and cannot yet see ``effect`` (80 % power)."""
+    comparison = row.get("comparison") or {}
+    if comparison.get("verdict") in ("faster", "slower"):
+        return False
+    seen = comparison.get("detectable")
+    return seen is None or seen > effect
+
+
+def comparisons(rows: Sequence[Mapping[str, Any]], baseline: str | None, control: Mapping[str, Any] | None,
+                effect: float, compare: Callable[[Any, Any], dict]) -> list[dict[str, Any]]:
+    """The comparisons a round's judgement asks about: each compared row against the baseline, and the
+    positive control against its twin (``compare(row, other)``: the primary verdict)."""
+    out = []
+    by_name = {r["config"]: r for r in rows}
+    for r in rows:
+        if r["config"] == baseline:
+            continue
+        if r["status"] in (Status.FAILED, Status.CONTAMINATED):
+            # never compared, and more rounds cannot change that (a summary's status is its worst launch's)
+            out.append({"config": r["config"], "against": None, "verdict": r["status"], "ratio": None,
+                        "detectable": None, "open": False})
+            continue
+        if control and r["config"] == control.get("name") and control.get("of") in by_name:
+            c = compare(r, by_name[control["of"]])
+            against = control["of"]
+        else:
+            c = r.get("comparison") or {}
+            against = baseline
+        row = {"comparison": c}
+        out.append({"config": r["config"], "against": against, "verdict": c.get("verdict"),
+                    "ratio": c.get("ratio"), "detectable": c.get("detectable"), "open": _open(row, effect)})
+    return out
+
+
+def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared: Sequence[Mapping[str, Any]],
+           baseline: str | None, control: Mapping[str, Any] | None, elapsed_min: float | None,
+           next_planned: Sequence[tuple[str, str]], effect: float) -> dict[str, Any]:
+    """The decision after round ``round_no`` (module docstring), without the comparisons' details."""
+    if round_no < rounds_planned:
+        return {"continue": True, "ended_by": None, "why": f"planned round {round_no} of {rounds_planned}",
+                "next": [list(m) for m in next_planned]}
+    still = [c for c in compared if c["open"]]
+    if not still:
+        return {"continue": False, "ended_by": RESOLVED,
+                "why": f"every comparison is called or sees {effect:.0%} (80 % power) after {round_no} rounds"}
+    names = ", ".join(c["config"] for c in still)
+    if settings.max_launches is None:
+        return {"continue": False, "ended_by": PLANNED,
+                "why": f"the {rounds_planned} planned rounds ran and no extra rounds were asked for "
+                       f"(rounds.max_launches); still open at {effect:.0%}: {names}"}
+    if round_no >= settings.max_launches:
+        return {"continue": False, "ended_by": BUDGET,
+                "why": f"the budget of {settings.max_launches} launches per configuration is spent; "
+                       f"still open at {effect:.0%}: {names}"}
+    if settings.max_minutes is not None and elapsed_min is not None and elapsed_min >= settings.max_minutes:
+        return {"continue": False, "ended_by": BUDGET,
+                "why": f"the budget of {settings.max_minutes:g} min is spent ({elapsed_min:.1f} min); "
+                       f"still open at {effect:.0%}: {names}"}
+    wanted = {baseline} | {c["config"] for c in still}
+    if control and control.get("name") in wanted:
+        wanted.add(control.get("of"))
+    nxt = [[name, str(round_no + 1)] for name in sorted(n for n in wanted if n)]
+    return {"continue": True, "ended_by": None,
+            "why": f"still open at {effect:.0%}: {names}; round {round_no + 1} of at most {settings.max_launches}",
+            "next": nxt}
+
+
+def elapsed_minutes(summaries: Sequence[Mapping[str, Any]]) -> float | None:
+    """Minutes from the first launch's start to the last launch's end, over every summary."""
+    starts = [e["started_at"] for s in summaries for e in s.get("launches") or [] if e.get("started_at")]
+    ends = [e["ended_at"] for s in summaries for e in s.get("launches") or [] if e.get("ended_at")]
+    return (max(ends) - min(starts)) / 60 if starts and ends else None
+
+
+def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], params: Mapping[str, Any],
+                out_path: str, log: TextIO, burn_in_path: str | None = None) -> dict[str, Any]:
+    """judge_round: the verdicts after ``round_no`` and whether another round runs (module docstring).
+
+    ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``sweep_params``.
+    Each configuration's summary is built in memory from its launches so far, exactly as
+    summarize_config builds it, and judged exactly as the report judges it.
+    """
+    from specsweep.report.render import compare_primary, config_rows  # the report's own verdicts
+    from specsweep.workflow.jobs import summary_of_files
+
+    settings = RoundSettings(**params["rounds"])
+    launches_of: dict[str, list[str]] = {}
+    for members in rounds[:round_no]:
+        for config, launch in members:
+            launches_of.setdefault(config, []).append(launch)
+    summaries = []
+    quiet = io.StringIO()
+    for config, ids in sorted(launches_of.items()):
+        ids = sorted(ids, key=lambda lid: (lid == "aa", int(lid) if lid.isdigit() else 0))
+        inputs: dict[str, Any] = {"plan": [f"results/{config}/plan.json"]}
+        for kind in LAUNCH_FILES:
+            inputs[kind] = [launch_paths(config, lid)[kind] for lid in ids]
+        labels = json.dumps((params.get("labels") or {}).get(config) or {})
+        summary = summary_of_files(inputs, quiet, "{}", labels)
+        summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, "ok")
+        summaries.append(summary)
+    effect = float(params["smallest_effect"])
+    baseline, control = params.get("baseline"), params.get("positive_control")
+    rows, _ = config_rows(summaries, baseline, effect)
+    compared = comparisons(rows, baseline, control, effect, compare_primary)
+    elapsed = elapsed_minutes(summaries)
+    next_planned = planned_members(params["launches"], baseline, bool(params.get("aa_control")), round_no + 1)
+    decision = decide(round_no, planned_rounds(params["launches"]), settings, compared, baseline, control, elapsed,
+                      next_planned, effect)
+    judgement = {"format_version": JUDGEMENT_FORMAT_VERSION, "round": round_no, **decision,
+                 "next": decision.get("next"), "comparisons": compared,
+                 "launches": {c: ids for c, ids in sorted(launches_of.items())},
+                 "elapsed_min": elapsed,
+                 "burn_in": read_json(burn_in_path) if burn_in_path else None}
+    write_json_atomic(out_path, judgement)
+    state = "another round" if judgement["continue"] else f"the sweep ends ({judgement['ended_by']})"
+    print(f"round {round_no}: {state}: {judgement['why']}", file=log)
+    return judgement

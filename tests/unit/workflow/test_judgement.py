@@ -1,0 +1,60 @@
+"""The judgement after a round: go on or stop, and why (workflow.rounds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specsweep.plan.rounds import RoundSettings
+from specsweep.workflow.rounds import BUDGET, PLANNED, RESOLVED, decide, walk_rounds
+
+CONTROL = {"name": "b-slow10", "of": "b", "slowdown": 0.1}
+
+
+def _c(config, verdict, detectable, open_):
+    return {"config": config, "against": "base", "verdict": verdict, "ratio": 1.0, "detectable": detectable,
+            "open": open_}
+
+
+def test_planned_rounds_always_run():
+    got = decide(1, 2, RoundSettings(), [_c("a", "no significant difference", 0.5, True)], "base", None, 1.0,
+                 [("a", "2"), ("base", "2")], 0.1)
+    assert got["continue"] and got["next"] == [["a", "2"], ["base", "2"]]
+
+
+def test_resolved_when_every_comparison_is_called_or_sees_the_effect():
+    compared = [_c("a", "faster", 0.3, False), _c("b", "no significant difference", 0.04, False)]
+    got = decide(2, 2, RoundSettings(max_launches=6), compared, "base", None, 3.0, [], 0.1)
+    assert not got["continue"] and got["ended_by"] == RESOLVED
+
+
+def test_no_budget_means_the_planned_rounds_only():
+    got = decide(2, 2, RoundSettings(), [_c("a", "no significant difference", 0.3, True)], "base", None, 3.0,
+                 [], 0.1)
+    assert not got["continue"] and got["ended_by"] == PLANNED and "a" in got["why"]
+
+
+@pytest.mark.parametrize("settings,elapsed", [(RoundSettings(max_launches=3), 1.0),
+                                              (RoundSettings(max_launches=9, max_minutes=5), 6.0)])
+def test_the_budget_ends_the_rounds(settings, elapsed):
+    got = decide(3, 2, settings, [_c("a", "no significant difference", 0.3, True)], "base", None, elapsed, [], 0.1)
+    assert not got["continue"] and got["ended_by"] == BUDGET
+
+
+def test_another_round_holds_the_baseline_the_open_ones_and_the_controls_twin():
+    compared = [_c("a", "faster", 0.3, False), _c("b-slow10", "no significant difference", 0.2, True),
+                _c("c", "no significant difference", 0.2, True)]
+    got = decide(2, 2, RoundSettings(max_launches=5), compared, "base", CONTROL, 2.0, [], 0.1)
+    assert got["continue"] and got["next"] == [["b", "3"], ["b-slow10", "3"], ["base", "3"], ["c", "3"]]
+
+
+def test_walk_reads_the_judgements_and_stops_where_one_says_stop(tmp_path):
+    launches = {"base": 2, "a": 2}
+    paths = {r: tmp_path / f"j{r}.json" for r in (1, 2, 3)}
+    paths[2].write_text(json.dumps({"continue": True, "next": [["a", "3"], ["base", "3"]]}))
+    paths[3].write_text(json.dumps({"continue": False, "next": None}))
+    rounds = walk_rounds(launches, "base", True, lambda r: str(paths[r]))
+    assert [len(r) for r in rounds] == [2, 3, 2]
+    assert ("base", "aa") in rounds[1] and rounds[2] == [("a", "3"), ("base", "3")]
+    assert walk_rounds(launches, "base", True, lambda r: str(paths[r]), upto=2) == rounds[:2]
