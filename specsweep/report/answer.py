@@ -35,7 +35,7 @@ from specsweep.analysis.costmodel import (
     residual,
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
@@ -248,7 +248,7 @@ def _best_at(prow: Sequence[dict[str, Any]], base: dict[str, Any], baseline: str
              compare: Callable[[dict, dict], dict], lead: str) -> str:
     out = io.StringIO()
     real = [r for r in prow if r["status"] == Status.OK and not _test_fault(r)]
-    faster = [r for r in real if r.get("verdict") == "faster"]
+    faster = [r for r in real if r.get("verdict") == Verdict.FASTER]
     top = max((r for r in real if r.get("ratio") is not None), key=lambda r: r["ratio"], default=None)
     if faster:
         best = max(faster, key=lambda r: r["ratio"])
@@ -261,7 +261,7 @@ def _best_at(prow: Sequence[dict[str, Any]], base: dict[str, Any], baseline: str
             out.write(f" Against its own backend without speculation (`{best['own_baseline']}`): "
                       f"{_verdict(best['own_comparison'], 'n/a')}.")
         out.write(_settings_text(best, base))
-        ties = [r["config"] for r in faster if r is not best and compare(best, r)["verdict"] != "faster"]
+        ties = [r["config"] for r in faster if r is not best and compare(best, r)["verdict"] != Verdict.FASTER]
         if ties:
             out.write(f" It is not significantly faster than {', '.join(f'`{t}`' for t in ties)} (same verdict "
                       "method): any of them will do.")
@@ -332,8 +332,8 @@ def backend_section(rows: Sequence[dict[str, Any]], baseline: str | None) -> str
             own_cell = f"{pair['name']} ({pair['how']})"
             vs_own = (_verdict(r["own_comparison"], "n/a") if own is not None
                       else "n/a (no row at this point)")
-            if r["own_comparison"] and r["own_verdict"] in ("faster", "slower"):
-                vs_own = f"{'pays' if r['own_verdict'] == 'faster' else 'does not pay'}: {vs_own}"
+            if r["own_comparison"] and r["own_verdict"] in CALLED:
+                vs_own = f"{'pays' if r['own_verdict'] == Verdict.FASTER else 'does not pay'}: {vs_own}"
             own_vs = _verdict((own or {}).get("comparison"), (own or {}).get("verdict", "n/a"))
         cells = [row_label(r), own_cell, vs_own, _verdict(r.get("comparison"), r.get("verdict", "n/a")), own_vs]
         w(table_row(cells))

@@ -41,7 +41,7 @@ import matplotlib
 
 from specsweep.analysis.costmodel import accept_needed
 from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import Status, Verdict
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -49,13 +49,13 @@ import numpy as np  # noqa: E402
 
 
 VERDICT_COLORS = {
-    "baseline": "#1f77b4",
-    "faster": "#2ca02c",
-    "slower": "#d62728",
-    "no significant difference": "#7f7f7f",
-    "insufficient samples": "#bcbd22",
-    "no baseline": "#7f7f7f",
-    "failed": "#ffffff",
+    Verdict.BASELINE: "#1f77b4",
+    Verdict.FASTER: "#2ca02c",
+    Verdict.SLOWER: "#d62728",
+    Verdict.NO_DIFFERENCE: "#7f7f7f",
+    Verdict.INSUFFICIENT: "#bcbd22",
+    Verdict.NO_BASELINE: "#7f7f7f",
+    Status.FAILED: "#ffffff",
 }
 BASELINE_LINE = "#000000"
 #: The flag of a configuration whose greedy outputs differ from the baseline's (report table and plots).

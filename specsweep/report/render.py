@@ -47,7 +47,7 @@ from specsweep.analysis.stats import (
 )
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
-from specsweep.contracts.vocabulary import Expect, Status
+from specsweep.contracts.vocabulary import COMPARED, Expect, Status, Verdict
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.answer import (
@@ -105,8 +105,6 @@ ID_COLUMNS = ("config", "point", "concurrency", "launches", "description", "stat
               "n_ok", "n_error", "n_incomplete")
 #: Columns of the comparison with the baseline (after the metric columns); the
 #: baseline is the baseline's row at the same workload point.
-#: Statuses whose measurements enter the verdicts (and the pooled launch variance).
-COMPARED = ("ok", "fallback")
 #: CSV prefix of each secondary verdict (after the primary one, which has the plain names).
 SECONDARY = tuple((metric, label, lower, label.lower().replace("-", "_")) for metric, label, lower
                   in VERDICT_METRICS if metric != PRIMARY_VERDICT)
@@ -151,7 +149,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "status": summary["status"],
         # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
         # not in the plan: render_report_files sets it from the report params.
-        "expect": summary.get("expect", "ok"),
+        "expect": summary.get("expect", Expect.OK),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
         "n_ok": counts.get("ok"),
@@ -185,8 +183,8 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
 def agreement_cell(r: dict[str, Any]) -> str:
     """The 'outputs vs baseline' cell: the match share, or why there is none."""
     a = r.get("agreement") or {}
-    if r["verdict"] == "baseline":
-        return "baseline"
+    if r["verdict"] == Verdict.BASELINE:
+        return Verdict.BASELINE
     if a.get("match_share") is not None:
         prefix = r.get("output_common_prefix")
         text = f"{a['match_share']:.0%} ({a['matching']}/{a['paired']})"
@@ -236,13 +234,13 @@ def config_rows(
         r["base_row"] = point_base
         r["comparisons"] = {}
         if r["config"] == baseline:
-            r["verdict"] = "baseline"
+            r["verdict"] = Verdict.BASELINE
         elif r["status"] in (Status.FAILED, Status.CONTAMINATED):
             r["verdict"] = r["status"]  # a contaminated number is never compared
         elif base is not None and point_base is None:
-            r["verdict"] = "no baseline at this point"
+            r["verdict"] = Verdict.NO_BASELINE_AT_POINT
         elif not base_ok:
-            r["verdict"] = "no baseline"
+            r["verdict"] = Verdict.NO_BASELINE
         else:
             r["comparisons"] = {metric: compare_rows(r, point_base, metric) for metric, _, _ in VERDICT_METRICS}
             r["verdict"] = r["comparisons"][PRIMARY_VERDICT]["verdict"]
@@ -259,7 +257,7 @@ def config_rows(
         r["decode_rate_ci_low"], r["decode_rate_ci_high"] = rate_interval(r, noise)
         for metric, _, _, prefix in SECONDARY:
             c = r["comparisons"].get(metric) or {}
-            r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == "baseline" else None)
+            r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == Verdict.BASELINE else None)
             r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
         r["devices"], r["device_kind"] = devices_of(r["plan"], r.get("server"))
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
@@ -284,7 +282,7 @@ def compare_rows(r: dict[str, Any], other: dict[str, Any], metric: str = PRIMARY
     lower = next(lower for name, _, lower in VERDICT_METRICS if name == metric)
     a, b = r["verdict_samples"].get(metric), other["verdict_samples"].get(metric)
     if a is None or b is None:
-        return {"verdict": "insufficient samples", "method": VERDICT_METHOD,
+        return {"verdict": Verdict.INSUFFICIENT, "method": VERDICT_METHOD,
                 "note": f"no {metric} samples on {'this side' if a is None else 'the other side'}"}
     return compare(a, b, r["noise"][metric], lower_is_better=lower)
 
@@ -351,7 +349,7 @@ def comparison_text(v: dict[str, Any] | None, smallest_effect: float | None = No
     if v.get("family"):
         text += f", Holm over {v['family']}"
     text += ")"
-    if v["verdict"] == "no significant difference" and v.get("detectable") is not None:
+    if v["verdict"] == Verdict.NO_DIFFERENCE and v.get("detectable") is not None:
         text += f"; sees >= {_pct(v['detectable'])} (80 % power)"
     return text
 
@@ -361,14 +359,14 @@ def _verdict_cell(r: dict[str, Any], smallest_effect: float | None = None) -> st
     if v is None or "ratio" not in v:
         return r["verdict"] if v is None else comparison_text(v)
     text = comparison_text(v)
-    if r.get("launches_needed") is not None and v["verdict"] == "no significant difference":
+    if r.get("launches_needed") is not None and v["verdict"] == Verdict.NO_DIFFERENCE:
         text += f"; {r['launches_needed']} launches each would see {_pct(smallest_effect)}"
     return text
 
 
 def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
     v = r["comparisons"].get(metric)
-    if r["verdict"] == "baseline" or v is None or "ratio" not in v:
+    if r["verdict"] == Verdict.BASELINE or v is None or "ratio" not in v:
         return value
     return f"{value}: {v['verdict']} (x{v['ratio']:.3f}, +-{v['threshold'] * 100:.1f} %)"
 
@@ -516,7 +514,7 @@ def _agreement_section(w: Any, rows: list[dict[str, Any]]) -> None:
       f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
       "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
     for r in rows:
-        if r.get("verdict") == "baseline":
+        if r.get("verdict") == Verdict.BASELINE:
             continue
         a = r["agreement"]
         if a.get("match_share") is not None:

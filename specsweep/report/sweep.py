@@ -36,7 +36,7 @@ from typing import Any
 from specsweep.analysis.curves import CROSSING_METHOD, crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT, is_external
 
@@ -154,7 +154,7 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         comp = aa["comparison"]
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
-        called = comp["verdict"] in ("faster", "slower")
+        called = comp["verdict"] in CALLED
         verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
                    "than the model allows): read every verdict with care**" if called
@@ -208,7 +208,7 @@ def positive_lines(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] |
             continue
         judged = (f"x{v['ratio']:.3f} [{v['ratio_ci'][0]:.3f}, {v['ratio_ci'][1]:.3f}] against {of}, expected "
                   f"x{1 / (1 + slowdown):.3f}, called beyond +-{_pct(v['threshold'])}")
-        if v["verdict"] == "slower":
+        if v["verdict"] == Verdict.SLOWER:
             out.write(f"{head}: called slower, as it must be ({judged}): this sweep sees a {_pct(slowdown)} "
                       "slowdown.\n")
         else:
@@ -552,7 +552,7 @@ class GridWinner:
 
     @property
     def significant(self) -> bool:
-        return bool(self.against) and all(a["verdict"] == "faster" for a in self.against)
+        return bool(self.against) and all(a["verdict"] == Verdict.FASTER for a in self.against)
 
 
 def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
@@ -610,7 +610,7 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
             lead = (f"faster than every other member; the runner-up {runner['config']} by x{runner['ratio']:.3f} "
                     f"[{runner['ratio_ci'][0]:.3f}, {runner['ratio_ci'][1]:.3f}]")
         else:
-            tied = [a["config"] for a in w.against if a["verdict"] != "faster"]
+            tied = [a["config"] for a in w.against if a["verdict"] != Verdict.FASTER]
             lead = (f"NOT significantly better than {', '.join(tied[:4])}{' ...' if len(tied) > 4 else ''} "
                     "(highest median only; apply with care)")
         if w.compared_at:

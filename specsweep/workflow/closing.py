@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.records import DEFAULT_POINT
 
 #: The rate the verdicts judge and "fastest" ranks by (``analysis.metrics.BASELINE_TOK_S``; a test checks it).
@@ -49,7 +49,7 @@ def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[s
         return []
     rows = list(csv.DictReader(csv_path.open(newline="")))
     points = list(dict.fromkeys(r["point"] for r in rows))
-    baseline = next((r["config"] for r in rows if r["verdict"] == "baseline"), None)
+    baseline = next((r["config"] for r in rows if r["verdict"] == Verdict.BASELINE), None)
     configs = list(dict.fromkeys(r["config"] for r in rows))
     lines = [f"{len(configs)} configuration(s) at {len(points)} point(s), baseline {baseline or 'none'}."]
 
@@ -67,8 +67,8 @@ def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[s
                          else "No configuration measured ok.")
             continue
         best = max(at, key=lambda r: _float(r[RATE_COLUMN]))
-        against = ("the baseline" if best["verdict"] == "baseline" else
-                   f"{best['verdict']} than {baseline}" if best["verdict"] in ("faster", "slower") else
+        against = ("the baseline" if best["verdict"] == Verdict.BASELINE else
+                   f"{best['verdict']} than {baseline}" if best["verdict"] in CALLED else
                    f"{best['verdict']} against {baseline}")
         ratio = _float(best.get("ratio"))
         at_point = "" if points == [DEFAULT_POINT] else f" at {point}"
@@ -79,13 +79,13 @@ def closing_lines(results: Path, best_json: Iterable[str | Path] = ()) -> list[s
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:
-        if r["verdict"] != "baseline":
+        if r["verdict"] != Verdict.BASELINE:
             verdicts.setdefault(r["verdict"] or r["status"], []).append(
                 r["config"] if len(points) == 1 else f"{r['config']}@{r['point']}")
     if verdicts:
         counts = Counter({v: len(n) for v, n in verdicts.items()})
         lines.append("Verdicts against the baseline: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".")
-        for verdict in ("faster", "failed", "contaminated"):
+        for verdict in (Verdict.FASTER, Status.FAILED, Status.CONTAMINATED):
             if verdict in verdicts:
                 lines.append(f"  {verdict}: {_names(verdicts[verdict])}")
 
