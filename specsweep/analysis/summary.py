@@ -116,7 +116,6 @@ AGREEMENT_DEFINITION = (
     "(same endpoint, prompt and output_len); match share = paired requests whose output token ids equal "
     "the baseline's / paired requests; flagged 'outputs differ from the baseline' below the threshold; "
     "only under greedy decoding without simulated acceptance")
-SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 
 @dataclass(frozen=True)
@@ -128,10 +127,13 @@ class BaselineRun:
     records: list[dict] | None = None
 
 
-def _simulated(env: Mapping[str, Any] | None) -> str | None:
-    value = (env or {}).get(SIMULATE_ENV)
+def _simulated(plan: Mapping[str, Any], env: Mapping[str, Any] | None) -> str | None:
+    """``VAR=value`` when ``env`` (a plan's, or its server's as recorded) sets the variable that the plan's engine
+    reads for a simulated accept length (its facts' ``simulated_accept_length_setting``) to a number > 0."""
+    section, _, key = ((plan.get("facts") or {}).get("simulated_accept_length_setting") or "").partition(".")
+    value = (env or {}).get(key) if section == "env" else None
     try:
-        return str(value) if value is not None and float(value) > 0 else None
+        return f"{key}={value}" if value is not None and float(value) > 0 else None
     except ValueError:
         return None
 
@@ -149,13 +151,13 @@ def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun |
         if temperature > 0:
             return Absent(f"{NOT_COMPARABLE}{who} samples at temperature {temperature} (agreement needs greedy "
                           "decoding)")
-    envs = [("this configuration", plan.get("env")),
-            ("this configuration's server", ((launch or {}).get("provenance") or {}).get("env")),
-            (f"the baseline {baseline.name!r}", baseline.plan.get("env"))]
-    for who, env in envs:
-        value = _simulated(env)
-        if value is not None:
-            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({SIMULATE_ENV}={value} in {who}): the emitted "
+    envs = [("this configuration", plan, plan.get("env")),
+            ("this configuration's server", plan, ((launch or {}).get("provenance") or {}).get("env")),
+            (f"the baseline {baseline.name!r}", baseline.plan, baseline.plan.get("env"))]
+    for who, p, env in envs:
+        setting = _simulated(p, env)
+        if setting is not None:
+            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({setting} in {who}): the emitted "
                           "tokens are not the target's greedy tokens")
     return select_measured(baseline.records)["ok"]
 
@@ -301,7 +303,9 @@ def build_summary(
         run_id = warmup[-1].get("run_id")
     warm = _warmup_section(plan, warmup, run_id)
     server = external_server(plan, launch)
-    spec = speculative_algorithm(server if server is not None else plan.get("server_args") or {})
+    # what the engine resolved the plan's flags to mean; an external server's own account where it gave one
+    spec = (speculative_algorithm(server) if server is not None
+            else (plan.get("facts") or {}).get("speculative_algorithm"))
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],

@@ -52,3 +52,42 @@ def speculative_algorithm(server_args: Mapping[str, Any]) -> str | None:
         if text and text.upper() != "NONE":
             return text
     return None
+
+
+#: The environment variable both engines read for a fixed accept length (SGLang's; the reference engine
+#: mimics it), as a setting of a plan (a grid axis names it so).
+SIMULATE_ACC_LEN = "SGLANG_SIMULATE_ACC_LEN"
+SIMULATE_ACC_LEN_SETTING = f"env.{SIMULATE_ACC_LEN}"
+#: Flags that only speculation reads start with this (both engines take SGLang's ``--speculative-*``).
+SPECULATION_FLAG_PREFIX = "speculative"
+
+
+def simulated_accept_length(server_args: Mapping[str, Any], env: Mapping[str, Any]) -> float | None:
+    """The accept length the engine will simulate: ``SGLANG_SIMULATE_ACC_LEN`` when it is a number > 0
+    (SGLang's default -1 is off) and speculation is on; None otherwise."""
+    value = env.get(SIMULATE_ACC_LEN)
+    if value is None or speculative_algorithm(server_args) is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+def speculation_settings(server_args: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
+    """The plan's settings that only speculation reads (``server_args.<flag>``, ``env.<VAR>``), sorted: what
+    a configuration's counterpart without speculation may differ in."""
+    flags = [f"server_args.{k}" for k in server_args if str(k).replace("_", "-").startswith(SPECULATION_FLAG_PREFIX)]
+    return sorted(flags + ([SIMULATE_ACC_LEN_SETTING] if SIMULATE_ACC_LEN in env else []))
+
+
+def common_facts(server_args: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts (``contracts.plan.FACT_KEYS``) that both engines read from SGLang's flag names alike; each
+    engine adds ``tp_size`` and ``all_reduce_backend``."""
+    return {
+        "speculative_algorithm": speculative_algorithm(server_args),
+        "simulated_accept_length": simulated_accept_length(server_args, env),
+        "simulated_accept_length_setting": SIMULATE_ACC_LEN_SETTING,
+        "speculation_settings": speculation_settings(server_args, env),
+    }

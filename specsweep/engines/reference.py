@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specsweep.engines.argv import args_to_argv
+from specsweep.engines.argv import args_to_argv, common_facts
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.variants import known_variants
-from specsweep.refengine.cli import build_parser, check_args, resolve_args
+from specsweep.refengine.cli import build_parser, check_args, resolve_args, resolved_flags
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # report.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
@@ -71,6 +71,14 @@ class ReferenceEngine:
         the flags select, None when they fail)."""
         port = plan.get("port") or self.container_port
         return _parse_once(tuple(plan["argv"][3:] + self.address_args(plan["host"], port)))
+
+    def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+        """What the flags mean (``contracts.plan.FACT_KEYS``): the TP size and the all-reduce backend as the
+        engine's own parser resolves them, from the flags alone (no file is read: a plan does not depend on
+        the host that resolves it); None when the flags do not parse (preflight names them)."""
+        ns = resolved_flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
+        return {**common_facts(server_args, env), "tp_size": ns.tp_size if ns is not None else None,
+                "all_reduce_backend": ns.all_reduce_backend if ns is not None else None}
 
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None

@@ -5,8 +5,8 @@ measurement, and the all-reduce latency at which speculation starts to pay.
 * Own baselines (``own_baselines``): a speculative configuration's counterpart without
   speculation, named by its ``own_baseline`` label or found automatically: the one configuration
   without speculation whose plan (engine, runtime, image, GPUs, server flags, environment) equals
-  this one's once the speculation settings (``SPECULATION_FLAG_PREFIX`` flags,
-  ``SPECULATION_ENV``) are removed. A faster all-reduce also speeds up decoding without
+  this one's once the speculation settings (the plan's ``facts``: ``speculation_settings``, as its
+  engine resolved them) are removed. A faster all-reduce also speeds up decoding without
   speculation, so "does speculation pay" has an answer per backend.
 * The best setup overall (``best_lines``): per workload point, the configuration significantly
   faster than the global baseline by the largest ratio (the verdict's own ratio of medians,
@@ -36,14 +36,11 @@ from specsweep.analysis.costmodel import (
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
 from specsweep.contracts.vocabulary import CALLED, Status, Verdict
-from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
 from specsweep.report.markdown import table_head, table_row
 from specsweep.report.sweep import row_label
 
-SPECULATION_FLAG_PREFIX = "speculative"
-SPECULATION_ENV = ("SGLANG_SIMULATE_ACC_LEN",)
 #: A configuration with a test-only fault (a positive control) is never what to deploy.
 TEST_FAULT_ENV = (STEP_DELAY_ENV, STEP_SLOWDOWN_ENV)
 #: Plan keys that must agree for an automatic own baseline (besides flags and environment).
@@ -55,10 +52,23 @@ ANSWER_COLUMNS = ("own_baseline", "own_verdict", "own_ratio", "own_ratio_ci_low"
                   "latency_budget_us")
 
 
+def _facts(plan: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the plan's engine said its settings mean (``contracts.plan.FACT_KEYS``)."""
+    return plan.get("facts") or {}
+
+
+def _speculation_keys(plan: Mapping[str, Any], section: str) -> set[str]:
+    """The keys of ``section`` (``server_args``, ``env``) that only speculation reads (the facts' settings)."""
+    return {s.partition(".")[2] for s in _facts(plan).get("speculation_settings") or [] if s.startswith(f"{section}.")}
+
+
+def _spec(plan: Mapping[str, Any]) -> str | None:
+    return _facts(plan).get("speculative_algorithm")
+
+
 def _without_speculation(plan: Mapping[str, Any]) -> str:
-    args = {k: v for k, v in (plan.get("server_args") or {}).items()
-            if not str(k).replace("_", "-").startswith(SPECULATION_FLAG_PREFIX)}
-    env = {k: v for k, v in (plan.get("env") or {}).items() if k not in SPECULATION_ENV}
+    args = {k: v for k, v in (plan.get("server_args") or {}).items() if k not in _speculation_keys(plan, "server_args")}
+    env = {k: v for k, v in (plan.get("env") or {}).items() if k not in _speculation_keys(plan, "env")}
     return canonical_json({"args": args, "env": env, **{k: plan.get(k) for k in _SAME_KEYS}})
 
 
@@ -67,11 +77,10 @@ def own_baselines(plans: Mapping[str, Mapping[str, Any]], named: Mapping[str, st
     """``{speculative config: {"name": its own baseline, "how": "named"|"found"}}``, or ``{"why": ...}``
     when none is named and none or several match (module docstring)."""
     named = named or {}
-    plain = {n: _without_speculation(p) for n, p in plans.items()
-             if speculative_algorithm(p.get("server_args") or {}) is None}
+    plain = {n: _without_speculation(p) for n, p in plans.items() if _spec(p) is None}
     out: dict[str, dict[str, str]] = {}
     for name, plan in sorted(plans.items()):
-        if speculative_algorithm(plan.get("server_args") or {}) is None:
+        if _spec(plan) is None:
             continue
         if named.get(name):
             out[name] = {"name": named[name], "how": "named"}
@@ -91,7 +100,7 @@ def own_baselines(plans: Mapping[str, Mapping[str, Any]], named: Mapping[str, st
 
 
 def _tp(row: Mapping[str, Any]) -> int:
-    return int(((row.get("plan") or {}).get("server_args") or {}).get("tp-size") or 1)
+    return int(_facts(row.get("plan") or {}).get("tp_size") or 1)
 
 
 def _bench(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -154,9 +163,8 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
 
 
 def _backend(row: Mapping[str, Any]) -> str:
-    args = (row.get("plan") or {}).get("server_args") or {}
-    return str(args.get("all-reduce-backend") or ((row.get("profile") or {}).get("bench") or {}).get("backend")
-               or row["config"])
+    return str(_facts(row.get("plan") or {}).get("all_reduce_backend")
+               or ((row.get("profile") or {}).get("bench") or {}).get("backend") or row["config"])
 
 
 # ------------------------------------------------------------------ annotate the report's rows
@@ -288,8 +296,9 @@ def _settings_text(row: Mapping[str, Any], base: Mapping[str, Any]) -> str:
     flags = [f"--{k}" + ("" if v is True else f" {v}") for k, v in sorted(args.items())
              if bargs.get(k) != v and not off(v)]
     dropped = [f"--{k}" for k in sorted(bargs) if not off(bargs[k]) and (k not in args or off(args[k]))]
-    what_if = [f"{k}={env[k]}" for k in SPECULATION_ENV if k in env]
-    changed = [f"{k}={v}" for k, v in sorted(env.items()) if benv.get(k) != v and k not in SPECULATION_ENV]
+    simulated = _speculation_keys(plan, "env")  # what speculation alone reads: a what-if, not a setting
+    what_if = [f"{k}={env[k]}" for k in sorted(simulated) if k in env]
+    changed = [f"{k}={v}" for k, v in sorted(env.items()) if benv.get(k) != v and k not in simulated]
     unset = [k for k in sorted(benv) if k not in env]
     parts = []
     if flags or dropped:

@@ -196,7 +196,7 @@ def write_exports(winners: list[GridWinner], best_dir: Path | str,
             write_text_atomic(paths["tuner"], text)
         else:
             write_text_atomic(paths["env"], env_file(w))
-            tp = int((plan.get("server_args") or {}).get("tp-size") or -1)
+            tp = int((plan.get("facts") or {}).get("tp_size") or -1)
             write_text_atomic(paths["tuner"], tuner_csv(plan.get("env") or {}, tp, row["config"],
                                                         (sizes or {}).get(row["config"], ())))
         write_json_atomic(paths["evidence"], {

@@ -42,6 +42,7 @@ import matplotlib
 from specsweep.analysis.costmodel import accept_needed
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.contracts.vocabulary import Status, Verdict
+from specsweep.engines.argv import SIMULATE_ACC_LEN
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -329,7 +330,7 @@ def plot_break_even(groups: list[Any], path: Path) -> str | None:
     groups = [g for g in groups if g.rows]
     if not groups:
         return _nothing(path, "no configurations that differ only in accept length (an axis over "
-                              "SGLANG_SIMULATE_ACC_LEN draws this curve)")
+                              f"{SIMULATE_ACC_LEN} draws this curve)")
     points = sorted({g.point for g in groups}, key=lambda p: min(r["point_index"] for g in groups
                                                                    if g.point == p for r in g.rows))
     # The legend goes under the panels, never over a curve's points.

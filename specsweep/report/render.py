@@ -48,6 +48,7 @@ from specsweep.analysis.stats import (
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.contracts.vocabulary import COMPARED, Expect, Status, Verdict
+from specsweep.engines.argv import SIMULATE_ACC_LEN
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.answer import (
@@ -311,7 +312,7 @@ def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tu
     gpus = int(plan.get("gpus") or 0)
     if gpus > 0:
         return gpus, "gpu"
-    return int((plan.get("server_args") or {}).get("tp-size") or 1), "cpu rank"
+    return int((plan.get("facts") or {}).get("tp_size") or 1), "cpu rank"
 
 
 def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
@@ -512,7 +513,7 @@ def _agreement_section(w: Any, rows: list[dict[str, Any]]) -> None:
       f"{METRICS['output_common_prefix_tokens'].definition}. Below "
       f"{'the threshold' if threshold is None else f'{threshold:.0%}'} a configuration is marked "
       f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
-      "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
+      f"else. Simulated acceptance (`{SIMULATE_ACC_LEN}`) and sampling make outputs not comparable.\n\n")
     for r in rows:
         if r.get("verdict") == Verdict.BASELINE:
             continue

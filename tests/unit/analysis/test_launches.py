@@ -10,6 +10,7 @@ from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_su
 from specsweep.analysis.stats import Noise, pooled_noise
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 
 MS = 1_000_000
 WORKLOAD = {
@@ -18,6 +19,7 @@ WORKLOAD = {
     "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
 }
 PLAN = {"name": "cfg", "engine": "reference", "image": None, "server_args": {}, "workload": WORKLOAD,
+        "facts": engine_facts("reference"),
         "points": [{"name": "c1", "workload": WORKLOAD}, {"name": "c2", "workload": dict(WORKLOAD, concurrency=2)}]}
 
 

@@ -10,6 +10,7 @@ import pytest
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION, build_summary, speculative_algorithm
 from specsweep.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import MS, OK
 
 WORKLOAD = {
@@ -23,7 +24,8 @@ def plan(spec: str | None = "EAGLE3") -> dict:
     args = {"tp-size": 2}
     if spec is not None:
         args["speculative-algorithm"] = spec
-    return {"name": "cfg", "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD}
+    return {"name": "cfg", "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
+            "facts": engine_facts("reference", args)}
 
 
 def record(i: int, *, phase: str = "measured", run_id: str = "this", tokens: int = 8, verify: int | None = 4,

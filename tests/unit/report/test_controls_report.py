@@ -14,6 +14,7 @@ import pytest
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.render import config_rows, explode_points, render_report
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 
 #: The launch effect of launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
@@ -23,8 +24,9 @@ FACTORS = {"1": 1.00, "2": 1.012, "aa": 0.994}
 def config_summary(name: str, gap_ms: float, per_chunk: int, launches: list[str], seed: int,
                    factors: dict[str, float] = FACTORS) -> dict:
     spec = per_chunk > 1
+    args = {"speculative-algorithm": "EAGLE3" if spec else "NONE"}
     plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "EAGLE3" if spec else "NONE"}, "env": {}}
+            "server_args": args, "env": {}, "facts": engine_facts("reference", args)}
     files = []
     for k, lid in enumerate(launches):
         run = f"{name}-{lid}"

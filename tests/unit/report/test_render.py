@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from specsweep.analysis.summary import BaselineRun, build_summary
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 from specsweep.report.plots import _label
 from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
-
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 
 
 def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: int) -> list[dict]:
@@ -21,7 +21,8 @@ def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: in
 
 def plan(name: str, spec: bool) -> dict:
     args = {"speculative-algorithm": "EAGLE3"} if spec else {}
-    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD}
+    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
+            "facts": engine_facts("reference", args)}
 
 
 @pytest.fixture()
