@@ -109,6 +109,8 @@ from specsweep.warmup import warmup_report
 #      /server_info says it runs; the other summaries read as before, so the version stays.)
 #   8  + metrics target_forward_ms and target_forward_comm_ms (per target forward, with or without
 #      speculation: the cost model's no-speculation step).
+#      (plan format 5 adds facts to the plan each summary embeds; every other byte is as before, so the
+#      version stays.)
 SUMMARY_FORMAT_VERSION = 8
 
 AGREEMENT_DEFINITION = (
