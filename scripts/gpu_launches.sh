@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 19 on one GPU: config/refengine-gpu.yaml at TP=1 with two launches
-# per configuration, interleaved, plus the baseline's A/A control (the
+# config/refengine-gpu.yaml at TP=1 on one GPU with two launches per
+# configuration in two rounds (each in its seeded order, after a burn-in),
+# plus the baseline's A/A control (the
 # overlay config/refengine-gpu-launches.yaml, with a +5 % positive control
 # eagle3-nccl-slow5): 6 configurations x 2 launches + 1 = 13 launches. The
 # four speculative configurations are physically the same at TP=1 (no
@@ -44,6 +45,12 @@ echo "workflow wall time: $(( $(date +%s) - t0 )) s" | tee -a "$out/machine.txt"
 
 cp results/summary.csv results/report.md "$out/"
 cp -r results/plots "$out/"
+# every round's plan (its design and seeded order) and judgement (the burn-in's record in round 1's)
+mkdir -p "$out/rounds"
+for f in results/rounds/round-*/*.json; do
+  r=$(basename "$(dirname "$f")")
+  cp "$f" "$out/rounds/$r-$(basename "$f")"
+done
 for summary in results/*/summary.json; do
   dir=$(dirname "$summary")
   name=$(basename "$dir")

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specsweep.analysis.blocks import BlockFit, contrast, control_level
 from specsweep.analysis.compute import compute_metrics
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, Sample, compare, launch_estimate
@@ -271,7 +272,7 @@ def point_sample(point_summary: Mapping[str, Any], metric: str = PRIMARY_VERDICT
 
 
 def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
-               metric: str = PRIMARY_VERDICT) -> dict[str, Any] | None:
+               metric: str = PRIMARY_VERDICT, fit: BlockFit | None = None) -> dict[str, Any] | None:
     """The A/A result of the baseline at one point: its control launch against its first launch.
 
     ``launch_medians``: each ok launch's median of ``metric`` (the primary
@@ -279,7 +280,10 @@ def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
     start and the end of the sweep); ``comparison``: the control against the
     first launch by ``stats.compare`` under ``noise`` (the point's pooled
     launch variance, which these launches are part of): it must not be
-    called. None without a control that ended ok or without samples.
+    called. Under a blocked ``fit`` (``blocks.fit_point`` of the point, the
+    control a level of its own) the comparison is ``blocks.contrast`` of the
+    control's level against its configuration's launches, round effects
+    removed. None without a control that ended ok or without samples.
     """
     entries = [e for e in point_summary.get("launches") or [] if e["status"] == Status.OK]
     control = next((e for e in entries if e["control"]), None)
@@ -298,5 +302,10 @@ def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
         "launch_medians": medians,
         "drift": medians[control["launch"]] / medians[first["launch"]] - 1,
     }
-    out["comparison"] = compare(c_side, f_side, noise) if noise is not None else {"verdict": Verdict.INSUFFICIENT}
+    name = point_summary.get("config")
+    if fit is not None and fit.blocked and control_level(name) in fit.levels and name in fit.levels:
+        out["comparison"] = contrast(fit, control_level(name), name)
+    else:
+        out["comparison"] = (compare(c_side, f_side, noise) if noise is not None
+                             else {"verdict": Verdict.INSUFFICIENT})
     return out

@@ -46,7 +46,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from specsweep.analysis.stats import VERDICT_METHOD
+from specsweep.analysis.blocks import BLOCKED_METHOD
 from specsweep.contracts.layout import BEST_FILES
 from specsweep.files import write_json_atomic, write_text_atomic
 from specsweep.report.sweep import GridWinner
@@ -218,6 +218,6 @@ def write_exports(winners: list[GridWinner], best_dir: Path | str,
             "tok_s_ci": [row.get("tok_s_ci_low"), row.get("tok_s_ci_high")],
             "against": w.against,
             "baseline_verdict": w.baseline_verdict,
-            "method": VERDICT_METHOD,
+            "method": BLOCKED_METHOD,
         })
     return paths_by

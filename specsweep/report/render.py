@@ -9,8 +9,11 @@ the cycle time counts decode only), the statistic the verdicts compare.
 
 Verdicts: the primary one on the decode rate (``metrics.PRIMARY_VERDICT``),
 the end-to-end tok/s and TTFT each judged on their own
-(``metrics.VERDICT_METRICS``), all by ``stats.compare`` under the launch
-variance pooled over every configuration at the point (``stats.pooled_noise``).
+(``metrics.VERDICT_METRICS``), all by ``blocks.contrast``: the model with the
+round as a block over every configuration at the point (``blocks.fit_point``;
+the one-way ``stats.pooled_noise`` / ``stats.compare`` where rounds cannot be
+told apart). Each row carries its point's fits (``row["blocks"]``) and the
+trend check of the primary one (``row["trend"]``, ``row["cold_start"]``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from specsweep.analysis.blocks import (
+    BLOCKED_METHOD,
+    TREND_METHOD,
+    cold_start,
+    contrast,
+    fit_point,
+    rounds_of_plans,
+    trend,
+)
 from specsweep.analysis.formulas import NOT_COMPARABLE, break_even_accept_length
 from specsweep.analysis.metrics import (
     BASELINE_TOK_S,
@@ -37,13 +49,11 @@ from specsweep.analysis.stats import (
     CI_METHOD,
     PERCENTILE_METHOD_NAME,
     POWER_METHOD,
-    VERDICT_METHOD,
     Noise,
     Sample,
     compare,
     estimate_interval,
     launches_needed,
-    pooled_noise,
 )
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
@@ -203,7 +213,8 @@ def _point_key(r: dict[str, Any]) -> str:
 
 
 def config_rows(
-    summaries: list[dict[str, Any]], baseline: str | None, smallest_effect: float | None = None
+    summaries: list[dict[str, Any]], baseline: str | None, smallest_effect: float | None = None,
+    rounds: dict[tuple[str, str], int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One row per configuration (sorted by name, baseline first) with verdicts and break-even.
 
@@ -212,7 +223,9 @@ def config_rows(
     ``ok`` gives no verdicts and no break-even (``no baseline``). Every row
     carries its point's pooled launch variance per verdict metric
     (``row["noise"]``); ``smallest_effect``: the difference the user wants
-    resolved, for the launches each row would need (``launches_needed``).
+    resolved, for the launches each row would need (``launches_needed``); ``rounds``: the round of each
+    (configuration, launch id) where the rounds' plans say it (``blocks.rounds_of_plans``), for a launch
+    entry without its own ``round``.
     """
     rows = sorted((_row(s) for s in summaries),
                   key=lambda r: (r["config"] != baseline, r["config"], r["point_index"], r["point"]))
@@ -222,13 +235,18 @@ def config_rows(
     for r in rows:
         by_point.setdefault(_point_key(r), []).append(r)
     for members in by_point.values():
-        noise = {metric: pooled_noise([r["verdict_samples"][metric] for r in members
-                                       if r["status"] in COMPARED and r["verdict_samples"][metric] is not None])
-                 for metric, _, _ in VERDICT_METRICS}
+        compared = [r for r in members if r["status"] in COMPARED]
+        fits = {metric: fit_point({r["config"]: r["verdict_samples"][metric] for r in compared
+                                   if r["verdict_samples"][metric] is not None},
+                                  {r["config"]: _with_rounds(r, rounds or {}) for r in compared})
+                for metric, _, _ in VERDICT_METRICS}
+        noise = {metric: f.noise for metric, f in fits.items()}
+        drift, cold = trend(fits[PRIMARY_VERDICT]), cold_start(fits[PRIMARY_VERDICT])
         for r in members:
-            r["noise"] = noise
+            r["noise"], r["blocks"], r["trend"], r["cold_start"] = noise, fits, drift, cold
     for b in base_rows.values():
-        b["aa"] = aa_control(b["summary"], b["noise"][PRIMARY_VERDICT]) if b["status"] == Status.OK else None
+        b["aa"] = (aa_control(b["summary"], b["noise"][PRIMARY_VERDICT], fit=b["blocks"][PRIMARY_VERDICT])
+                   if b["status"] == Status.OK else None)
     for r in rows:
         point_base = base_rows.get(_point_key(r))
         base_ok = point_base is not None and point_base["status"] == Status.OK
@@ -277,15 +295,25 @@ def config_rows(
     return rows, base
 
 
+def _with_rounds(r: dict[str, Any], rounds: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """The row's launch entries, each with its round from ``rounds`` where the entry has none."""
+    return [e if e.get("round") is not None else dict(e, round=rounds.get((r["config"], str(e["launch"]))))
+            for e in r["launch_entries"]]
+
+
 def compare_rows(r: dict[str, Any], other: dict[str, Any], metric: str = PRIMARY_VERDICT) -> dict[str, Any]:
-    """``stats.compare`` of two rows at one point on ``metric`` (default the primary verdict's), under
-    the point's pooled launch variance (``row["noise"]``)."""
+    """The verdict of two rows at one point on ``metric`` (default the primary verdict's): ``blocks.contrast``
+    under the point's model (``row["blocks"]``); a row outside it (not ``COMPARED``) by ``stats.compare``
+    under the point's variance (``row["noise"]``)."""
     lower = next(lower for name, _, lower in VERDICT_METRICS if name == metric)
     a, b = r["verdict_samples"].get(metric), other["verdict_samples"].get(metric)
     if a is None or b is None:
-        return {"verdict": Verdict.INSUFFICIENT, "method": VERDICT_METHOD,
+        return {"verdict": Verdict.INSUFFICIENT, "method": BLOCKED_METHOD,
                 "note": f"no {metric} samples on {'this side' if a is None else 'the other side'}"}
-    return compare(a, b, r["noise"][metric], lower_is_better=lower)
+    fit = (r.get("blocks") or {}).get(metric)
+    if fit is None or r["config"] not in fit.sides or other["config"] not in fit.sides:
+        return compare(a, b, r["noise"][metric], lower_is_better=lower)
+    return contrast(fit, r["config"], other["config"], lower_is_better=lower)
 
 
 def rate_interval(r: dict[str, Any], noise: Noise) -> tuple[float | None, float | None]:
@@ -441,7 +469,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
       "concurrency > 1 see also `aggregate_tok_s_median` in summary.csv (median over repeats of total tokens / "
       "wall time).\n")
     w(f"- Percentiles: {PERCENTILE_METHOD_NAME}.\n")
-    w(f"- Verdict (decode, end-to-end and TTFT alike, each on its own samples): {VERDICT_METHOD}.\n")
+    w(f"- Verdict (decode, end-to-end and TTFT alike, each on its own samples): {BLOCKED_METHOD}.\n")
+    w(f"- Drift over start time (decode rate): {TREND_METHOD}.\n")
     w(f"- Power: {POWER_METHOD}.\n")
     w("- ITL = gap between consecutive chunks that carried tokens (several tokens per chunk under speculation); "
       "TPOT = decode time / (completion tokens - 1).\n")
@@ -617,6 +646,9 @@ def explode_points(summaries: list[dict]) -> list[dict]:
     for summary in summaries:
         for index, point in enumerate(point_summaries(summary)):
             point.setdefault("config", summary["config"])
+            # each launch's start (and round) from the configuration's launch sections, for the model's blocks
+            sections = {str(e["launch"]): e for e in summary.get("launches") or []}
+            point["launches"] = [{**sections.get(str(e["launch"]), {}), **e} for e in point.get("launches") or []]
             point["description"] = summary.get("description", point.get("description", ""))
             point["point_index"] = index
             out.append(point)
@@ -635,7 +667,8 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
-    rows, base = config_rows(explode_points(summaries), baseline, effect)
+    rows, base = config_rows(explode_points(summaries), baseline, effect,
+                             rounds_of_plans((sweep.get("rounds") or {}).get("plans") or []))
     annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
              compare_primary)
     write_text_atomic(csv_path, _csv(rows))

@@ -5,8 +5,10 @@ configuration and workload point) and the summary files' launch sections;
 nothing is measured or recomputed from records.
 
 * The rule and the controls (``control_lines``): the report's first lines.
-  The rule the verdicts use (the launch variance pooled at each point, the
-  threshold and the smallest difference the design sees), the A/A control
+  The rule the verdicts use (the model at each point, ``analysis.blocks``:
+  rounds as blocks, or the one-way pooled variance; the threshold and the
+  smallest difference the design sees), a trend over start time or a slow
+  first launch where one is named (``trend_lines``), the A/A control
   (the baseline launched again at the end of the sweep: it must not be
   called) and the positive control (a configuration with a known injected
   slowdown: it must be called slower than its twin).
@@ -84,13 +86,22 @@ def rule_line(members: Sequence[dict[str, Any]], baseline: str | None, smallest_
                 "launch-to-launch difference would be called as a real one** (set `launches: 2` or more, or keep "
                 "the A/A control)")
     base = next((r for r in members if r["config"] == baseline), None)
-    others = [u for u in (_units(r, noise) for r in members if r["config"] != baseline) if u]
+    fit = (members[0].get("blocks") or {}).get(PRIMARY_VERDICT)
+    blocked = fit is not None and fit.blocked
+
+    def units(r: Mapping[str, Any]) -> int | None:
+        return fit.launches_of(r["config"]) if blocked else _units(r, noise)
+
+    others = [u for u in (units(r) for r in members if r["config"] != baseline) if u]
     typical = int(statistics.median(others)) if others else 1
-    base_units = (_units(base, noise) if base is not None else None) or typical
+    base_units = (units(base) if base is not None else None) or typical
     beyond = called_beyond(noise, typical, base_units)
     sees = detectable(noise, typical, base_units)
-    text = (f"the launch-to-launch variance pooled over {noise.units} launches of {noise.sides} configurations "
-            f"(the A/A control's included) is an SD of {_pct(noise.sd)} ({noise.df} degrees of freedom): a "
+    pooled = (f"the launch-to-launch variance left by the model with the round as a block ({fit.describe()}; the "
+              "A/A control a level of its own)" if blocked else
+              f"the launch-to-launch variance pooled over {noise.units} launches of {noise.sides} configurations "
+              "(the A/A control's included" + (f"; one-way model: {fit.why})" if fit is not None else ")"))
+    text = (f"{pooled} is an SD of {_pct(noise.sd)} ({noise.df} degrees of freedom): a "
             f"configuration of {typical} launch{'es' if typical > 1 else ''} against the baseline's {base_units} is "
             f"called beyond +-{_pct(beyond)}, and the smallest difference this design sees with 80 % power is "
             f"{_pct(sees)}")
@@ -124,9 +135,23 @@ def control_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_plann
     else:
         out.write("**Verdicts are on the decode rate, called when the 95 % interval of the ratio excludes 1:** "
                   f"{rule_line(points[0], baseline, smallest_effect)}.\n\n")
+    out.write(trend_lines(points))
     out.write(aa_lines(rows, baseline, aa_planned))
     out.write(positive_lines(rows, positive, smallest_effect, compare))
     return out.getvalue()
+
+
+def trend_lines(points: Sequence[Sequence[dict[str, Any]]]) -> str:
+    """A trend of the decode rate over start time, and a first launch off the model, where named
+    (``blocks.trend``, ``blocks.cold_start``; ``row["trend"]`` and ``row["cold_start"]``): empty otherwise."""
+    lines = []
+    for members in points:
+        where = "" if len(points) == 1 else f" at point {members[0]['point']}"
+        for key, label in (("trend", "Trend"), ("cold_start", "Cold start")):
+            found = members[0].get(key) or {}
+            if found.get("named"):
+                lines.append(f"- {label}{where}: {found['text']}.\n")
+    return "".join(lines) + ("\n" if lines else "")
 
 
 def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: bool) -> str:
@@ -152,6 +177,8 @@ def aa_lines(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: b
         comp = aa["comparison"]
         judged = (f"x{comp['ratio']:.3f} [{comp['ratio_ci'][0]:.3f}, {comp['ratio_ci'][1]:.3f}], called beyond "
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
+        if comp.get("model") == "blocked" and "ratio" in comp:
+            judged += f"; judged against all of {baseline}'s launches, round effects removed"
         called = comp["verdict"] in CALLED
         verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
                    "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
@@ -639,7 +666,7 @@ def best_section(winners: Sequence[GridWinner], files: Mapping[str, Mapping[str,
 
 def methods_lines() -> str:
     return ("- Launches: the unit of replication; each launch of a configuration is reduced to its median, a side "
-            "of one launch still carries the launch variance pooled over the point's launches (the A/A control's "
-            "included), so a configuration measured once is judged as noisily as the sweep's replicated launches "
-            "showed.\n"
+            "of one launch still carries the launch variance the point's model measured over all its launches (with "
+            "rounds as blocks: what is left once each round's shared speed is removed), so a configuration measured "
+            "once is judged as noisily as the sweep's replicated launches showed.\n"
             f"- Break-even crossing: {CROSSING_METHOD}.\n")

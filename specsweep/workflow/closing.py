@@ -22,8 +22,9 @@ from specsweep.records import DEFAULT_POINT
 
 #: The rate the verdicts judge and "fastest" ranks by (``analysis.metrics.BASELINE_TOK_S``; a test checks it).
 RATE_COLUMN = "decode_rate"
-#: Lines of report.md that are the controls' results (``report.sweep.aa_lines``, ``positive_lines``).
-CONTROL_PREFIXES = ("A/A control", "Positive control")
+#: Lines of report.md that are the controls' results (``report.sweep.aa_lines``, ``positive_lines``) and a
+#: trend named over the sweep (``report.sweep.trend_lines``).
+CONTROL_PREFIXES = ("A/A control", "Positive control", "Trend:", "Trend at point", "Cold start:", "Cold start at point")
 #: At most this many points get a "fastest" line; the report has the rest.
 MAX_POINT_LINES = 3
 #: At most this many configurations are named per verdict.

@@ -118,7 +118,7 @@ def comparisons(rows: Sequence[Mapping[str, Any]], baseline: str | None, control
     """The comparisons a round's judgement asks about: each compared row against the baseline, and the
     positive control against its twin (``compare(row, other)``: the primary verdict)."""
     out = []
-    by_name = {r["config"]: r for r in rows}
+    by_name = {(r["config"], r["point"]): r for r in rows}
     for r in rows:
         if r["config"] == baseline:
             continue
@@ -127,8 +127,8 @@ def comparisons(rows: Sequence[Mapping[str, Any]], baseline: str | None, control
             out.append({"config": r["config"], "against": None, "verdict": r["status"], "ratio": None,
                         "detectable": None, "open": False})
             continue
-        if control and r["config"] == control.get("name") and control.get("of") in by_name:
-            c = compare(r, by_name[control["of"]])
+        if control and r["config"] == control.get("name") and (control.get("of"), r["point"]) in by_name:
+            c = compare(r, by_name[(control["of"], r["point"])])
             against = control["of"]
         else:
             c = r.get("comparison") or {}
@@ -187,7 +187,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.
     """
-    from specsweep.report.render import compare_primary, config_rows  # the report's own verdicts
+    from specsweep.report.render import compare_primary, config_rows, explode_points  # the report's own verdicts
     from specsweep.workflow.jobs import summary_of_files
 
     settings = RoundSettings(**params["rounds"])
@@ -208,7 +208,8 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
         summaries.append(summary)
     effect = float(params["smallest_effect"])
     baseline, control = params.get("baseline"), params.get("positive_control")
-    rows, _ = config_rows(summaries, baseline, effect)
+    rows, _ = config_rows(explode_points(summaries), baseline, effect,
+                          {(c, lid): k for k, members in enumerate(rounds[:round_no], 1) for c, lid in members})
     compared = comparisons(rows, baseline, control, effect, compare_primary)
     elapsed = elapsed_minutes(summaries)
     next_planned = planned_members(params["launches"], baseline, bool(params.get("aa_control")), round_no + 1)

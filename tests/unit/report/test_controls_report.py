@@ -1,7 +1,8 @@
 """The report's first lines: the rule the verdicts use, the A/A control and the positive control.
 
 Summaries are built from synthetic records of known speed (``testing.reports``), several launches per
-configuration, each launch slower or faster by a known factor: the launch effect.
+configuration, each launch slower or faster by a known factor of its own: the launch effect (not shared by
+the launches of a round, which would be a round effect, which the verdicts' model removes).
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from specsweep.report.render import config_rows, explode_points, render_report
 from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import OK, WORKLOAD, sequential_records
 
-#: The launch effect of launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
-FACTORS = {"1": 1.00, "2": 1.012, "aa": 0.994}
+#: The launch effect of each configuration's launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
+FACTORS = {"nospec": {"1": 1.00, "2": 1.012, "aa": 0.994}, "eagle3": {"1": 1.008, "2": 0.998},
+           "eagle3-copy": {"1": 0.995, "2": 1.006}, "eagle3-slow": {"1": 1.004, "2": 0.997}}
+#: Launches about 6 % apart.
+LOUD = {"nospec": {"1": 1.0, "2": 1.06, "aa": 0.95}, "eagle3": {"1": 1.06, "2": 1.0},
+        "eagle3-copy": {"1": 0.97, "2": 1.03}, "eagle3-slow": {"1": 1.03, "2": 0.98}}
 
 
 def config_summary(name: str, gap_ms: float, per_chunk: int, launches: list[str], seed: int,
-                   factors: dict[str, float] = FACTORS) -> dict:
+                   factors: dict[str, float]) -> dict:
     spec = per_chunk > 1
     args = {"speculative-algorithm": "EAGLE3" if spec else "NONE"}
     plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
@@ -38,12 +43,12 @@ def config_summary(name: str, gap_ms: float, per_chunk: int, launches: list[str]
     return build_config_summary(plan, files, lambda _: None)
 
 
-def sweep(slowdown: float, factors: dict[str, float] = FACTORS) -> list[dict]:
+def sweep(slowdown: float, factors: dict[str, dict[str, float]] = FACTORS) -> list[dict]:
     """nospec (launches 1, 2 and the A/A control), eagle3 and an identical copy, and eagle3 slowed by ``slowdown``."""
-    return [config_summary("nospec", 12.0, 1, ["1", "2", "aa"], 1, factors),
-            config_summary("eagle3", 20.0, 3, ["1", "2"], 2, factors),
-            config_summary("eagle3-copy", 20.0, 3, ["1", "2"], 3, factors),
-            config_summary("eagle3-slow", 20.0 * (1 + slowdown), 3, ["1", "2"], 4, factors)]
+    return [config_summary("nospec", 12.0, 1, ["1", "2", "aa"], 1, factors["nospec"]),
+            config_summary("eagle3", 20.0, 3, ["1", "2"], 2, factors["eagle3"]),
+            config_summary("eagle3-copy", 20.0, 3, ["1", "2"], 3, factors["eagle3-copy"]),
+            config_summary("eagle3-slow", 20.0 * (1 + slowdown), 3, ["1", "2"], 4, factors["eagle3-slow"])]
 
 
 CONTROL = {"name": "eagle3-slow", "of": "eagle3", "slowdown": 0.10}
@@ -57,11 +62,14 @@ def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
     assert head.split("\n\n")[1].startswith("**On this host, deploy `eagle3")  # what to deploy comes first
     first = head.split("\n\n")[2]
     assert first.startswith("**Verdicts are on the decode rate, called when the 95 % interval of the ratio "
-                            "excludes 1:** the launch-to-launch variance pooled over 9 launches of 4 configurations")
-    assert "(5 degrees of freedom)" in first and "a configuration of 2 launches against the baseline's 3" in first
+                            "excludes 1:** the launch-to-launch variance left by the model with the round as a block "
+                            "(configuration + round, 9 launches of 5 levels in 2 rounds; the A/A control a level of "
+                            "its own)")
+    # 9 launches - (mean + 4 other levels + 1 other round): the A/A control's own level takes its degree of freedom
+    assert "(3 degrees of freedom)" in first and "a configuration of 2 launches against the baseline's 2" in first
     assert "the 5.0 % asked for is resolved" in first
     assert "- A/A control: nospec launched again at the end of the sweep (launch aa) against its launch 1" in head
-    assert "no significant difference, as it must be" in head
+    assert "no significant difference, as it must be" in head and "round effects removed" in head
     assert ("- Positive control: eagle3-slow (eagle3 with every engine step slowed by 10.0 %): called slower, as it "
             "must be") in head and "expected x0.909" in head
     pairwise = md.split("## Pairwise verdicts")[1].split("\n## ")[0]
@@ -78,8 +86,7 @@ def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
 
 
 def test_a_control_below_what_the_design_sees_is_not_called_and_the_report_says_what_would_be_needed(tmp_path):
-    loud = {"1": 1.0, "2": 1.06, "aa": 0.95}  # launches 6 % apart: a 1 % slowdown is far below that
-    summaries = sweep(0.01, loud)
+    summaries = sweep(0.01, LOUD)  # launches 6 % apart: a 1 % slowdown is far below that
     render_report(summaries, "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
                   sweep={"aa_control": True, "positive_control": dict(CONTROL, slowdown=0.01),
                          "smallest_effect": 0.05})
