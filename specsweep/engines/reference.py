@@ -75,10 +75,14 @@ class ReferenceEngine:
     def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
         """What the flags mean (``contracts.plan.FACT_KEYS``): the TP size and the all-reduce backend as the
         engine's own parser resolves them, from the flags alone (no file is read: a plan does not depend on
-        the host that resolves it); None when the flags do not parse (preflight names them)."""
+        the host that resolves it); the backend None when the flags do not parse (preflight names them)."""
         ns = resolved_flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
-        return {**common_facts(server_args, env), "tp_size": ns.tp_size if ns is not None else None,
-                "all_reduce_backend": ns.all_reduce_backend if ns is not None else None}
+        if ns is not None:
+            return {**common_facts(server_args, env), "tp_size": ns.tp_size, "all_reduce_backend": ns.all_reduce_backend}
+        # flags the parser refuses (another one's value, say): the TP size as given, if it is a number
+        given = next((server_args[k] for k in ("tp-size", "tensor-parallel-size") if server_args.get(k)), 1)
+        return {**common_facts(server_args, env), "tp_size": int(given) if str(given).isdigit() else None,
+                "all_reduce_backend": None}
 
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
