@@ -36,8 +36,8 @@ from specsweep.engines.sglang.preflight import (
     parser_env_size,
     preflight_plans,
 )
-from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
+from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.resolve import resolve_labels, resolve_plans
 from specsweep.workflow.inputs import parser_env_path
 

@@ -43,7 +43,6 @@ from specsweep.contracts.variants import KernelPattern
 from specsweep.engines import reference
 from specsweep.engines.variants import REFERENCE_PREFIX, implementations, kernel_patterns, variants_of
 
-
 #: One family of communication kernels (the variant entries' ``KernelPattern``).
 CommPattern = KernelPattern
 

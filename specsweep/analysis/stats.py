@@ -74,6 +74,7 @@ POWER_METHOD = (
     "2 x var x ((t(1 - a/2, df) + t(power, df)) / log(1 + E))^2, at the current requests per launch"
 )
 
+
 def percentiles(values: Sequence[float], qs: Sequence[float] = PERCENTILES) -> dict[str, float]:
     """``{"p50": ..., ...}`` by numpy's ``linear`` method (Hyndman-Fan type 7)."""
     arr = np.asarray(values, dtype=float)

@@ -11,12 +11,15 @@ from specsweep.engines.argv import args_to_argv, common_facts
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.variants import known_variants
 from specsweep.refengine.cli import build_parser, check_args, resolve_args, resolved_flags
+
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # report.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
+
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
 from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401
 from specsweep.refengine.ranges import PHASES as TRACE_PHASES  # noqa: F401
+
 # The engine's chat template and message text: what plan.tokenizer's ByteChatTokenizer renders chat prompts
 # with and plan.datasets reads messages with, so they count what this server will tokenize. The rest of
 # the package reaches the engine through this adapter, never specsweep.refengine itself.

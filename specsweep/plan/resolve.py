@@ -299,4 +299,3 @@ def external_problems(name: str, plan: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.{key}: runtime '{EXTERNAL_RUNTIME}' launches nothing, so {key} does not "
                             f"apply ({why}); remove it (or set it under another runtime)")
     return problems
-

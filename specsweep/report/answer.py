@@ -290,6 +290,7 @@ def _settings_text(row: Mapping[str, Any], base: Mapping[str, Any]) -> str:
     plan, bplan = row.get("plan") or {}, base.get("plan") or {}
     args, bargs = plan.get("server_args") or {}, bplan.get("server_args") or {}
     env, benv = plan.get("env") or {}, bplan.get("env") or {}
+
     def off(v: Any) -> bool:  # a flag omitted from the argv (engines.argv: false/null); 0 is a value
         return v is None or v is False
 

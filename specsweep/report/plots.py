@@ -48,7 +48,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-
 VERDICT_COLORS = {
     Verdict.BASELINE: "#1f77b4",
     Verdict.FASTER: "#2ca02c",

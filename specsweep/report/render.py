@@ -34,6 +34,7 @@ from specsweep.analysis.blocks import (
     trend,
 )
 from specsweep.analysis.formulas import NOT_COMPARABLE, break_even_accept_length
+from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.analysis.metrics import (
     BASELINE_TOK_S,
     METRIC_COLUMNS,
@@ -43,6 +44,7 @@ from specsweep.analysis.metrics import (
     VERDICT_METRICS,
     column_value,
 )
+from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -55,8 +57,6 @@ from specsweep.analysis.stats import (
     estimate_interval,
     launches_needed,
 )
-from specsweep.analysis.launches import aa_control, point_sample, point_summaries
-from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.contracts.vocabulary import COMPARED, Expect, Status, Verdict
 from specsweep.engines.argv import SIMULATE_ACC_LEN
 from specsweep.files import canonical_json, write_text_atomic
@@ -86,12 +86,12 @@ from specsweep.report.plots import (
     plot_tok_s,
 )
 from specsweep.report.sweep import (
-    control_lines,
     best_of_grids,
     best_section,
     break_even_groups,
     break_even_table,
     concurrency_table,
+    control_lines,
     design_lines,
     external_lines,
     launch_lines,
@@ -346,6 +346,8 @@ def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tu
 def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
     """tok/s per GPU (per device): aggregate output tok/s (median over repeats) / devices."""
     return None if aggregate_tok_s is None else aggregate_tok_s / devices
+
+
 def _expected_failure_note(r: dict[str, Any]) -> str:
     """A known-failing case is expected only when its own failure signature matched (summary ``expected_failure``)."""
     ef = r.get("expected_failure")

@@ -129,7 +129,6 @@ def run_argv(
     return argv
 
 
-
 def containers_with_label(label: str = PROJECT_LABEL, *, docker: str = "docker", all_states: bool = True) -> list[str]:
     """Names of containers carrying ``label`` (``key=value`` or ``key``)."""
     return containers_with_labels([label], docker=docker, all_states=all_states)

@@ -90,8 +90,8 @@ from specsweep.serve import guard, phases
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
-from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.server import TERM_GRACE_S, AttachedServer, Server, tail
 from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, watch_parents

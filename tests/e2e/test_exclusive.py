@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from specsweep.serve import guard, lock
-from specsweep.testing.workflow import REPO, copy_workflow, plain_default_config
+from specsweep.testing.workflow import copy_workflow, plain_default_config
 
 pytestmark = pytest.mark.slow
 

@@ -73,5 +73,3 @@ def test_publish_with_state_restores_old_mtime(tmp_path):
     build._publish_with_state(_manifest(image_id="sha256:new"), path, state)
     assert path.stat().st_mtime != 2_000_000
     assert json.loads(state.read_text())["image_id"] == "sha256:new"
-
-

@@ -139,6 +139,8 @@ def test_reference_image_uses_cpu_torch_and_local_base():
     text = REFERENCE.read_text()
     assert "COPY --from=builder /opt/venv /opt/venv" in text
     assert "FROM ${BASE_IMAGE} AS runtime" in text
+
+
 def test_make_base_image_script_is_strict():
     text = (REPO / "scripts/make_base_image.sh").read_text()
     assert "set -euo pipefail" in text and "docker import" in text.replace('"$DOCKER" import', "docker import")

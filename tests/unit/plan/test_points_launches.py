@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from specsweep.contracts.layout import CONTROL
 from specsweep.files import canonical_json
 from specsweep.plan.config import ConfigError, check_config, check_sweep
-from specsweep.contracts.layout import CONTROL
-from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.plan.points import plan_points, point_name
 from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
+from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
 from specsweep.workflow import inputs

@@ -38,6 +38,7 @@ def plan(name: str, spec: bool) -> dict:
     return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
             "facts": engine_facts("reference", args)}
 
+
 KERNELS = REPO / "tests/fixtures/traces/kernels"
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from specsweep.images import cli
 from specsweep.contracts.plan import Plan
+from specsweep.images import cli
 from specsweep.serve import container, launch
-from specsweep.testing.doubles import plan_dict
-from specsweep.testing.doubles import DockerRecorder
+from specsweep.testing.doubles import DockerRecorder, plan_dict
 
 
 def _plan(**overrides):

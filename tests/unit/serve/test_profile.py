@@ -25,6 +25,7 @@ from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.jobs import one_run_id, profile_run_ids
 
+
 def test_reset_writes_off_records_and_clears_old_traces(tmp_path):
     pj, bj = tmp_path / "profile.json", tmp_path / "allreduce_bench.json"
     (tmp_path / "profile").mkdir()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.engine import SGLangEngine
+from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.rules import check_plan
 from specsweep.testing.parser_env import assert_only_unmounted_weights, labelled_plans, preflight_config_set
 from specsweep.testing.parser_env import parser_python as build_parser_python
