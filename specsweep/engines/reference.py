@@ -81,7 +81,8 @@ class ReferenceEngine:
         the host that resolves it); the backend None when the flags do not parse (preflight names them)."""
         ns = resolved_flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
         if ns is not None:
-            return {**common_facts(server_args, env), "tp_size": ns.tp_size, "all_reduce_backend": ns.all_reduce_backend}
+            return {**common_facts(server_args, env), "tp_size": ns.tp_size,
+                    "all_reduce_backend": ns.all_reduce_backend}
         # flags the parser refuses (another one's value, say): the TP size as given, if it is a number
         given = next((server_args[k] for k in ("tp-size", "tensor-parallel-size") if server_args.get(k)), 1)
         return {**common_facts(server_args, env), "tp_size": int(given) if str(given).isdigit() else None,

@@ -175,7 +175,8 @@ def build_image(
         builder = " ".join(Path(prefix[0]).name if i == 0 else p for i, p in enumerate(prefix))
         build_args = {str(k): str(v) for k, v in (spec.get("build_args") or {}).items()}
         build_args = {**provenance_args(root, source_url), **build_args}
-        labels = {"io.specsweep.image": name, "io.specsweep.content-tag": tag, **({"io.specsweep.project": "specsweep"})}
+        labels = {"io.specsweep.image": name, "io.specsweep.content-tag": tag,
+                  **({"io.specsweep.project": "specsweep"})}
         with tempfile.TemporaryDirectory(prefix="specsweep-ctx-") as tmp:
             staged = Path(tmp) / "context"
             staged.mkdir()

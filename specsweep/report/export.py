@@ -168,7 +168,8 @@ def env_file(winner: GridWinner) -> str:
     for key, value in what_if.items():
         out.append(f"# Compared at {key}={value}: a simulated accept length, a what-if of the sweep, not a setting "
                    f"(leave {key} unset). The same settings were the fastest at {len(winner.wins_at or [])} of "
-                   f"{len(winner.accept_lengths or [])} accept lengths ({', '.join(map(str, winner.wins_at or []))}).\n")
+                   f"{len(winner.accept_lengths or [])} accept lengths "
+                   f"({', '.join(map(str, winner.wins_at or []))}).\n")
     rest = [k for k in sorted(env) if k not in varied and k not in what_if]
     if rest:
         out.append("# The rest of the environment it was measured with:\n")

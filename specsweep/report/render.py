@@ -276,12 +276,14 @@ def config_rows(
         r["decode_rate_ci_low"], r["decode_rate_ci_high"] = rate_interval(r, noise)
         for metric, _, _, prefix in SECONDARY:
             c = r["comparisons"].get(metric) or {}
-            r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == Verdict.BASELINE else None)
+            r[f"{prefix}_verdict"] = (c.get("verdict") if c
+                                      else (r["verdict"] if r["verdict"] == Verdict.BASELINE else None))
             r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
         r["devices"], r["device_kind"] = devices_of(r["plan"], r.get("server"))
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
         r["baseline_tok_s"] = point_base[BASELINE_TOK_S] if base_ok else None
-        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
+        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"],
+                                                  devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
         if r["cycle_time_ms"] is None:
@@ -501,7 +503,8 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any] | None, baseline:
             w("```\n" + tail.rstrip().replace("```", "'''") + "\n```\n\n")
     for r in rows:
         if r["expect"] == Expect.FAILURE and r["status"] != Status.FAILED:
-            r["warnings"] = [*r["warnings"], "expected to fail (a known-failing case) but did not: re-check what changed"]
+            r["warnings"] = [*r["warnings"],
+                             "expected to fail (a known-failing case) but did not: re-check what changed"]
     warned = [r for r in rows if r["warnings"]]
     if warned:
         w("## Warnings\n\n")
@@ -690,7 +693,8 @@ def render_report(summaries: list[dict], baseline: str | None, csv_path: Path, m
             + external_lines(rows) + launch_lines(summaries, sweep.get("launch_order")) + break_even_table(groups))
     tail = (backend_section(rows, baseline) + model_section(rows)
             + budget_section(budget, f"{plots_rel}/{PLOT_FILES['budget']}") + concurrency_table(rows)
-            + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows) + launch_table(summaries, sweep.get("rounds")))
+            + best_section(winners, files) + pairwise_section(rows, baseline, compare_rows)
+            + launch_table(summaries, sweep.get("rounds")))
     base_for_plots = base if base is not None and base["status"] == Status.OK else None
     plots_dir.mkdir(parents=True, exist_ok=True)  # the rule's output, even when no figure has data
     figures = {

@@ -275,7 +275,8 @@ class _Runner:
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:
-                self.watch.stop()  # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                self.watch.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             outcome = self.outcome()

@@ -48,7 +48,8 @@ PINS = {"sglang": "0.5.23", "torch": "2.14.1", "flashinfer-python": "0.7.2",
 LABELS = {"sglang": "io.specsweep.sglang.version", "torch": "io.specsweep.torch.version",
           "flashinfer-python": "io.specsweep.flashinfer.version",
           "sglang-kernel": "io.specsweep.sglang-kernel.version", "sgl-deep-ep": "io.specsweep.sgl-deep-ep.version"}
-SITE = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('sglang').submodule_search_locations[0]))"
+SITE = ("import importlib.util, os; "
+        "print(os.path.dirname(importlib.util.find_spec('sglang').submodule_search_locations[0]))")
 
 
 def in_image(image: str, *argv: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -218,7 +219,8 @@ LDD = (
     "import glob, importlib.util, os, pathlib, subprocess\n"
     "so = sorted(pathlib.Path(importlib.util.find_spec('deep_ep').submodule_search_locations[0]).glob('_C*.so'))[0]\n"
     "torchlib = pathlib.Path(importlib.util.find_spec('torch').origin).parent / 'lib'\n"
-    "env = dict(os.environ, LD_LIBRARY_PATH=':'.join(filter(None, [os.environ.get('LD_LIBRARY_PATH'), str(torchlib)])))\n"
+    "env = dict(os.environ, LD_LIBRARY_PATH=':'.join(filter(None, [os.environ.get('LD_LIBRARY_PATH'), "
+    "str(torchlib)])))\n"
     "print(so)\n"
     "print(subprocess.run(['ldd', str(so)], env=env, capture_output=True, text=True, check=True).stdout)\n"
 )

@@ -62,8 +62,8 @@ def test_the_flag_list_is_the_engines():
 
 def test_analysis_and_the_report_name_no_engine_flag():
     flags = engine_flags()
-    found = {str(p.relative_to(REPO)): hits for room in READERS for p in sorted((REPO / "specsweep" / room).glob("*.py"))
-             if (hits := named_flags(p, flags))}
+    found = {str(p.relative_to(REPO)): hits for room in READERS
+             for p in sorted((REPO / "specsweep" / room).glob("*.py")) if (hits := named_flags(p, flags))}
     assert found == {}
 
 

@@ -64,7 +64,8 @@ def stats_compare_verdicts() -> list[Verdict]:
         return Sample([value] * 12, [f"l{i % 3}" for i in range(12)])
 
     return [compare(side(2.0), side(1.0), noise)["verdict"], compare(side(1.0), side(2.0), noise)["verdict"],
-            compare(side(1.0), side(1.0), noise)["verdict"], compare(Sample([1.0], ["l0"]), side(1.0), noise)["verdict"]]
+            compare(side(1.0), side(1.0), noise)["verdict"],
+            compare(Sample([1.0], ["l0"]), side(1.0), noise)["verdict"]]
 
 
 def test_one_failure_type_carries_stage_reason_and_detail():

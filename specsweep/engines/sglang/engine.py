@@ -42,7 +42,8 @@ class SGLangEngine:
     def preflight(
         self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix that runs python in the built image)."""
+        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix
+        that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
         result = preflight_plans([plan], parser_python, images)[plan["name"]]

@@ -7,7 +7,8 @@ variant and got NCCL measured NCCL; its number must not be reported as the
 variant's. The only witness is the server's own log, so:
 
 - :data:`SIGNATURES` holds SGLang's log lines for each variant being active or
-  falling back, read from the variants' entries (``engines.variants``), each regex written from the format string in the 0.5.23 wheel
+  falling back, read from the variants' entries (``engines.variants``), each
+  regex written from the format string in the 0.5.23 wheel
   (``source``: file:line; ``literal``: a verbatim fragment of the format string;
   ``level``: the logging call that prints it), all checked against the wheel
   by a slow test, which also requires each to print at the server's log level
@@ -144,7 +145,8 @@ NCCL_SIGNATURES: tuple[Signature, ...] = (
     Signature("channel", "nccl", _NCCL_CHANNEL, "src/graph/rings.cc:48", '"Channel %02d/%02d :"', "info"),
     Signature("transport", "nccl", _NCCL_VIA, "src/transport/p2p.cc:423",
               '"Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s"', "info"),
-    Signature("coll_channels", "nccl", _NCCL_COLL_CHANNELS, "src/init.cc:1646", '"%d coll channels, %d collnet channels',
+    Signature("coll_channels", "nccl", _NCCL_COLL_CHANNELS, "src/init.cc:1646",
+              '"%d coll channels, %d collnet channels',
               "info"),
     Signature("trees", "nccl", _NCCL_TREES, "src/init.cc:1497", '"Trees%s"', "info"),
     Signature("nccl_no_algorithm", "failure", _NCCL_NO_ALGO, "src/enqueue.cc:2063",
@@ -232,7 +234,8 @@ def _nccl_env_evidence(nccl: Mapping[str, Any], env: Mapping[str, str]) -> tuple
 
 
 #: SGLang 0.5.23's order for one TP all-reduce (``distributed/parallel_state.py:673``,
-#: ``GroupCoordinator.all_reduce``; ``:949-989``, ``_resolve_outplace_all_reduce_method``): a group tagged for FlashInfer's all-reduce
+#: ``GroupCoordinator.all_reduce``; ``:949-989``, ``_resolve_outplace_all_reduce_method``): a group tagged
+#: for FlashInfer's all-reduce
 #: (``--flashinfer-allreduce-fusion-backend``, ``_tag_groups_for_flashinfer_allreduce_only``)
 #: sends every 2-D tensor its fusion workspace fits (decode/verify sizes) to
 #: ``flashinfer_allreduce`` before anything else; then

@@ -219,7 +219,8 @@ def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, An
     )
     if rdma is False:
         return [Finding("error", "deepep-rdma", f"{what}; this target has rdma: false"
-                        + (" and nvlink: false, so no DeepEP mode can run here" if plan.get("nvlink") is False else ""))]
+                        + (" and nvlink: false, so no DeepEP mode can run here"
+                           if plan.get("nvlink") is False else ""))]
     return [Finding("warning", "deepep-rdma", f"{what}; this target's rdma is not known (set rdma: true/false): "
                     f"without RDMA NICs with GPUDirect RDMA the server fails at startup")]
 

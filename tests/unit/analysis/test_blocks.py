@@ -189,7 +189,8 @@ def test_the_trend_recovers_a_drift_within_rounds():
     sides = {n: _sample(v) for n, v in values.items()}
     got = B.trend(B.fit_point(sides, entries))
     assert got["named"] and got["slope_per_min"] == pytest.approx(math.expm1(slope), rel=0.1)
-    assert got["text"].startswith("the residuals drift +0.4") and "% per minute of start time within rounds" in got["text"]
+    assert got["text"].startswith("the residuals drift +0.4")
+    assert "% per minute of start time within rounds" in got["text"]
     assert B.trend(B.fit_point(sides, {n: _entries("1", "2", "3") for n in names}))["absent"] == \
         "a launch has no start time"
 
@@ -255,7 +256,8 @@ def main_sweeps() -> dict[str, np.ndarray]:
                 keep("blocked_power", B.power_of(slow, math.expm1(SLOW)))
             else:
                 noise = S.pooled_noise(list(sides.values()))
-                same, slow = S.compare(sides["copy2"], sides["base"], noise), S.compare(sides["slow"], sides["base"], noise)
+                same = S.compare(sides["copy2"], sides["base"], noise)
+                slow = S.compare(sides["slow"], sides["base"], noise)
                 aa = S.compare(sides["base"].select("aa"), sides["base"].select("1"), noise)
                 keep("old_power", B.power_of(slow, math.expm1(SLOW)))
             keep(f"{design}_same_called", _called(same))

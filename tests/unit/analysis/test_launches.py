@@ -30,10 +30,10 @@ def records(run: str, point: str, gap_ms: float, seed: int) -> list[dict]:
             chunks = [t + 20 * MS]
             while len(chunks) < 17:
                 chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.99, 1.01) * MS))
-            out.append(new_record(run_id=run, point=point, request_id=f"{run}-{point}-{rep}{i}", phase="measured", repeat=rep,
-                                  index=i, endpoint="generate", input_len=8, output_len=17, send_ns=t, chunk_ns=chunks,
-                                  chunk_tokens=[1] * 17, end_ns=chunks[-1], http_status=200, completion_tokens=17,
-                                  status="ok"))
+            out.append(new_record(run_id=run, point=point, request_id=f"{run}-{point}-{rep}{i}", phase="measured",
+                                  repeat=rep, index=i, endpoint="generate", input_len=8, output_len=17, send_ns=t,
+                                  chunk_ns=chunks, chunk_tokens=[1] * 17, end_ns=chunks[-1], http_status=200,
+                                  completion_tokens=17, status="ok"))
             t = chunks[-1] + MS
     return out
 

@@ -104,7 +104,8 @@ def test_failed_outcome_passes_through():
     outcome = {"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "code 1",
                "log_tail": "Traceback..."}
     s = build_summary(plan(), None, outcome, [], [], None)
-    assert (s["status"], s["stage"], s["reason"], s["log_tail"]) == ("failed", "launch", "server_exited", "Traceback...")
+    assert (s["status"], s["stage"], s["reason"], s["log_tail"]) == ("failed", "launch", "server_exited",
+                                                                      "Traceback...")
 
 
 def test_fallback_from_evidence():

@@ -154,7 +154,8 @@ def test_sglang_two_bases_one_file():
     assert args["PYTHON"] == "python3.12"
     overlay = yaml.safe_load((REPO / "config/kimi-k25-8gpu-local-base.yaml").read_text())
     for name in ("sglang", "sglang-deepep", "sglang-fi-fusion"):
-        assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm", "PYTHON": "python3.11"}
+        assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm",
+                                                         "PYTHON": "python3.11"}
     text = SGLANG.read_text()
     assert "python3.1" not in "\n".join(line for line in _logical_lines(text) if not line.startswith("ARG ")), \
         "a python-version path outside the PYTHON arg"
@@ -190,8 +191,8 @@ def test_mscclpp_source_from_git_or_a_staged_context():
     assert args["MSCCLPP_SOURCE"] == "git"
     assert re.fullmatch(r"[0-9a-f]{40}", args["MSCCLPP_TREE"])
     assert "COPY _contexts/mscclpp_src /src" in text
-    for define in ("FETCHCONTENT_FULLY_DISCONNECTED=ON", "FETCHCONTENT_SOURCE_DIR_JSON=", "FETCHCONTENT_SOURCE_DIR_NANOBIND=",
-                   "FETCHCONTENT_SOURCE_DIR_DLPACK="):
+    for define in ("FETCHCONTENT_FULLY_DISCONNECTED=ON", "FETCHCONTENT_SOURCE_DIR_JSON=",
+                   "FETCHCONTENT_SOURCE_DIR_NANOBIND=", "FETCHCONTENT_SOURCE_DIR_DLPACK="):
         assert define in text, define
     script = (REPO / "scripts/stage_mscclpp_source.sh").read_text()
     assert f"PIN_MSCCLPP_COMMIT={args['MSCCLPP_COMMIT']}" in script

@@ -83,7 +83,8 @@ def _compute_s(engine: Engine) -> float:
     return t["draft_s"] + t["verify_s"]  # the engine's own timers: the step's compute, without the pause
 
 
-def _step_times(engine: Engine, fraction: float, blocks: int, block: int = 6) -> tuple[list[float], list[float], list[float]]:
+def _step_times(engine: Engine, fraction: float, blocks: int, block: int = 6
+                ) -> tuple[list[float], list[float], list[float]]:
     """Wall times of engine steps in alternating blocks without and with the slowdown (the drift of a busy host
     cancels; within a block every slowed step follows a slowed one, as in a slowed launch), and for the slowed
     steps their wall time over their compute."""

@@ -162,7 +162,8 @@ def test_deepep_low_latency_needs_rdma_nics(gpu_plans):
 
 def test_known_failure_names_its_signature(gpu_plans):
     tree = gpu_plans[1]["nccl-tree-bare"]
-    assert tree["expect"] == "failure" and tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
+    assert tree["expect"] == "failure"
+    assert tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
     assert _errors(tree) == []
     assert any("needs the failure it is known for" in e
                for e in _errors(_plan(gpu_plans, "nccl-tree-bare", expect_signature=[])))
@@ -218,7 +219,8 @@ def test_env_booleans_are_read_as_sglang_reads_them(gpu_plans):
     assert [env_bool(v) for v in ("0", "false", "no", "N")] == [False] * 4
     assert env_bool("on") is None
     for on in ("yes", "y"):
-        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3, env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
+        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3,
+                     env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
         assert [f.severity for f in _findings(plan, "pcie-ipc-tp")] == ["warning"], on
     bad = _plan(gpu_plans, "pcie-ipc", env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"})
     assert [f.message for f in _findings(bad, "env-bool")] == [
