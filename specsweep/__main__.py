@@ -2,7 +2,7 @@
 
     specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
                                       plan through its engine's preflight (its own argument parser),
-                                      print each argv; exit 2 on any error
+                                      print each argv and the environment beside it; exit 2 on any error
     specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
                                       when any configuration has errors)
     specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
@@ -71,8 +71,9 @@ def _parser_python(venv: Path, requirements: Path) -> str | None:
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
               shown: Sequence[str] = ()) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
-    its parser, in the pinned venv); print each argv, every warning and error (once; none of ``shown``,
-    printed already by the start checks); 2 when any has errors, 1 when the parser venv cannot be built."""
+    its parser, in the pinned venv); print each argv with the environment beside it, every warning and error
+    (once; none of ``shown``, printed already by the start checks); 2 when any has errors, 1 when the parser
+    venv cannot be built."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
@@ -88,6 +89,8 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
         errors += result.errors
         warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
+        if plan.get("env"):  # the server's environment beside its argv (as plan.json holds it)
+            print(f"{' ' * len(name)}  env: {' '.join(f'{k}={v}' for k, v in sorted(plan['env'].items()))}")
     for warning in dict.fromkeys(w for w in warnings if w not in shown):
         print(f"warning: {warning}", file=sys.stderr)
     for error in dict.fromkeys(errors):

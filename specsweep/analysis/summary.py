@@ -83,6 +83,7 @@ from specsweep.analysis.formulas import (
 from specsweep.analysis.metrics import required_metrics
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
+from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage, Status
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
@@ -131,13 +132,11 @@ class BaselineRun:
 
 def _simulated(plan: Mapping[str, Any], env: Mapping[str, Any] | None) -> str | None:
     """``VAR=value`` when ``env`` (a plan's, or its server's as recorded) sets the variable that the plan's engine
-    reads for a simulated accept length (its facts' ``simulated_accept_length_setting``) to a number > 0."""
+    reads for a simulated accept length (its facts' ``simulated_accept_length_setting``) to a value that
+    simulates (``contracts.acceptance.simulated_acc_len``)."""
     section, _, key = ((plan.get("facts") or {}).get("simulated_accept_length_setting") or "").partition(".")
     value = (env or {}).get(key) if section == "env" else None
-    try:
-        return f"{key}={value}" if value is not None and float(value) > 0 else None
-    except ValueError:
-        return None
+    return f"{key}={value}" if simulated_acc_len(value) is not None else None
 
 
 def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun | None) -> list[dict] | Absent:

@@ -45,13 +45,17 @@ class Signature:
     # Where the call at ``source`` formats its text from a constant defined elsewhere:
     # (file:line of the constant, verbatim fragment of it); None when the text is at ``source``.
     template: tuple[str, str] | None = None
+    # For a line printed both while starting and while serving: which of the two this signature names
+    # ("before_ready": before the server answered /ready; "after_ready": after); None for either.
+    when: str | None = None
     library: str = "sglang"  # whose source ``source`` is: "sglang" (the engine's wheel) or "nvshmem"
 
 
 def log_line(variant: str, kind: str, pattern: str, source: str, literal: str, level: str = "warning",
-             template: tuple[str, str] | None = None, library: str = "sglang") -> Signature:
+             template: tuple[str, str] | None = None, when: str | None = None,
+             library: str = "sglang") -> Signature:
     """A :class:`Signature` with its pattern compiled."""
-    return Signature(variant, kind, re.compile(pattern), source, literal, level, template, library)
+    return Signature(variant, kind, re.compile(pattern), source, literal, level, template, when, library)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN, simulated_acc_len
+
 
 def _scalar(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
@@ -54,25 +56,20 @@ def speculative_algorithm(server_args: Mapping[str, Any]) -> str | None:
     return None
 
 
-#: The environment variable both engines read for a fixed accept length (SGLang's; the reference engine
-#: mimics it), as a setting of a plan (a grid axis names it so).
-SIMULATE_ACC_LEN = "SGLANG_SIMULATE_ACC_LEN"
+#: The environment variable both engines read for a fixed accept length (``contracts.acceptance``: SGLang's;
+#: the reference engine mimics it), as a setting of a plan (a grid axis names it so).
 SIMULATE_ACC_LEN_SETTING = f"env.{SIMULATE_ACC_LEN}"
 #: Flags that only speculation reads start with this (both engines take SGLang's ``--speculative-*``).
 SPECULATION_FLAG_PREFIX = "speculative"
 
 
 def simulated_accept_length(server_args: Mapping[str, Any], env: Mapping[str, Any]) -> float | None:
-    """The accept length the engine will simulate: ``SGLANG_SIMULATE_ACC_LEN`` when it is a number > 0
-    (SGLang's default -1 is off) and speculation is on; None otherwise."""
-    value = env.get(SIMULATE_ACC_LEN)
-    if value is None or speculative_algorithm(server_args) is None:
+    """The accept length the engine will simulate: ``SGLANG_SIMULATE_ACC_LEN`` as SGLang reads it
+    (``contracts.acceptance.simulated_acc_len``: a number > 0; plan-time checks refuse a value SGLang would
+    clamp, so it is the one that runs) when speculation is on; None otherwise."""
+    if speculative_algorithm(server_args) is None:
         return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if number > 0 else None
+    return simulated_acc_len(env.get(SIMULATE_ACC_LEN))
 
 
 def speculation_settings(server_args: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:

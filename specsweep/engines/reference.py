@@ -108,8 +108,9 @@ class ReferenceEngine:
                               f"{backend}; set variant: all-reduce:{backend} or change server_args.all-reduce-backend")
         return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
 
-    def variant_evidence(self, server_log: str, plan: dict) -> dict:
-        """The engine logs the all-reduce backend it really uses; compare with the request."""
+    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
+        """The engine logs the all-reduce backend it really uses; compare with the request (``ready`` is
+        not needed: no failure signatures are read from this engine's log)."""
         requested = plan["server_args"].get("all-reduce-backend")
         found = _BACKEND_LINE.findall(server_log)
         evidence: dict[str, Any] = {

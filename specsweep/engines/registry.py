@@ -45,8 +45,9 @@ class Engine(Protocol):
         """Static checks of a plan's labels (``variant``, ``expect``; not in the plan, so not in preflight)."""
         ...
 
-    def variant_evidence(self, server_log: str, plan: dict) -> dict:
-        """What the server log proves about the communication variant that really ran."""
+    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
+        """What the server log proves about the communication variant that really ran (``ready``: whether
+        the server answered /ready, which tells a failure while starting from one while serving)."""
         ...
 
     def comm_profile(self, plan: dict) -> dict:

@@ -16,6 +16,11 @@ fix, before any job runs (``snakemake -n`` included).
   the reference engine): checked here, so that ``snakemake -n`` refuses them,
   not the preflight job. (SGLang's parser needs its venv: its preflight job.)
 * Labels (``variant``, ``expect``) through each engine's ``check_labels``.
+* A simulated accept length (``SGLANG_SIMULATE_ACC_LEN``) that would not run as written: SGLang
+  clamps it to ``[1, speculative-num-steps + 1]`` at every verify (``contracts.acceptance``), so
+  the run would measure, and the report would label, an accept length that never ran. An error
+  naming the value that would run. (A value SGLang cannot parse is refused with the config file:
+  ``plan.envcheck``.)
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN, acc_len_problem
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
 from specsweep.plan.datasets import prompts_needed
@@ -76,6 +82,22 @@ def baseline_problems(plans: Mapping[str, Mapping], baseline: str | None) -> lis
             f"configurations.{baseline}.server_args.speculative-algorithm: NONE"]
 
 
+def acceptance_problems(plans: Mapping[str, Mapping]) -> list[str]:
+    """Each plan's simulated accept length against the clamp of its ``speculative-num-steps``."""
+    problems = []
+    for name, plan in plans.items():
+        value = (plan.get("env") or {}).get(SIMULATE_ACC_LEN)
+        if value is None:
+            continue
+        steps = (plan.get("server_args") or {}).get("speculative-num-steps")
+        steps = int(steps) if isinstance(steps, (int, str)) and str(steps).isdigit() else None
+        why = acc_len_problem(value, steps)
+        if why is not None:
+            problems.append(f"configurations.{name}.env.{SIMULATE_ACC_LEN}: {why}; allowed: a number in "
+                            f"[1, {'speculative-num-steps + 1' if steps is None else steps + 1}], or <= 0 (off)")
+    return problems
+
+
 def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
     """Each plan of an engine that needs no parser environment, through its engine's own parser."""
     errors: list[str] = []
@@ -92,7 +114,7 @@ def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[
 def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping],
                    labels: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow."""
-    errors = plan_problems(plans) + baseline_problems(plans, config.get("baseline"))
+    errors = plan_problems(plans) + baseline_problems(plans, config.get("baseline")) + acceptance_problems(plans)
     warnings: list[str] = []
     for found in (label_findings(plans, labels, config.get("images")), prompt_findings(plans),
                   in_process_preflight(plans)):

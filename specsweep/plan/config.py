@@ -7,7 +7,8 @@ Two layers of checking:
    registry's names, ``contracts.endpoints.ENDPOINTS``, filled in on loading);
 2. semantic checks the schema cannot express: names usable as paths,
    ``extends`` and ``image`` references that exist, no ``extends`` cycles,
-   duplicate keys in the YAML text (YAML silently keeps the last one).
+   duplicate keys in the YAML text (YAML silently keeps the last one),
+   ``NCCL_*``/``SGLANG_*`` names and values in ``env`` (``plan.envcheck``).
 
 Every error names the file, the key path and what is allowed, and all errors
 are reported at once.
@@ -26,6 +27,7 @@ import yaml
 
 from specsweep.contracts.endpoints import ENDPOINTS
 from specsweep.plan.controls import expand_control
+from specsweep.plan.envcheck import env_problems
 from specsweep.plan.grid import Expansion, expand_axes
 from specsweep.plan.names import NAME_PATTERN, NAME_RULE
 
@@ -217,6 +219,9 @@ def check_sweep(config: Mapping, source: str, schema: Mapping | None = None) -> 
     """``check_config``, keeping the grids (which configuration came from which axis values)."""
     schema = schema if schema is not None else load_schema()
     problems = schema_problems(config, schema)
+    if problems:
+        raise ConfigError(source, problems)
+    problems = env_problems(config)  # on the file as written: a grid axis' env values at their own key paths
     if problems:
         raise ConfigError(source, problems)
     try:

@@ -18,7 +18,6 @@ values are replaced.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +30,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
 from specsweep.plan.controls import control_problems
 from specsweep.plan.datasets import DatasetError, resolve_prompts
+from specsweep.plan.envcheck import env_string
 from specsweep.plan.points import resolve_points
 from specsweep.plan.tokenizer import TokenizerError
 from specsweep.records import EXTERNAL_RUNTIME, is_external
@@ -104,7 +104,7 @@ class _Merger:
 
 def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
     """Environment values as the strings the process will see; null drops the key."""
-    return {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(env.items()) if v is not None}
+    return {k: env_string(v) for k, v in sorted(env.items()) if v is not None}
 
 
 def build_plan(config: Mapping, name: str, defaults: Mapping | None = None, write_prompts: bool = False) -> dict:

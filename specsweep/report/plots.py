@@ -41,8 +41,8 @@ import matplotlib
 
 from specsweep.analysis.costmodel import accept_needed
 from specsweep.analysis.metrics import BASELINE_TOK_S
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import Status, Verdict
-from specsweep.engines.argv import SIMULATE_ACC_LEN
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

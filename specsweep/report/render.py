@@ -57,8 +57,8 @@ from specsweep.analysis.stats import (
     estimate_interval,
     launches_needed,
 )
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import COMPARED, Expect, Status, Verdict
-from specsweep.engines.argv import SIMULATE_ACC_LEN
 from specsweep.files import canonical_json, write_text_atomic
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.answer import (

@@ -15,6 +15,9 @@ report computes them (``report.render.config_rows``), and the decision:
   end): stop (``budget``);
 * no extra rounds were asked for (``rounds.max_launches`` unset): stop
   (``planned rounds``);
+* every configuration failed or was measured beside another server: stop
+  (``nothing comparable``; a summary's status is its worst launch's, so
+  more rounds cannot change it);
 * otherwise: one more round, of the baseline and every configuration whose
   comparison is still open (with its twin, for the positive control).
 
@@ -51,6 +54,7 @@ JUDGEMENT_FORMAT_VERSION = 1
 RESOLVED = "resolved"
 BUDGET = "budget"
 PLANNED = "planned rounds"
+NOT_COMPARABLE = "nothing comparable"
 
 
 def round_path(round_no: int | str, leaf: str) -> str:
@@ -147,9 +151,16 @@ def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared
         return {"continue": True, "ended_by": None, "why": f"planned round {round_no} of {rounds_planned}",
                 "next": [list(m) for m in next_planned]}
     still = [c for c in compared if c["open"]]
+    excluded = [c for c in compared if c["verdict"] in (Status.FAILED, Status.CONTAMINATED)]
+    left_out = ("; not compared: " + ", ".join(f"{c['config']} ({c['verdict']})" for c in excluded)
+                if excluded else "")
+    if compared and len(excluded) == len(compared):
+        return {"continue": False, "ended_by": NOT_COMPARABLE,
+                "why": f"no configuration can be compared, more rounds cannot change that{left_out}"}
     if not still:
         return {"continue": False, "ended_by": RESOLVED,
-                "why": f"every comparison is called or sees {effect:.0%} (80 % power) after {round_no} rounds"}
+                "why": f"every comparison is called or sees {effect:.0%} (80 % power) after {round_no} rounds"
+                       + left_out}
     names = ", ".join(c["config"] for c in still)
     if settings.max_launches is None:
         return {"continue": False, "ended_by": PLANNED,

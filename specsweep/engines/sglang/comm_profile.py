@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from specsweep.engines.sglang.rules import env_bool
+from specsweep.engines.sglang.environ import env_bool
 
 
 def _first(args: Mapping[str, Any], *keys: str) -> Any:
@@ -45,7 +45,7 @@ def comm_profile(plan: Mapping[str, Any]) -> dict[str, Any]:
         draft = int(_first(args, "speculative-num-steps")) + 1  # topk 1: draft tokens = steps + 1 (DOMAIN.md)
     dtype = str(_first(args, "dtype") or "auto")
     deepep = str(_first(args, "moe-a2a-backend") or "none") == "deepep"
-    # An EnvBool (sglang/srt/environ.py:799): read as rules.env_bool reads it.
+    # An EnvBool (sglang/srt/environ.py:799): read as environ.env_bool reads it.
     replicated = env_bool(env.get("SGLANG_ENABLE_EMBED_REPLICATION", "")) is True
     out: dict[str, Any] = {
         "runner": "torch",

@@ -69,9 +69,9 @@ class SGLangEngine:
             checked_with="specsweep.engines.sglang.rules",
         )
 
-    def variant_evidence(self, server_log: str, plan: dict) -> dict:
+    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
         """What the server log proves about the communication variants the plan requested."""
-        return variant_evidence(server_log, plan)
+        return variant_evidence(server_log, plan, ready)
 
     def comm_profile(self, plan: dict) -> dict:
         """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""

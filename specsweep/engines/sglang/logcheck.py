@@ -65,6 +65,11 @@ def prints_at(level: str, server_log_level: str = DEFAULT_LOG_LEVEL) -> bool:
 SIGNATURES: tuple[Signature, ...] = tuple(s for s in log_signatures("sglang", "sglang") if s.kind != "note")
 NOTES: tuple[Signature, ...] = tuple(s for s in log_signatures("sglang", "sglang") if s.kind == "note")
 
+_BREAKABLE = r"Fail when using backend: breakable for prefill runner\."
+_BREAKABLE_AT = "sglang/srt/model_executor/runner_backend_utils/breakable_cuda_graph/context.py:48"
+_BREAKABLE_TEMPLATE = ("sglang/srt/model_executor/runner_backend_utils/__init__.py:24",
+                       "Fail when using backend: {backend} for prefill runner.")
+
 # Why a server failed, by name (``expect_signature`` in config.yaml names them).
 # An exception raised in a TP scheduler is logged with its traceback at ERROR
 # ("Scheduler hit an exception: ...", managers/scheduler.py:6372), hence "raise".
@@ -82,11 +87,16 @@ FAILURES: tuple[Signature, ...] = (
     # captured before decode (model_runner_components/cuda_graph_setup.py:421-424): a failure there is
     # logged with PREFILL_CUDA_GRAPH_CAPTURE_FAILED_MSG formatted with backend=Backend.BREAKABLE
     # ("breakable", cuda_graph_config.py:46) and re-raised, so the decode line above never comes.
-    _sig("cuda_graph_capture_failed", "failure", r"Fail when using backend: breakable for prefill runner\.",
-         "sglang/srt/model_executor/runner_backend_utils/breakable_cuda_graph/context.py:48",
-         'f"{type(exc).__name__}: {exc}\\n{msg}"', "error",
-         ("sglang/srt/model_executor/runner_backend_utils/__init__.py:24",
-          "Fail when using backend: {backend} for prefill runner.")),
+    # The same line comes from any exception inside enable_breakable_cuda_graph()
+    # (breakable_cuda_graph/context.py:35-49), at capture and at every prefill replay while serving
+    # (runner/prefill_cuda_graph_runner.py:2351, ``execute``, through runner_backend/
+    # breakable_cuda_graph_backend.py:270-271): capture happens before the HTTP server
+    # answers /ready, so the line is a capture failure before readiness and a serving crash (an OOM, an
+    # NCCL or illegal-address error in a prefill) after it.
+    _sig("cuda_graph_capture_failed", "failure", _BREAKABLE, _BREAKABLE_AT, 'f"{type(exc).__name__}: {exc}\\n{msg}"',
+         "error", _BREAKABLE_TEMPLATE, when="before_ready"),
+    _sig("prefill_graph_replay_failed", "failure", _BREAKABLE, _BREAKABLE_AT,
+         'f"{type(exc).__name__}: {exc}\\n{msg}"', "error", _BREAKABLE_TEMPLATE, when="after_ready"),
     # DeepEP with experts quantized other than FP8 / W4AFP8 (Kimi-K2.5's compressed-tensors INT4):
     # every MoE layer is a DeepEPMoE (layers/moe/ep_moe/layer.py:352-364); with a quantization,
     # low_latency (or auto) mode first asserts that DeepGEMM's JIT kernels load (:167-177, on a
@@ -102,8 +112,32 @@ FAILURES: tuple[Signature, ...] = (
 )
 
 # --- NVSHMEM (DeepEP's low-latency transport): the variant entries' lines that NVSHMEM prints, cited at
-# NVIDIA/nvshmem v3.4.5-0 (``engines.variants``, DeepEP's entry, says why they are its evidence).
-NVSHMEM_SIGNATURES: tuple[Signature, ...] = log_signatures("sglang", "nvshmem")
+# NVIDIA/nvshmem v3.4.5-0 (``engines.variants``, DeepEP's entry, says why they are its evidence), and the
+# failures below. Level "info" = NVSHMEM INFO (needs NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT,
+# always printed; copied into tests/fixtures/nvshmem/source-v3.4.5.txt and checked against the pinned
+# libnvshmem_host.so.3 by a slow test.
+#
+# Why DeepEP failed without RDMA ("deepep_rdma"): where DeepGEMM's kernels load (so the early
+# assert at ep_moe/layer.py:167-177 passes), DeepEP's low-latency buffer brings NVSHMEM up
+# before any MoE forward (sgl-deep-ep 0.1.2.post1 deep_ep/buffers/legacy.py:104-131 sets
+# NVSHMEM_IB_ENABLE_IBGDA=1, then runtime.sync initialises NVSHMEM), so on a host without RDMA
+# NVSHMEM's error comes before run_moe_core's assert (:297-301). IBGDA's init fails
+# (transport.cpp:282); with no transport at all (P2P off: NVSHMEM_DISABLE_P2P=1 where NVLink is
+# not allowed for low-latency mode, legacy.py:108) NVSHMEM says so (transport.cpp:294), its
+# init swallows the error (init/init.cu:1103-1112) and the next NVSHMEM call exits the process
+# with "nvshmem initialization failed, exiting" (init/init.cu:1114-1122, NVSHMEMI_ERROR_EXIT:
+# exit(-1), no Python traceback).
+NVSHMEM_SIGNATURES: tuple[Signature, ...] = log_signatures("sglang", "nvshmem") + (
+    Signature("deepep_rdma", "failure", re.compile(r"init failed for transport: IBGDA"),
+              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr",
+              library="nvshmem"),
+    Signature("deepep_rdma", "failure", re.compile(r"Unable to initialize any transports"),
+              "src/host/transport/transport.cpp:294", '"Unable to initialize any transports. returning error."',
+              "stderr", library="nvshmem"),
+    Signature("deepep_rdma", "failure", re.compile(r"nvshmem initialization failed, exiting"),
+              "src/host/init/init.cu:1119", '"nvshmem initialization failed, exiting \\n"', "stderr",
+              library="nvshmem"),
+)
 
 # --- NCCL ------------------------------------------------------------------
 
@@ -261,10 +295,19 @@ def _shadowed(active: list[str]) -> list[dict[str, str]]:
     ]
 
 
-def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
+def failure_signatures(ready: bool) -> tuple[Signature, ...]:
+    """The failure signatures that can name a failure of a server that did (``ready``) or did not answer
+    /ready: SGLang's (:data:`FAILURES`, each ``when`` it applies) and NVSHMEM's."""
+    when = "after_ready" if ready else "before_ready"
+    return tuple(s for s in FAILURES + NVSHMEM_SIGNATURES if s.kind == "failure" and s.when in (None, when))
+
+
+def variant_evidence(log: str, plan: Mapping[str, Any], ready: bool = False) -> dict[str, Any]:
     """Compare what ``plan`` requested (its ``variant`` list) with what ``log`` shows.
 
-    ``log`` is the server's log with the NCCL debug files appended (NCCL_DEBUG_FILE).
+    ``log`` is the server's log with the NCCL debug files appended (NCCL_DEBUG_FILE); ``ready``:
+    whether the server answered /ready (launch.json's ``ready_s``), which tells a breakable-graph
+    failure at capture (before) from a crash while serving (after).
     Returns ``{"requested", "active", "fell_back": [{"variant", "line"}],
     "shadowed": [{"variant", "by", "why"}], "unproven", "notes": [{"variant",
     "line"}], "failures": [{"signature", "line"}], "nccl"}``. ``active`` lists
@@ -282,9 +325,10 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
     fallback_hits: dict[str, str] = {}
     notes: list[dict[str, str]] = []
     failures: list[dict[str, str]] = []
+    failing = failure_signatures(ready)
     for line in lines:
         for sig in SIGNATURES + NOTES + NVSHMEM_SIGNATURES:
-            if sig.pattern.search(line):
+            if sig.kind != "failure" and sig.pattern.search(line):
                 if sig.kind == "active":
                     active_hits.setdefault(sig.variant, line.strip())
                 elif sig.kind == "fallback":
@@ -293,7 +337,7 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
                     note = {"variant": sig.variant, "line": line.strip()}
                     if note not in notes:
                         notes.append(note)
-        for sig in FAILURES:
+        for sig in failing:
             if sig.pattern.search(line) and all(f["signature"] != sig.variant for f in failures):
                 failures.append({"signature": sig.variant, "line": line.strip()})
     nccl = parse_nccl(log)
@@ -327,7 +371,8 @@ def variant_evidence(log: str, plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def failure_names() -> list[str]:
     """Names ``expect_signature`` may take."""
-    return sorted({s.variant for s in FAILURES} | {s.variant for s in NCCL_SIGNATURES if s.kind == "failure"})
+    return sorted({s.variant for s in FAILURES}
+                  | {s.variant for s in NCCL_SIGNATURES + NVSHMEM_SIGNATURES if s.kind == "failure"})
 
 
 def evidence_warnings(plan: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from specsweep.contracts.variants import Finding, requested_variants
 from specsweep.engines.sglang.args import is_set as _is_set
 from specsweep.engines.sglang.args import tp_size
+from specsweep.engines.sglang.environ import env_bool
 from specsweep.engines.sglang.logcheck import failure_names
 from specsweep.engines.variants import VARIANTS, known_variants, plan_rules
 from specsweep.engines.volumes import host_path
@@ -59,22 +60,6 @@ EAGLE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 # FAILURES and NCCL_SIGNATURES of kind "failure"), read from its table.
 FAILURE_NAMES = frozenset(failure_names())
 EAGLE_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-
-
-# SGLang's boolean environment variables (EnvBool, sglang/srt/environ.py:143-150): these strings,
-# lower-cased, and nothing else; any other value raises ValueError when SGLang reads the variable.
-ENV_TRUE = ("true", "1", "yes", "y")
-ENV_FALSE = ("false", "0", "no", "n")
-
-
-def env_bool(value: Any) -> bool | None:
-    """An environment value as SGLang's EnvBool reads it: True, False, or None when it would raise."""
-    text = str(value).lower()
-    if text in ENV_TRUE:
-        return True
-    if text in ENV_FALSE:
-        return False
-    return None
 
 
 def _fusion_requested(sa: Mapping[str, Any]) -> bool:
@@ -238,13 +223,22 @@ def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, An
 # compressed_tensors_wNa16_moe.py:444-494). RDMA or not, DeepEP cannot run these experts.
 DEEPEP_UNSUPPORTED_QUANT = frozenset({"compressed-tensors"})
 DEEPEP_QUANT_SIGNATURE = "deepep_quantization"
+# Where DeepGEMM loads, NVSHMEM comes up before the MoE forward's assert: on a host without RDMA its
+# error ends the run first (logcheck's NVSHMEM_SIGNATURES, "deepep_rdma").
+DEEPEP_RDMA_SIGNATURE = "deepep_rdma"
+# Model types whose SGLang config class copies ``text_config.quantization_config`` to the top level
+# (sglang/srt/configs/kimi_k25.py:157-159, kimi_k3.py:113-114, glm5_next.py:331-332): Kimi-K2.5's
+# checkpoint keeps its quantization there, not at the top of config.json.
+TEXT_CONFIG_QUANT_TYPES = frozenset({"kimi_k25", "kimi_k3", "glm5_next"})
 
 
 def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None, str]:
     """The target model's quantization as SGLang sees it, and where that was read.
 
     ``--quantization`` when given, else ``quantization_config.quant_method`` of the model
-    directory's ``config.json`` (mapped to this host through the plan's volumes). ``(None, why)``
+    directory's ``config.json`` (mapped to this host through the plan's volumes), or of its
+    ``text_config`` for the model types whose config SGLang copies it from
+    (:data:`TEXT_CONFIG_QUANT_TYPES`). ``(None, why)``
     when it cannot be read here (a hub id, a directory missing on this host: the volume and
     model checks say so) or the model is not quantized.
     """
@@ -262,9 +256,13 @@ def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None,
         data = json.loads(config.read_text())
     except (OSError, ValueError) as exc:
         return None, f"{config}: {exc}"
-    quant = (data.get("quantization_config") or {}) if isinstance(data, dict) else {}
+    data = data if isinstance(data, dict) else {}
+    quant, where = data.get("quantization_config"), str(config)
+    text = data.get("text_config")
+    if quant is None and data.get("model_type") in TEXT_CONFIG_QUANT_TYPES and isinstance(text, dict):
+        quant, where = text.get("quantization_config"), f"{config} text_config"
     method = quant.get("quant_method") if isinstance(quant, dict) else None
-    return (str(method) if method else None), str(config)
+    return (str(method) if method else None), where
 
 
 def rule_deepep_quantization(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None,
@@ -284,9 +282,11 @@ def rule_deepep_quantization(name: str, plan: Mapping[str, Any], images: Mapping
             f"with RDMA or without")
     wanted = plan.get("expect_signature") or []
     wanted = [wanted] if isinstance(wanted, str) else list(wanted)
-    if plan.get("expect") == "failure" and DEEPEP_QUANT_SIGNATURE in wanted:
+    # Without RDMA (or not known to have it) the run may end in NVSHMEM's error before the assert.
+    needed = [DEEPEP_QUANT_SIGNATURE] + ([DEEPEP_RDMA_SIGNATURE] if plan.get("rdma") is not True else [])
+    if plan.get("expect") == "failure" and all(n in wanted for n in needed):
         return []
-    label = f"expect: failure with expect_signature: [{DEEPEP_QUANT_SIGNATURE}]"
+    label = f"expect: failure with expect_signature: [{', '.join(needed)}]"
     if "expect" not in plan:
         return [Finding("warning", "deepep-quantization",
                         f"{what}; it is an expected failure only where the configuration says {label}")]
@@ -422,17 +422,9 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
     # What each requested variant's own entry checks (engines.variants: its ``rules``).
     for _variant, rule in plan_rules("sglang", requested_variants(plan)):
         findings.extend(rule(name, plan, images))
+    # A value SGLang cannot parse is refused with the config (plan.envcheck): SGLang would warn and run
+    # with the default, off.
     pcie_ipc = env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
-    if pcie_ipc is not None and env_bool(pcie_ipc) is None:
-        findings.append(
-            Finding(
-                "error",
-                "env-bool",
-                f"configurations.{name}.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: {pcie_ipc!r} is not a boolean "
-                f"SGLang reads (sglang/srt/environ.py:143-150 raises on it); allowed: "
-                f"{', '.join(ENV_TRUE + ENV_FALSE)}",
-            )
-        )
     if pcie_ipc is not None and env_bool(pcie_ipc):
         if tp not in PCIE_IPC_TP_SIZES:
             findings.append(
@@ -443,7 +435,26 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                     f"serves TP {sorted(PCIE_IPC_TP_SIZES)}; tp-size {tp} stays on NCCL",
                 )
             )
+        if tp == 2 and not _is_set(sa.get("disable-custom-all-reduce")):
+            findings.append(Finding("warning", "pcie-ipc-custom-ar", _PCIE_IPC_CUSTOM_AR.format(name=name)))
     return findings
+
+
+# PCIe IPC at TP=2 with the custom all-reduce on measures the custom all-reduce (paths under sglang/srt/
+# distributed/): on two PCIe GPUs with P2P the default CustomAllReduceV2 refuses silently (it wants full
+# NVLink: device_communicators/custom_all_reduce_v2.py:586-604), the legacy CustomAllreduce comes up at
+# world size 2 without NVLink (device_communicators/custom_all_reduce_utils.py:490-513: the PCIe-only
+# refusal is for more than two GPUs), takes every tensor up to its max size at world size 2
+# (device_communicators/custom_all_reduce.py:260-274) and is tried before PCIe IPC
+# (parallel_state.py:959-975), logging nothing when on, while PCIe IPC still builds and logs its
+# workspace. With NVLink the V2 kernel comes up and takes the tensors instead: either way, not PCIe IPC's.
+_PCIE_IPC_CUSTOM_AR = (
+    "configurations.{name}.server_args.disable-custom-all-reduce: PCIe IPC at tp-size 2 with SGLang's custom "
+    "all-reduce on measures the custom all-reduce, not PCIe IPC: SGLang 0.5.23 tries it first and at world size "
+    "2 it takes the all-reduces up to its size limit, logging nothing (sglang/srt/distributed/parallel_state.py:"
+    "959-975, device_communicators/custom_all_reduce.py:260-274, custom_all_reduce_utils.py:490-513); set "
+    "disable-custom-all-reduce: true"
+)
 
 
 def rule_expect_signature(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:

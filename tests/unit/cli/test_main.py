@@ -150,3 +150,28 @@ def test_check_refuses_each_input_that_used_to_pass_in_one_line(tmp_path, kind, 
     path = _broken(tmp_path, kind)
     line = _one_line_error(_cli("check", str(path)), *words)
     assert line.startswith(f"specsweep check: {path}: ")
+
+
+def test_check_prints_each_configuration_s_environment_beside_its_argv():
+    result = _cli("check", str(REPO / "config.yaml"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("eagle3-gloo: "))
+    assert lines[at + 1] == " " * len("eagle3-gloo") + "  env: OMP_NUM_THREADS=1 SGLANG_SIMULATE_ACC_LEN=2.5"
+
+
+@pytest.mark.parametrize("where, words", [
+    ("env", ["configurations.eagle3-gloo.env.NCCL_ALOG: ", "did you mean NCCL_ALGO?"]),
+    ("axes", ["configurations.eagle3-gloo.axes[0].env.NCCL_PROTO[1]: unknown element 'LL129'", "allowed: "]),
+])
+def test_check_refuses_a_misspelled_nccl_name_or_value_in_one_line(tmp_path, where, words):
+    config = plain_default_config()
+    entry = config["configurations"]["eagle3-gloo"]
+    if where == "env":
+        entry["env"]["NCCL_ALOG"] = "Ring"
+    else:
+        entry["axes"] = [{"env.NCCL_PROTO": ["LL", "LL129"]}]
+    path = tmp_path / f"{where}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    line = _one_line_error(_cli("check", str(path)), *words)
+    assert line.startswith(f"specsweep check: {path}: ")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specsweep.plan.rounds import RoundSettings
-from specsweep.workflow.rounds import BUDGET, PLANNED, RESOLVED, decide, walk_rounds
+from specsweep.workflow.rounds import BUDGET, NOT_COMPARABLE, PLANNED, RESOLVED, decide, walk_rounds
 
 CONTROL = {"name": "b-slow10", "of": "b", "slowdown": 0.1}
 
@@ -58,3 +58,12 @@ def test_walk_reads_the_judgements_and_stops_where_one_says_stop(tmp_path):
     assert [len(r) for r in rounds] == [2, 3, 2]
     assert ("base", "aa") in rounds[1] and rounds[2] == [("a", "3"), ("base", "3")]
     assert walk_rounds(launches, "base", True, lambda r: str(paths[r]), upto=2) == rounds[:2]
+
+
+def test_failed_or_contaminated_configurations_are_named_and_keep_no_round_going():
+    compared = [_c("a", "faster", 0.3, False), _c("b", "contaminated", None, False)]
+    got = decide(2, 2, RoundSettings(max_launches=6), compared, "base", None, 3.0, [], 0.1)
+    assert got["ended_by"] == RESOLVED and "not compared: b (contaminated)" in got["why"]
+    got = decide(2, 2, RoundSettings(max_launches=6), [_c("b", "contaminated", None, False)], "base", None, 3.0,
+                 [], 0.1)
+    assert not got["continue"] and got["ended_by"] == NOT_COMPARABLE

@@ -41,6 +41,27 @@ def test_every_tp_size_has_a_baseline_and_eagle3_with_gpus_to_match(config_set):
         assert [f.message for f in check_plan(plan) if f.severity == "error"] == [], name
 
 
+@pytest.mark.parametrize("config_set", ["pcie", "pcie-dummy"])
+def test_tp2_pcie_ipc_runs_without_the_custom_all_reduce(config_set):
+    """At TP=2 on PCIe SGLang's legacy custom all-reduce comes up (custom_all_reduce_utils.py:490-513), is
+    tried before PCIe IPC (parallel_state.py:959-975) and takes the all-reduces up to its size
+    (custom_all_reduce.py:260-274): the PCIe IPC configuration turns it off, and the rule warns whenever a
+    PCIe IPC configuration at TP=2 leaves it on."""
+    _, plans = labelled_plans(CONFIG_SETS[config_set])
+    plan = plans["eagle3-tp2-pcie-ipc"]
+    assert plan["server_args"]["disable-custom-all-reduce"] is True
+    assert "--disable-custom-all-reduce" in plan["argv"]
+    assert [f for f in check_plan(plan) if f.rule == "pcie-ipc-custom-ar"] == []
+    left_on = {**plan, "server_args": {k: v for k, v in plan["server_args"].items()
+                                       if k != "disable-custom-all-reduce"}}
+    found = [f for f in check_plan(left_on) if f.rule == "pcie-ipc-custom-ar"]
+    assert [f.severity for f in found] == ["warning"]
+    assert found[0].message.startswith("configurations.eagle3-tp2-pcie-ipc.server_args.disable-custom-all-reduce: ")
+    assert "set disable-custom-all-reduce: true" in found[0].message
+    # Only at TP=2: above it the custom all-reduce refuses PCIe-only GPUs itself (and logs it).
+    assert [f for f in check_plan(plans["eagle3-tp4-pcie-ipc"]) if f.rule == "pcie-ipc-custom-ar"] == []
+
+
 def test_the_model_directories_hold_the_shapes_the_verify_path_depends_on():
     import json
 
@@ -72,3 +93,23 @@ def test_every_configuration_passes_sglang_parser(parser_python, config_set):
         assert bad == {}
     assert {r["sglang_version"] for r in results.values()} == {"0.5.23"}
     assert results["eagle3-tp2"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
+
+
+@pytest.mark.slow
+def test_custom_all_reduce_at_tp2_on_pcie_is_as_the_rule_says(parser_python):
+    """The lines the pcie-ipc-custom-ar rule cites, in the pinned wheel (paths under sglang/srt/distributed/)."""
+    from specsweep.testing.parser_env import wheel_site
+
+    root = wheel_site(parser_python) / "sglang" / "srt" / "distributed"
+
+    def lines(path: str, first: int, last: int) -> str:
+        return "\n".join((root / path).read_text().splitlines()[first - 1:last])
+
+    utils = lines("device_communicators/custom_all_reduce_utils.py", 490, 513)
+    assert "if world_size > 2 and not full_nvlink:" in utils and "return full_nvlink" in utils  # 2 GPUs: on
+    v2 = lines("device_communicators/custom_all_reduce_v2.py", 586, 604)
+    assert "return full_nvlink is True" in v2  # V2 wants full NVLink
+    legacy = lines("device_communicators/custom_all_reduce.py", 260, 274)
+    assert "if self.world_size == 2 or self.full_nvlink:" in legacy and "return inp_size <= self.max_size" in legacy
+    order = lines("parallel_state.py", 959, 975)
+    assert order.index('return "ca"') < order.index('return "pcie_ipc"')

@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from specsweep.analysis.summary import expected_failure
 from specsweep.engines.sglang import rules
 from specsweep.engines.sglang.logcheck import (
     ALLREDUCE_PRECEDENCE,
     FAILURES,
     NOTES,
+    NVSHMEM_SIGNATURES,
     SIGNATURES,
+    failure_signatures,
     parse_nccl,
     prints_at,
     variant_evidence,
@@ -21,6 +24,7 @@ from specsweep.testing.workflow import REPO
 FIXTURES = REPO / "tests" / "fixtures"
 VARIANT_LINES = FIXTURES / "sglang" / "variant_lines.log"
 FAILURE_LINES = FIXTURES / "sglang" / "failure_lines.log"
+NVSHMEM_FAILURE_LINES = FIXTURES / "nvshmem" / "deepep_failure_lines.log"
 
 
 def _fixture_cases() -> list[tuple[str, str, str, str]]:
@@ -52,51 +56,81 @@ def _plan(variant, env=None):
     return {"name": "x", "variant": variant, "env": env or {}}
 
 
-def _failure_blocks() -> list[tuple[str, str, str]]:
-    """(signature, source, block of log lines) from failure_lines.log."""
-    blocks: list[tuple[str, str, list[str]]] = []
-    for line in FAILURE_LINES.read_text().splitlines():
+def _failure_blocks(path=FAILURE_LINES) -> list[tuple[str, str, str, bool]]:
+    """(signature, source, block of log lines, logged after /ready) from failure_lines.log (or ``path``)."""
+    blocks: list[tuple[str, str, list[str], bool]] = []
+    for line in path.read_text().splitlines():
         words = line.split()
-        if line.startswith("# ") and len(words) == 4 and words[2] == "failure" and ":" in words[3]:
-            blocks.append((words[1], words[3], []))
+        if (line.startswith("# ") and len(words) in (4, 5) and words[2] == "failure" and ":" in words[3]
+                and words[4:] in ([], ["after-ready"])):
+            blocks.append((words[1], words[3], [], words[4:] == ["after-ready"]))
         elif line.startswith("#"):
             continue
         elif blocks:
             blocks[-1][2].append(line)
-    return [(name, source, "\n".join(lines)) for name, source, lines in blocks]
+    return [(name, source, "\n".join(lines), ready) for name, source, lines, ready in blocks]
 
 
 def test_every_failure_signature_has_a_fixture_block():
-    cases = {(name, source) for name, source, _ in _failure_blocks()}
-    for sig in FAILURES:
+    cases = {(name, source) for name, source, _, _ in _failure_blocks() + _failure_blocks(NVSHMEM_FAILURE_LINES)}
+    for sig in FAILURES + tuple(s for s in NVSHMEM_SIGNATURES if s.kind == "failure"):
         assert (sig.variant, sig.source) in cases, sig.source
 
 
-@pytest.mark.parametrize("name,source,block", _failure_blocks(), ids=lambda v: str(v)[:60])
-def test_failure_block_is_classified(name, source, block):
+@pytest.mark.parametrize("name,source,block,ready", _failure_blocks() + _failure_blocks(NVSHMEM_FAILURE_LINES),
+                         ids=lambda v: str(v)[:60])
+def test_failure_block_is_classified(name, source, block, ready):
     """Each block names exactly its failure, recognised by the signature at its source (the decode and
-    draft runners raise the same text, so one block matches both of theirs)."""
-    ev = variant_evidence(block, _plan([]))
+    draft runners raise the same text, so one block matches both of theirs), before or after /ready."""
+    ev = variant_evidence(block, _plan([]), ready=ready)
     assert [f["signature"] for f in ev["failures"]] == [name]
-    matched = [s for s in FAILURES if any(s.pattern.search(x) for x in block.splitlines())]
+    matched = [s for s in failure_signatures(ready) if any(s.pattern.search(x) for x in block.splitlines())]
     assert source in [s.source for s in matched] and {s.variant for s in matched} == {name}
 
 
 def test_prefill_breakable_capture_failure_is_the_expected_failure_of_bare_tree():
     """Prefill's breakable graph is captured before decode: its failure line alone names a capture failure
     (model_runner_components/cuda_graph_setup.py:421-424, breakable_cuda_graph/context.py:35-49)."""
-    block = next(b for n, s, b in _failure_blocks() if s.endswith("breakable_cuda_graph/context.py:48"))
+    block = next(b for n, s, b, _ in _failure_blocks() if s.endswith("breakable_cuda_graph/context.py:48"))
     ev = variant_evidence(block, _plan("nccl_env", {"NCCL_ALGO": "Tree"}))
     assert [f["signature"] for f in ev["failures"]] == ["cuda_graph_capture_failed"]
     assert ev["failures"][0]["line"] == "Fail when using backend: breakable for prefill runner."
 
 
+def test_breakable_graph_failure_after_ready_is_a_serving_crash_not_the_capture_failure():
+    """context.py:35-49 logs the same line for any exception inside enable_breakable_cuda_graph(), at capture
+    and at every prefill replay while serving (prefill_cuda_graph_runner.py:2351): after /ready it is a crash
+    while serving, which must not count as bare Tree's expected capture failure."""
+    block = next(b for n, s, b, ready in _failure_blocks() if ready)
+    after = variant_evidence(block, _plan("nccl_env", {"NCCL_ALGO": "Tree"}), ready=True)
+    assert [f["signature"] for f in after["failures"]] == ["prefill_graph_replay_failed"]
+    before = variant_evidence(block, _plan("nccl_env", {"NCCL_ALGO": "Tree"}), ready=False)
+    assert [f["signature"] for f in before["failures"]] == ["cuda_graph_capture_failed"]
+    labels = {"expect": "failure", "expect_signature": ["nccl_no_algorithm", "cuda_graph_capture_failed"]}
+    assert expected_failure(labels, after)["expected"] is False
+    assert expected_failure(labels, before)["expected"] is True
+    assert "prefill_graph_replay_failed" in rules.FAILURE_NAMES  # a label may name it
+
+
 def test_deepep_on_int4_experts_fails_with_its_own_signature():
     """layers/moe/ep_moe/layer.py:297-301: the low-latency forward asserts for experts not FP8/W4AFP8."""
     for source in ("sglang/srt/layers/moe/ep_moe/layer.py:301", "sglang/srt/layers/moe/ep_moe/layer.py:177"):
-        block = next(b for n, s, b in _failure_blocks() if s == source)
+        block = next(b for n, s, b, _ in _failure_blocks() if s == source)
         ev = variant_evidence(block, _plan(["deepep"]))
         assert [f["signature"] for f in ev["failures"]] == ["deepep_quantization"], source
+
+
+def test_deepep_without_rdma_fails_with_nvshmem_s_error_by_name():
+    """Where DeepGEMM loads, NVSHMEM comes up before run_moe_core's assert (ep_moe/layer.py:167-177 passes,
+    :297-301 never reached): without RDMA the run ends in NVSHMEM's own lines (v3.4.5-0 transport.cpp:282,
+    :294, init/init.cu:1119), named deepep_rdma, which the deepep configuration lists as expected."""
+    for source in ("src/host/transport/transport.cpp:282", "src/host/init/init.cu:1119"):
+        block = next(b for n, s, b, _ in _failure_blocks(NVSHMEM_FAILURE_LINES) if s == source)
+        ev = variant_evidence(block, _plan(["deepep"]))
+        assert [f["signature"] for f in ev["failures"]] == ["deepep_rdma"], source
+        labels = {"expect": "failure", "expect_signature": ["deepep_quantization", "deepep_rdma"]}
+        assert expected_failure(labels, ev)["expected"] is True
+    assert "deepep_rdma" in rules.FAILURE_NAMES
 
 
 def test_custom_allreduce_falls_back_on_pcie():

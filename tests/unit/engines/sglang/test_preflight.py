@@ -9,6 +9,7 @@ a preflight that silently does not run is worse than none.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -190,12 +191,14 @@ def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
 
     deepep = dummy_plans[1]["deepep"]
     assert model_quantization(deepep, REPO)[0] == "compressed-tensors"
-    # The matrix labels it an expected failure with its own signature: nothing to refuse.
-    assert deepep["expect"] == "failure" and deepep["expect_signature"] == ["deepep_quantization"]
+    # The matrix labels it an expected failure with its own signatures (the assert, or NVSHMEM's error
+    # without RDMA first): nothing to refuse.
+    assert deepep["expect"] == "failure" and deepep["expect_signature"] == ["deepep_quantization", "deepep_rdma"]
     assert [f for f in check_plan(deepep, base=REPO) if f.rule == "deepep-quantization"] == []
     # Labelled as expected to run (or to fail for another reason): refused, naming the key and the cause.
     for labels in ({"expect": "ok", "expect_signature": []},
-                   {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]}):
+                   {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]},
+                   {"expect": "failure", "expect_signature": ["deepep_quantization"]}):  # rdma not known: both
         found = [f for f in check_plan({**deepep, **labels}, base=REPO) if f.rule == "deepep-quantization"]
         assert [f.severity for f in found] == ["error"], labels
         assert found[0].message.startswith("configurations.deepep.server_args.moe-a2a-backend: ")
@@ -203,29 +206,53 @@ def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
     # A plan (no labels, as the preflight job reads it): a warning that names the label.
     plan = {k: v for k, v in deepep.items() if k not in ("expect", "expect_signature", "variant", "description")}
     found = [f for f in check_plan(plan, base=REPO) if f.rule == "deepep-quantization"]
-    assert [f.severity for f in found] == ["warning"] and "expect_signature: [deepep_quantization]" in found[0].message
+    assert [f.severity for f in found] == ["warning"]
+    assert "expect_signature: [deepep_quantization, deepep_rdma]" in found[0].message
+    # On a host known to have RDMA, NVSHMEM comes up: the assert alone is the expected failure.
+    rdma = {**deepep, "rdma": True, "expect_signature": ["deepep_quantization"]}
+    assert [f for f in check_plan(rdma, base=REPO) if f.rule == "deepep-quantization"] == []
     # An unquantized (or FP8) model is not this rule's business.
     assert model_quantization({**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}, REPO)[0] == "fp8"
     fp8 = {**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}
     assert [f for f in check_plan(fp8, base=REPO) if f.rule == "deepep-quantization"] == []
 
 
+def test_deepep_quantization_is_read_from_text_config_as_sglang_does(gpu_plans):
+    """Kimi-K2.5's real config.json keeps quantization_config under text_config, and SGLang copies it up
+    (sglang/srt/configs/kimi_k25.py:157-159): the DeepEP refusal reads it there too."""
+    from specsweep.engines.sglang.rules import model_quantization
+
+    model = REPO / "tests" / "fixtures" / "models" / "kimi-k25-multimodal"
+    assert "quantization_config" not in json.loads((model / "config.json").read_text())
+    deepep = gpu_plans[1]["deepep"]
+    local = {**deepep, "runtime": "local", "server_args": {**deepep["server_args"], "model-path": str(model)}}
+    method, where = model_quantization(local, REPO)
+    assert method == "compressed-tensors" and where.endswith("config.json text_config")
+    found = [f for f in check_plan({**local, "expect": "ok", "expect_signature": []}, base=REPO)
+             if f.rule == "deepep-quantization"]
+    assert [f.severity for f in found] == ["error"] and "text_config" in found[0].message
+
+
 def test_env_booleans_are_read_as_sglang_reads_them(gpu_plans):
-    """EnvBool (sglang/srt/environ.py:143-150) takes "true", "1", "yes", "y" as on; anything else but the
-    four "off" words raises in SGLang."""
-    from specsweep.engines.sglang.rules import env_bool
+    """EnvBool (sglang/srt/environ.py:143-150) takes "true", "1", "yes", "y" as on and "false", "0", "no", "n"
+    as off, lower-cased; on anything else EnvField.get (:67-83) warns and uses the default: refused with
+    the config, saying so (it does not raise)."""
+    from specsweep.engines.sglang.environ import env_bool
+    from specsweep.plan.envcheck import env_problems
 
     assert [env_bool(v) for v in ("1", "true", "True", "yes", "Y")] == [True] * 5
     assert [env_bool(v) for v in ("0", "false", "no", "N")] == [False] * 4
-    assert env_bool("on") is None
+    assert env_bool("on") is None and env_bool(" 1") is None  # nothing stripped
     for on in ("yes", "y"):
         plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3,
                      env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
         assert [f.severity for f in _findings(plan, "pcie-ipc-tp")] == ["warning"], on
-    bad = _plan(gpu_plans, "pcie-ipc", env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"})
-    assert [f.message for f in _findings(bad, "env-bool")] == [
-        "configurations.pcie-ipc.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: 'on' is not a boolean SGLang reads "
-        "(sglang/srt/environ.py:143-150 raises on it); allowed: true, 1, yes, y, false, 0, no, n"]
+    problems = env_problems({"configurations": {"pcie-ipc": {"env": {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"}}}})
+    assert problems == [
+        'configurations.pcie-ipc.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: "on" is not a valid boolean value: SGLang '
+        "0.5.23 warns and uses the default False instead (sglang/srt/environ.py:67-83; EnvBool at "
+        "sglang/srt/environ.py:1539, parsed at sglang/srt/environ.py:143-150); allowed: true, 1, yes, y (on) or "
+        "false, 0, no, n (off), in any case"]
 
 
 def test_gpus_must_hold_every_rank(gpu_plans):
@@ -395,13 +422,13 @@ def test_kimi_fusion_comment_matches_the_wheel(wheel_site):
 
 @pytest.mark.slow
 def test_env_bool_words_match_the_wheel(wheel_site):
-    """rules.ENV_TRUE / ENV_FALSE are EnvBool.parse's lists (sglang/srt/environ.py:143-150)."""
-    from specsweep.engines.sglang.rules import ENV_FALSE, ENV_TRUE
+    """environ.BOOL_ON / BOOL_OFF are EnvBool.parse's lists (sglang/srt/environ.py:143-150)."""
+    from specsweep.engines.sglang.environ import BOOL_OFF, BOOL_ON
 
     lines = (wheel_site / "sglang/srt/environ.py").read_text().splitlines()
     assert lines[142].startswith("class EnvBool(")  # line 143
-    assert lines[145].strip() == f"if value in {list(ENV_TRUE)!r}:".replace("'", '"')  # line 146
-    assert lines[147].strip() == f"if value in {list(ENV_FALSE)!r}:".replace("'", '"')  # line 148
+    assert lines[145].strip() == f"if value in {list(BOOL_ON)!r}:".replace("'", '"')  # line 146
+    assert lines[147].strip() == f"if value in {list(BOOL_OFF)!r}:".replace("'", '"')  # line 148
 
 
 def _outcome_rows() -> list[tuple[list[str], str, str]]:
@@ -434,3 +461,14 @@ def test_docs_outcome_table_matches_the_rules(dummy_plans):
             if "_" in signature:
                 assert signature in failure_names() or signature in dummy_plans[1][names[0]].get("variant", []) \
                     or signature == "nccl_env", signature
+
+
+@pytest.mark.slow
+def test_kimi_k25_config_copies_text_config_quantization(wheel_site):
+    """The line model_quantization's text_config reading relies on (TEXT_CONFIG_QUANT_TYPES)."""
+    from specsweep.engines.sglang.rules import TEXT_CONFIG_QUANT_TYPES
+
+    lines = (wheel_site / "sglang/srt/configs/kimi_k25.py").read_text().splitlines()
+    assert lines[157].strip() == 'if getattr(self.text_config, "quantization_config", None) is not None:'
+    assert lines[158].strip() == "self.quantization_config = self.text_config.quantization_config"
+    assert 'model_type = "kimi_k25"' in "\n".join(lines) and "kimi_k25" in TEXT_CONFIG_QUANT_TYPES
