@@ -80,11 +80,6 @@ class Implementation:
     kernels: tuple[KernelPattern, ...] = ()
 
 
-def kernels(impl: str, *specs: tuple) -> tuple[KernelPattern, ...]:
-    """``KernelPattern``s of ``impl`` from ``(collective, regex, source[, one_kernel_per_call])`` tuples."""
-    return tuple(KernelPattern(impl, spec[0], re.compile(spec[1]), spec[2], *spec[3:]) for spec in specs)
-
-
 @dataclass(frozen=True)
 class Finding:
     """One plan-time rule's verdict. ``error`` stops the configuration; ``warning`` is reported."""

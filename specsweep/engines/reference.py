@@ -9,7 +9,7 @@ from typing import Any
 
 from specsweep.engines.argv import args_to_argv, common_facts
 from specsweep.engines.preflight import PreflightResult
-from specsweep.engines.variants import known_variants
+from specsweep.engines.variants import REFERENCE_PREFIX, known_variants
 from specsweep.refengine.cli import build_parser, check_args, resolve_args, resolved_flags
 
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
@@ -103,7 +103,7 @@ class ReferenceEngine:
             errors.append(f"{key}: unknown variant(s) {unknown} for the reference engine; allowed: "
                           f"{sorted(VARIANTS)} (the all-reduce backend its log must show); remove it or name one")
         elif variants and (backend := self._checked(plan)[1]) is not None:  # bad flags: preflight names them
-            if variants != [f"all-reduce:{backend}"]:
+            if variants != [f"{REFERENCE_PREFIX}{backend}"]:
                 errors.append(f"{key}: {variants} contradicts the flags, which select --all-reduce-backend "
                               f"{backend}; set variant: all-reduce:{backend} or change server_args.all-reduce-backend")
         return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
@@ -114,13 +114,13 @@ class ReferenceEngine:
         requested = plan["server_args"].get("all-reduce-backend")
         found = _BACKEND_LINE.findall(server_log)
         evidence: dict[str, Any] = {
-            "requested": [f"all-reduce:{requested}"] if requested else [],
-            "active": [f"all-reduce:{b}" for b in dict.fromkeys(found)],
+            "requested": [f"{REFERENCE_PREFIX}{requested}"] if requested else [],
+            "active": [f"{REFERENCE_PREFIX}{b}" for b in dict.fromkeys(found)],
             "fell_back": [],
         }
         if requested and found and requested not in found:
             evidence["fell_back"].append(
-                {"variant": f"all-reduce:{requested}", "line": f"all-reduce backend: {found[0]}"}
+                {"variant": f"{REFERENCE_PREFIX}{requested}", "line": f"all-reduce backend: {found[0]}"}
             )
         return evidence
 
