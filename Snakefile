@@ -24,7 +24,8 @@
 #   results/<config>/summary.json                     metrics, status, provenance: one section per point,
 #                                                     each pooling the configuration's launches
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
-#   results/summary.csv, results/report.md, results/plots/*.png   the cross-configuration report (a figure only when it has data)
+#   results/report.json                               the answer of the sweep, computed once (docs/report-json.md)
+#   results/summary.csv, results/report.md, results/plots/*.png   its views (a figure only when it has data)
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
 #   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
 #   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
@@ -53,8 +54,8 @@ include: "rules/benchmark.smk"
 include: "rules/report.smk"
 
 
-# After a run that wrote the report: a few lines on the console (the A/A
-# control, the fastest configuration and the verdicts, where the report is).
+# After a run that wrote the report: a few lines on the console, a view of
+# results/report.json (the A/A control, the fastest configuration and the verdicts, where the report is).
 onsuccess:
     closing_summary()
 

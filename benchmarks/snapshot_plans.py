@@ -40,7 +40,7 @@ from specsweep.plan.rounds import planned_rounds
 from specsweep.records import DEFAULT_POINT, run_header
 from specsweep.testing.reports import sequential_records
 from specsweep.workflow import inputs as sw
-from specsweep.workflow.jobs import render_report_files, summarize_files
+from specsweep.workflow.jobs import analyze_sweep_files, render_report_files, summarize_files
 
 
 def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
@@ -124,8 +124,9 @@ def synthetic_results(work: Path, plans: dict[str, dict], rest: dict) -> None:
         out = f"results/{name}/summary.json"
         summarize_files(inputs, out, io.StringIO(), rest["agreement"], sw.summary_labels(rest["labels"], name))
         summaries.append(out)
-    render_report_files(summaries, rest["report_params"], "results/summary.csv", "results/report.md",
-                        "results/plots", "results/best")
+    analyze_sweep_files(summaries, rest["report_params"], "results/report.json")
+    render_report_files("results/report.json", "results/summary.csv", "results/report.md", "results/plots",
+                        "results/best")
 
 
 def main(out: Path, config_paths: list[str], results: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""The cross-configuration report: summary.csv, report.md, the plots and each grid's best configuration."""
+"""The views of results/report.json: summary.csv, report.md, the plots and each grid's best configuration."""
 
 import sys
 from pathlib import Path
@@ -12,6 +12,5 @@ from specsweep.workflow.jobs import job_log, render_report_files  # noqa: E402
 with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     out = snakemake.output  # noqa: F821
     best = list(out.best)
-    render_report_files(list(snakemake.input.summaries), snakemake.params.report, out.csv, out.md,  # noqa: F821
-                        out.plots, str(Path(best[0]).parent) if best else None,
-                        list(snakemake.input.get("round_plans", [])), list(snakemake.input.get("judgements", [])))  # noqa: F821
+    render_report_files(snakemake.input.report, out.csv, out.md, out.plots,  # noqa: F821
+                        str(Path(best[0]).parent) if best else None)

@@ -11,6 +11,7 @@ one function at a time:
     results/<config>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz  (TRACE_NAME_RE)
     results/images/<image>.json
     results/prompts/<sha256>.jsonl, index/<key>.json
+    results/report.json                                      (analyze_sweep)
     results/summary.csv, report.md, plots/<name>.png
     results/best/<grid>.{env,nccl-tuner.csv,json}
 
@@ -46,7 +47,8 @@ TRACE_GLOB = "*.trace.json.gz"
 #: Selected dataset prompts (``plan.datasets``).
 PROMPTS_DIR = f"{RESULTS}/prompts"
 
-#: The cross-configuration report (render_report).
+#: The answer of the whole sweep (analyze_sweep), and its views (render_report).
+REPORT_JSON = f"{RESULTS}/report.json"
 SUMMARY_CSV = f"{RESULTS}/summary.csv"
 REPORT_MD = f"{RESULTS}/report.md"
 PLOTS_DIR = f"{RESULTS}/plots"

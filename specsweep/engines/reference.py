@@ -13,7 +13,7 @@ from specsweep.engines.variants import REFERENCE_PREFIX, known_variants
 from specsweep.refengine.cli import build_parser, check_args, resolve_args, resolved_flags
 
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
-# report.answer: a configuration that sets one is not an answer).
+# analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
 
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.

@@ -1,4 +1,5 @@
-"""Stage render_report: the cross-configuration table, CSV and plots.
+"""Stage render_report: the views of results/report.json (analysis.sweep writes it).
 
-``render``: rows, verdicts, break-even, report.md and summary.csv. ``plots``: the figures.
+``render``: the stage; ``sections``: report.md, in order; ``figures``: the figure
+registry; ``summary_csv``: the CSV writer; ``export``: each grid's files.
 """

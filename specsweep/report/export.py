@@ -1,6 +1,6 @@
 """The best configuration of each grid, as files a user can apply, with the evidence it won by.
 
-Per grid ``<grid>`` (``report.sweep.best_of_grids`` picks the winner):
+Per grid ``<grid>`` (``analysis.grids.best_of_grids`` picks the winner; report.json's ``grids`` holds it):
 
 * ``results/best/<grid>.env``: the environment the winner was measured with
   (``KEY=VALUE`` lines, for ``docker run --env-file`` or ``set -a; .
@@ -45,11 +45,11 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from specsweep.analysis.blocks import BLOCKED_METHOD
 from specsweep.contracts.layout import BEST_FILES
 from specsweep.files import write_json_atomic, write_text_atomic
-from specsweep.report.sweep import GridWinner
 
 # Format history of results/best/<grid>.json:
 #   1  grid, point, winner, significant, settings, env, server_args, argv, tok_s_median, tok_s_ci,
@@ -150,75 +150,72 @@ def _env_line(key: str, value: str) -> str:
     return f"# {key} has characters an env file cannot carry unquoted: {json.dumps(value)}\n"
 
 
-def env_file(winner: GridWinner) -> str:
-    row = winner.winner or {}
-    plan = row.get("plan") or {}
-    env: dict[str, str] = plan.get("env") or {}
+def env_file(winner: Mapping[str, Any]) -> str:
+    row = winner["winner"] or {}
+    env: dict[str, str] = row.get("env") or {}
     # A simulated accept length is how the sweep measured, not a setting to apply: a comment only.
-    what_if = {k.split(".", 1)[1]: v for k, v in winner.compared_at.items()}
-    varied = [k.split(".", 1)[1] for k in winner.values if k.startswith("env.") and k not in winner.compared_at]
-    standing = ("significantly faster than every other member" if winner.significant
+    what_if = {k.split(".", 1)[1]: v for k, v in winner['compared_at'].items()}
+    varied = [k.split(".", 1)[1] for k in winner['values'] if k.startswith("env.") and k not in winner['compared_at']]
+    standing = ("significantly faster than every other member" if winner['significant']
                 else "highest median, but NOT significantly better than every other member")
-    out = [f"# specsweep: best configuration of grid {winner.grid} at point {winner.point}: {row.get('config')}\n",
-           f"# {standing} (evidence: {winner.grid}.json)\n"]
+    out = [f"# specsweep: best configuration of grid {winner['grid']} at point {winner['point']}: "
+           f"{row.get('config')}\n",
+           f"# {standing} (evidence: {winner['grid']}.json)\n"]
     if varied:
         out.append("# The environment the grid varied:\n")
     for key in varied:
         out.append(_env_line(key, env[key]) if key in env else f"# {key} unset (the library's default)\n")
     for key, value in what_if.items():
         out.append(f"# Compared at {key}={value}: a simulated accept length, a what-if of the sweep, not a setting "
-                   f"(leave {key} unset). The same settings were the fastest at {len(winner.wins_at or [])} of "
-                   f"{len(winner.accept_lengths or [])} accept lengths "
-                   f"({', '.join(map(str, winner.wins_at or []))}).\n")
+                   f"(leave {key} unset). The same settings were the fastest at {len(winner['wins_at'] or [])} of "
+                   f"{len(winner['accept_lengths'] or [])} accept lengths "
+                   f"({', '.join(map(str, winner['wins_at'] or []))}).\n")
     rest = [k for k in sorted(env) if k not in varied and k not in what_if]
     if rest:
         out.append("# The rest of the environment it was measured with:\n")
         out.extend(_env_line(k, env[k]) for k in rest)
-    flags = {k.split(".", 1)[1]: v for k, v in winner.values.items() if k.startswith("server_args.")}
+    flags = {k.split(".", 1)[1]: v for k, v in winner['values'].items() if k.startswith("server_args.")}
     if flags:
         out.append("# Server flags the grid varied (not environment; pass them on the command line):\n")
         out.extend(f"#   --{k} {v}\n" for k, v in flags.items())
     return "".join(out)
 
 
-def write_exports(winners: list[GridWinner], best_dir: Path | str,
-                  sizes: Mapping[str, Sequence[int]] | None = None) -> dict[str, dict[str, str]]:
-    """Write the three files of every grid; returns their paths by grid (for the report). ``sizes``: the
-    verify's all-reduce bytes by configuration (``report.answer.verify_sizes``), for the tuner's byte range."""
+def write_exports(winners: Sequence[Mapping[str, Any]], best_dir: Path | str) -> dict[str, dict[str, str]]:
+    """Write the three files of every grid (report.json's ``grids``); returns their paths by grid (for the
+    report). The tuner's byte range is the winner's ``verify_sizes`` (``analysis.answer.verify_sizes``)."""
     paths_by: dict[str, dict[str, str]] = {}
     for w in winners:
-        paths = export_paths(best_dir, w.grid)
-        paths_by[w.grid] = {k: str(v) for k, v in paths.items()}
-        row = w.winner or {}
-        plan = row.get("plan") or {}
-        if w.winner is None:
-            text = f"# specsweep: grid {w.grid} has no winner: {w.why_none}\n"
+        paths = export_paths(best_dir, w["grid"])
+        paths_by[w["grid"]] = {k: str(v) for k, v in paths.items()}
+        row = w["winner"] or {}
+        if w["winner"] is None:
+            text = f"# specsweep: grid {w['grid']} has no winner: {w['why_none']}\n"
             write_text_atomic(paths["env"], text)
             write_text_atomic(paths["tuner"], text)
         else:
             write_text_atomic(paths["env"], env_file(w))
-            tp = int((plan.get("facts") or {}).get("tp_size") or -1)
-            write_text_atomic(paths["tuner"], tuner_csv(plan.get("env") or {}, tp, row["config"],
-                                                        (sizes or {}).get(row["config"], ())))
+            write_text_atomic(paths["tuner"], tuner_csv(row["env"] or {}, row["tp_size"], row["config"],
+                                                        row["verify_sizes"]))
         write_json_atomic(paths["evidence"], {
             "format_version": BEST_FORMAT_VERSION,
-            "grid": w.grid,
-            "point": w.point,
+            "grid": w["grid"],
+            "point": w["point"],
             "winner": row.get("config"),
-            "why_none": w.why_none,
-            "significant": w.significant,
-            "settings": {k: v for k, v in w.values.items() if k not in w.compared_at},
-            "compared_at": w.compared_at,
-            "wins_at": w.wins_at,
-            "accept_lengths": w.accept_lengths,
-            "env": plan.get("env"),
-            "server_args": plan.get("server_args"),
-            "argv": plan.get("argv"),
+            "why_none": w["why_none"],
+            "significant": w["significant"],
+            "settings": {k: v for k, v in w["values"].items() if k not in w["compared_at"]},
+            "compared_at": w["compared_at"],
+            "wins_at": w["wins_at"],
+            "accept_lengths": w["accept_lengths"],
+            "env": row.get("env"),
+            "server_args": row.get("server_args"),
+            "argv": row.get("argv"),
             "decode_rate": row.get("decode_rate"),
             "tok_s_median": row.get("tok_s_median"),
-            "tok_s_ci": [row.get("tok_s_ci_low"), row.get("tok_s_ci_high")],
-            "against": w.against,
-            "baseline_verdict": w.baseline_verdict,
+            "tok_s_ci": row.get("tok_s_ci", [None, None]),
+            "against": w["against"],
+            "baseline_verdict": w["baseline_verdict"],
             "method": BLOCKED_METHOD,
         })
     return paths_by

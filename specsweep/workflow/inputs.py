@@ -341,7 +341,7 @@ def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, bur
     out.update({kind: [f"{launch_dir(name, lid)}/{leaf}" for name, lid in members]
                 for kind, leaf in LAUNCH_FILES.items()})
     if burn_in and round_no == 1:
-        out["burn_in"] = [BURN_IN_PATH]
+        out["burn_in"] = BURN_IN_PATH  # one path: snakemake.input.burn_in is then a str
     return out
 
 

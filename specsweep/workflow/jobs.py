@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
+from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Expect, Status
@@ -285,12 +286,11 @@ def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agr
     return summary
 
 
-def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str, md_path: str,
-                        plots_dir: str, best_dir: str | None = None, round_plans: Sequence[str] = (),
-                        judgements: Sequence[str] = ()) -> None:
-    """render_report: the cross-configuration report from every summary (descriptions, grids and
-    the design from params; the order and the rounds from each round's plan and judgement), the figures
-    that have data under ``plots_dir``, and the best-configuration files of every grid."""
+def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: str,
+                        round_plans: Sequence[str] = (), judgements: Sequence[str] = ()) -> dict[str, Any]:
+    """analyze_sweep: results/report.json from every summary (descriptions, grids, the controls, the
+    smallest effect and the design from params: ``inputs.report_params``; the order and the rounds from
+    each round's plan and judgement)."""
     report = json.loads(params)
     plans = [read_json(p) for p in round_plans]
     if plans:
@@ -303,5 +303,14 @@ def render_report_files(summary_paths: Sequence[str], params: str, csv_path: str
     sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
                                                   "smallest_effect", "own_baselines", "design", "rounds")
              if k in report}
-    render_report(summaries, report["baseline"], Path(csv_path), Path(md_path), Path(plots_dir),
-                  sweep=sweep, best_dir=Path(best_dir) if best_dir else None)
+    data = analyze_sweep(summaries, report["baseline"], sweep)
+    write_report(report_path, data)
+    return data
+
+
+def render_report_files(report_path: str, csv_path: str, md_path: str, plots_dir: str,
+                        best_dir: str | None = None) -> None:
+    """render_report: summary.csv, report.md, the figures that have data under ``plots_dir`` and the
+    best-configuration files of every grid, all from results/report.json."""
+    render_report(load_report(report_path), Path(csv_path), Path(md_path), Path(plots_dir),
+                  Path(best_dir) if best_dir else None)

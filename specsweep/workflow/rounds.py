@@ -4,7 +4,7 @@ Round ``r`` is: ``plan_round`` writes results/rounds/round-<r>/plan.json (its
 design and order, ``plan.rounds``), the round's launch jobs read it, and the
 checkpoint ``judge_round`` writes results/rounds/round-<r>/judgement.json
 from every launch measured so far: the verdicts recomputed exactly as the
-report computes them (``report.render.config_rows``), and the decision:
+report computes them (``analysis.rows.config_rows``), and the decision:
 
 * before the planned rounds are done (``launches``): go on, with the next
   planned round;
@@ -198,7 +198,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.
     """
-    from specsweep.report.render import compare_primary, config_rows, explode_points  # the report's own verdicts
+    from specsweep.analysis.rows import compare_primary, config_rows, explode_points  # the report's own verdicts
     from specsweep.workflow.jobs import summary_of_files
 
     settings = RoundSettings(**params["rounds"])

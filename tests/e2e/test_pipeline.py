@@ -85,7 +85,7 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
                 ("preflight_config", "eagle3-shm"),
                 ("benchmark_server", "eagle3-shm"),
                 ("summarize_config", "eagle3-shm"),
-                ("render_report", ""),
+                ("analyze_sweep", ""), ("render_report", ""),
             ]
         )
     finally:
@@ -102,7 +102,7 @@ def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
         assert planned_jobs(pipeline) == []
         config["configurations"]["nospec"]["description"] = "edited"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("render_report", "")]
+        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", "")]
     finally:
         (pipeline / "config.yaml").write_text(original)
 
@@ -116,11 +116,13 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         # Dropping the label (a variant that contradicts the flags is refused at plan time).
         config["configurations"]["eagle3-shm"]["variant"] = []
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("render_report", ""), ("summarize_config", "eagle3-shm")]
+        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+                                          ("summarize_config", "eagle3-shm")]
         config = yaml.safe_load(original)
         config["configurations"]["crashes"]["expect"] = "failure"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("render_report", ""), ("summarize_config", "crashes")]
+        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+                                          ("summarize_config", "crashes")]
     finally:
         (pipeline / "config.yaml").write_text(original)
 
@@ -156,7 +158,8 @@ def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
     assert failed == ["results/crashes/launch-1/outcome.json"]
     assert planned_jobs(pipeline, "-R", *failed) == sorted(
-        [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("render_report", "")]
+        [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("analyze_sweep", ""),
+         ("render_report", "")]
     )
 
 

@@ -124,12 +124,14 @@ def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
                 .__setitem__(1, "0.06"))
         assert planned_jobs(sweep) == sorted([
             ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
-            ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""), ("render_report", "", "")])
+            ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""),
+            ("analyze_sweep", "", ""), ("render_report", "", "")])
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0].update(
             {"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S, "0.01"], "labels": ["d0", "d1", "d05"]}))
         assert planned_jobs(sweep) == sorted([
             ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""),
-            ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""), ("render_report", "", "")])
+            ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""),
+            ("analyze_sweep", "", ""), ("render_report", "", "")])
     finally:
         (sweep / "config.yaml").write_text(original)
 
@@ -139,6 +141,7 @@ def test_one_more_launch_keeps_the_launches_already_measured(sweep):
     try:
         _edited(sweep, lambda c: c["configurations"]["again"].update(launches=3))
         assert planned_jobs(sweep) == sorted([
-            ("benchmark_server", "again", "3"), ("summarize_config", "again", ""), ("render_report", "", "")])
+            ("benchmark_server", "again", "3"), ("summarize_config", "again", ""),
+            ("analyze_sweep", "", ""), ("render_report", "", "")])
     finally:
         (sweep / "config.yaml").write_text(original)

@@ -173,8 +173,7 @@ from specsweep.analysis.summary import build_summary
 from specsweep.analysis.trace import analyze_traces
 from specsweep.engines.registry import get_engine
 from specsweep.engines.variants import image_targets, packages
-from specsweep.report.render import render_report
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 out = {}
 sglang = get_engine("sglang")
@@ -202,7 +201,7 @@ out["targets"] = image_targets("sglang")
 base = build_summary({**plan, "name": "base", "server_args": {}}, None, OK, [],
                      sequential_records("b", 12.0, 1, False, 1, 0.02), None)
 fake = build_summary(plan, None, OK, [], sequential_records("f", 12.0, 1, False, 2, 0.02), out["off"])
-render_report([base, fake], "base", Path("summary.csv"), Path("report.md"), Path("plots"))
+render_summaries([base, fake], "base", Path("summary.csv"), Path("report.md"), Path("plots"))
 out["report"] = Path("report.md").read_text()
 print(json.dumps(out))
 '''

@@ -39,6 +39,7 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
         "plan_round": 2,  # two planned rounds, each planned and judged
         "judge_round": 2,
         "summarize_config": n,
+        "analyze_sweep": 1,
         "render_report": 1,
         "all": 1,
     }

@@ -20,7 +20,8 @@ def test_the_example_sweep_plans_one_job_per_launch_not_per_point(tmp_path):
     # one planned round: its plan, the burn-in before it, its judgement
     assert job_counts(result.stdout) == {"resolve_plan": 9, "preflight_config": 9, "benchmark_server": 10,
                                          "burn_in_host": 1, "plan_round": 1, "judge_round": 1,
-                                         "summarize_config": 9, "render_report": 1, "all": 1}
+                                         "summarize_config": 9, "analyze_sweep": 1, "render_report": 1,
+                                         "all": 1}
     assert "results/best/eagle3.env" in result.stdout and "results/plots" in result.stdout
 
 

@@ -32,9 +32,10 @@ from specsweep.analysis import blocks as B
 from specsweep.analysis import stats as S
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.metrics import PRIMARY_VERDICT
+from specsweep.analysis.rows import config_rows, explode_points
 from specsweep.records import DEFAULT_POINT
-from specsweep.report.render import config_rows, explode_points, render_report
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.workflow.closing import closing_lines
 
 NOMINAL = 0.05
@@ -358,7 +359,8 @@ def test_a_cold_start_is_flagged_by_the_cold_start_check():
 def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]]) -> dict:
     """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
     plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "NONE"}, "env": {}}
+            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
+            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
     files = []
     for k, (lid, (minute, factor)) in enumerate(launches.items()):
         run = f"{name}-{lid}"
@@ -390,7 +392,7 @@ def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_pa
     assert base["blocks"][PRIMARY_VERDICT].model == B.BLOCKED and base["trend"]["named"]
     assert base["trend"]["slope_per_min"] == pytest.approx(-0.03, abs=0.006)  # decode time up 3 %: rate down
     assert all(r["comparison"]["model"] == B.BLOCKED for r in rows if r is not base)
-    render_report(summaries, "nospec", tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots",
+    render_summaries(summaries, "nospec", tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots",
                   sweep={"aa_control": True})
     head = (tmp_path / "report.md").read_text().split("## Results")[0]
     assert "- Trend: the residuals drift -2.9" in head or "- Trend: the residuals drift -3.0" in head, head

@@ -142,10 +142,9 @@ def test_a_clamped_accept_length_is_refused_at_plan_time_with_the_value_that_wou
 
 def test_the_accept_length_has_one_home():
     """The engines read the variable and its value through contracts.acceptance into the plan's facts; the
-    summary, the report's sweep and its answer read the facts (and the variable's name from the facts)."""
-    from specsweep.analysis import summary
+    summary, the grids' curves and the answer read the facts (and the variable's name from the facts)."""
+    from specsweep.analysis import grids, summary
     from specsweep.engines.argv import SIMULATE_ACC_LEN_SETTING, simulated_accept_length
-    from specsweep.report import sweep
     from specsweep.testing.doubles import engine_facts
 
     spec = {"speculative-algorithm": "EAGLE3"}
@@ -154,7 +153,7 @@ def test_the_accept_length_has_one_home():
     assert simulated_accept_length(spec, {"SGLANG_SIMULATE_ACC_LEN": "2.8"}) == 2.8
     for engine in ("reference", "sglang"):
         facts = engine_facts(engine, spec, {"SGLANG_SIMULATE_ACC_LEN": "2.8"})
-        assert sweep._acc_value({"plan": {"facts": facts}}) == 2.8
+        assert grids._acc_value({"plan": {"facts": facts}}) == 2.8
         assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "-1"}) is None
         assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "2,0"}) is None
         assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "2.8"}) == "SGLANG_SIMULATE_ACC_LEN=2.8"

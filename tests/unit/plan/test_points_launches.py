@@ -235,3 +235,11 @@ def test_labels_and_launches_stay_out_of_the_plan_of_a_grid_member():
     for name in members:
         assert not {"launches", "expect", "description", "axes", "points"} & set(plans[name])
         assert labels[name]["expect"] == "failure"
+
+
+def test_a_rounds_judgement_reads_the_burn_in_as_one_path():
+    """Round 1's judgement reads the burn-in's record: one path, so that the script gets a str (a list of
+    one made ``snakemake.input.burn_in`` a Namedlist, which the judgement could not open)."""
+    rounds = [[("a", "1"), ("base", "1")]]
+    assert inputs.judge_inputs(rounds, 1, True)["burn_in"] == inputs.BURN_IN_PATH
+    assert "burn_in" not in inputs.judge_inputs(rounds, 1, False)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.answer import own_baselines
 from specsweep.analysis.summary import build_summary
 from specsweep.plan.resolve import own_baseline_problems
-from specsweep.report.answer import own_baselines
-from specsweep.report.render import PLOT_FILES, render_report
+from specsweep.report.figures import PLOT_FILES
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 # A synthetic host where the model is exact: 20 all-reduces per forward, shm 50 us and gloo 500 us a call
 # (1 ms and 10 ms a forward) in the engine as in the micro-benchmark; decode compute 9 ms; a cycle's draft 3 ms
@@ -93,7 +93,7 @@ def test_own_baseline_plan_time_errors():
 
 def test_report_answers_per_backend(summaries, tmp_path: Path):
     csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
-    render_report(summaries, "nospec-shm", csv_path, md_path, plots)
+    render_summaries(summaries, "nospec-shm", csv_path, md_path, plots)
     md = md_path.read_text()
     # The opening line: eagle3-shm (14 ms a cycle, 2 tokens) is the fastest and faster than the baseline.
     first = md.split("\n\n")[1]
@@ -130,7 +130,7 @@ def test_several_points_give_one_deploy_block(summaries, tmp_path: Path):
                          {**s, "point": "c2", "workload": {**WORKLOAD, "concurrency": 2}, "profile": None}]}
              for s in summaries]
     md_path = tmp_path / "report.md"
-    render_report(files, "nospec-shm", tmp_path / "s.csv", md_path, tmp_path / "plots")
+    render_summaries(files, "nospec-shm", tmp_path / "s.csv", md_path, tmp_path / "plots")
     block = md_path.read_text().split("\n\n")[1]
     assert block.startswith("**On this host, by workload point:**\n- **at c1, deploy `eagle3-shm`**")
     assert "\n- **at c2, deploy `eagle3-shm`**" in block
@@ -144,7 +144,7 @@ def test_tp1_says_communication_is_absent(tmp_path: Path):
         return s
     summaries = [tp1(_summary("nospec-shm", "shm", False, 1)), tp1(_summary("eagle3-shm", "shm", True, 3))]
     md_path = tmp_path / "report.md"
-    render_report(summaries, "nospec-shm", tmp_path / "s.csv", md_path, tmp_path / "plots")
+    render_summaries(summaries, "nospec-shm", tmp_path / "s.csv", md_path, tmp_path / "plots")
     md = md_path.read_text()
     assert "Communication is absent here (TP=1: no all-reduce)" in md
     assert "none (TP=1: communication absent)" in md
@@ -157,11 +157,13 @@ def test_tp1_says_communication_is_absent(tmp_path: Path):
 def test_budget_table_says_when_a_row_has_no_budget():
     """A modelled row with no budget (no baseline decode rate of its own) is a cell that says so,
     not a TypeError that fails the whole report (seen on a profiled run with a Kimi-shaped row)."""
+    from specsweep.analysis.answer import budget_records
     from specsweep.analysis.costmodel import StepParts
     from specsweep.report.answer import budget_section
 
     parts = StepParts(fixed_ms=9.6, allreduces=122.0, latency_us=9.4, tokens=2.67)
     row = {"label": "eagle3-shm-kimi", "backend": "shm", "parts": parts, "comm_absent": False, "accept": 2.67,
            "budget_us": None, "own": None, "in_server_us": None, "residual": None}
-    text = budget_section([{"point": "default", "baseline": "nospec", "baseline_tok_s": 92.3, "rows": [row]}])
+    text = budget_section(budget_records([{"point": "default", "baseline": "nospec", "baseline_tok_s": 92.3,
+                                           "rows": [row]}]))
     assert "| eagle3-shm-kimi | 2.67 | n/a (no baseline decode rate for this row) |" in text

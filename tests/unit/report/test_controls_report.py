@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
+from specsweep.analysis.rows import config_rows, explode_points
 from specsweep.records import DEFAULT_POINT
-from specsweep.report.render import config_rows, explode_points, render_report
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 #: The launch effect of each configuration's launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
 FACTORS = {"nospec": {"1": 1.00, "2": 1.012, "aa": 0.994}, "eagle3": {"1": 1.008, "2": 0.998},
@@ -55,7 +55,7 @@ CONTROL = {"name": "eagle3-slow", "of": "eagle3", "slowdown": 0.10}
 
 
 def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
-    render_report(sweep(0.10), "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+    render_summaries(sweep(0.10), "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
                   sweep={"aa_control": True, "positive_control": CONTROL, "smallest_effect": 0.05})
     md = (tmp_path / "r.md").read_text()
     head = md.split("## Results")[0]
@@ -87,7 +87,7 @@ def test_the_report_states_the_rule_and_both_controls(tmp_path: Path):
 
 def test_a_control_below_what_the_design_sees_is_not_called_and_the_report_says_what_would_be_needed(tmp_path):
     summaries = sweep(0.01, LOUD)  # launches 6 % apart: a 1 % slowdown is far below that
-    render_report(summaries, "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+    render_summaries(summaries, "nospec", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
                   sweep={"aa_control": True, "positive_control": dict(CONTROL, slowdown=0.01),
                          "smallest_effect": 0.05})
     head = (tmp_path / "r.md").read_text().split("## Results")[0]

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.report import plots
+from specsweep.report import plots, plots_parts
+from specsweep.report.linked import Curve
 from specsweep.report.plots import RATE_CI
-from specsweep.report.sweep import CurveGroup, warning_lines
+from specsweep.report.results import warning_lines
 
 POINTS = ("c1", "c2", "c4")
 CONFIGS = [f"eagle3-{b}-acc{a}" for b in ("gloo", "shm") for a in ("1p2", "2p0", "2p8", "3p6")]
@@ -46,7 +47,7 @@ def _acceptance_rows() -> list[dict]:
 
 
 def test_acceptance_has_a_colour_per_configuration_and_its_legend_inside_the_figure(drawn):
-    assert plots.plot_acceptance(_acceptance_rows(), Path("unused.png")) is None
+    assert plots_parts.plot_acceptance(_acceptance_rows(), Path("unused.png")) is None
     [fig] = drawn
     [legend] = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == CONFIGS
@@ -61,19 +62,20 @@ def test_acceptance_has_a_colour_per_configuration_and_its_legend_inside_the_fig
 
 def test_series_colours_stay_distinct_beyond_twenty():
     names = [f"c{i}" for i in range(27)]
-    assert len({tuple(c) for c in plots._series_colors(names).values()}) == 27
+    assert len({tuple(c) for c in plots_parts._series_colors(names).values()}) == 27
 
 
-def _curves() -> list[CurveGroup]:
+def _curves() -> list[Curve]:
     """Two backends' decode rate against accept length; shm's 2.8 point high in the upper left area."""
     base = {"config": "nospec", BASELINE_TOK_S: 100.0, RATE_CI[0]: 95.0, RATE_CI[1]: 105.0}
     groups = []
     for label, ys in (("gloo", [25, 40, 55, 70]), ("shm", [80, 133, 172, 160])):
         rows = [{"accept_length": a, BASELINE_TOK_S: y, RATE_CI[0]: y - 5, RATE_CI[1]: y + 5, "point_index": 0}
                 for a, y in zip([1.2, 2.0, 2.8, 3.6], ys)]
-        groups.append(CurveGroup(label=label, point="c2", rows=rows, base=base,
-                                 crossing={"x": 1.74} if label == "shm" else {"x": None}, interval={},
-                                 computed=[1.8 if label == "shm" else 5.6]))
+        computed = [1.8 if label == "shm" else 5.6]
+        groups.append(Curve(label=label, point="c2", rows=rows, base=base,
+                            crossing={"x": 1.74} if label == "shm" else {"x": None}, interval={},
+                            computed=computed, computed_mean=computed[0]))
     return groups
 
 
@@ -112,8 +114,8 @@ def _split_rows(trace: bool) -> list[dict]:
 
 
 def test_comm_split_legend_lists_only_what_is_drawn(drawn):
-    plots.plot_comm_split(_split_rows(trace=False), Path("unused.png"))
-    plots.plot_comm_split(_split_rows(trace=True), Path("unused.png"))
+    plots_parts.plot_comm_split(_split_rows(trace=False), Path("unused.png"))
+    plots_parts.plot_comm_split(_split_rows(trace=True), Path("unused.png"))
     engine_only, with_trace = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
     assert engine_only == ["compute", "communication"]
     assert with_trace == ["compute", "communication", "idle", "hatched: profiler trace (rank 0, profiled requests)",
@@ -152,7 +154,8 @@ def test_warnings_that_differ_only_in_numbers_are_one_line_with_counts_ranges_an
                                                              f"launch aa: {load.format(5, 1.9)}"]},
             {"config": "eagle3", "point": "c1", "warnings": [load.format(6, 2.8), "prompts were cut to 32 tokens"]},
             {"config": "eagle3", "point": "c4", "warnings": [load.format(4, 2.5)]}]
-    assert warning_lines(rows) == [
+    entries = [{"config": r["config"], "point": r["point"], "message": m} for r in rows for m in r["warnings"]]
+    assert warning_lines(entries) == [
         "4 x up to 3-6 runnable tasks on 2 CPUs while the server ran (load1 up to 1.3-2.8): other work competed for "
         "the CPUs: nospec (c1 launch 1, c1 launch aa); eagle3 (c1, c4)",
         "eagle3 @ c1: prompts were cut to 32 tokens",

@@ -8,9 +8,9 @@ import shutil
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import build_summary
 from specsweep.records import new_record
-from specsweep.report.render import PLOT_FILES, render_report
+from specsweep.report.figures import PLOT_FILES
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries
 from specsweep.testing.workflow import REPO
 
 MS = 1_000_000
@@ -59,7 +59,7 @@ def test_profile_table_plot_and_csv(tmp_path):
     prof = build_summary(p, None, OK, [], records("p", 12.0, 2, True), None, profile=section)
     base = build_summary(plan("base", False), None, OK, [], records("b", 12.0, 1, False), None)
     out = tmp_path / "out"
-    render_report([base, prof], "base", out / "summary.csv", out / "report.md", out / "plots")
+    render_summaries([base, prof], "base", out / "summary.csv", out / "report.md", out / "plots")
     md = (out / "report.md").read_text()
     assert "## Verify-path profile" in md
     section_md = md.split("## Verify-path profile", 1)[1]

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.rows import BREAK_EVEN_FORMULA as FORMULA
+from specsweep.analysis.rows import config_rows
 from specsweep.analysis.summary import BaselineRun, build_summary
+from specsweep.report.figures import PLOT_FILES
 from specsweep.report.plots import _label
-from specsweep.report.render import FORMULA, PLOT_FILES, config_rows, render_report
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 
 def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: int) -> list[dict]:
@@ -58,7 +60,7 @@ def test_no_baseline_gives_no_verdict(summaries):
 
 def test_render_report(summaries, tmp_path: Path):
     csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
-    render_report(summaries, "base", csv_path, md_path, plots)
+    render_summaries(summaries, "base", csv_path, md_path, plots)
     md = md_path.read_text()
     assert FORMULA in md
     assert "| fast | ok |" in md and "faster (x" in md
@@ -85,7 +87,7 @@ def test_render_report_with_nothing_to_plot(tmp_path: Path):
                            [], [], None)
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "tok_s.png").write_bytes(b"an earlier render's figure")
-    render_report([broken], "broken", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "p")
+    render_summaries([broken], "broken", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "p")
     # No placeholder figures, and none of an earlier render left standing for this one.
     assert (tmp_path / "p").is_dir() and list((tmp_path / "p").iterdir()) == []
     md = (tmp_path / "r.md").read_text()
@@ -109,7 +111,7 @@ def test_known_failing_case_is_expected_only_with_its_own_signature(summaries, t
     # render_report_files puts `expect` on the summaries from the report params.
     tree["expect"] = oom["expect"] = lucky["expect"] = "failure"
     md_path, csv_path = tmp_path / "report.md", tmp_path / "summary.csv"
-    render_report([*summaries, tree, oom, lucky], "base", csv_path, md_path, tmp_path / "plots")
+    render_summaries([*summaries, tree, oom, lucky], "base", csv_path, md_path, tmp_path / "plots")
     md = md_path.read_text()
     assert "### nccl-tree-bare: failed (expected: the known failure, nccl_no_algorithm in the log)" in md
     assert "### tree-oom: failed (SURPRISE failure: known-failing case, but its own signature (nccl_no_algorithm)" in md
@@ -139,7 +141,7 @@ def test_agreement_and_acceptance_in_the_table_csv_and_plots(tmp_path: Path):
                            None, baseline, 0.9)
     base = build_summary(base_plan, None, OK, [], base_recs, None, baseline, 0.9)
     csv_path, md_path, plots = tmp_path / "summary.csv", tmp_path / "report.md", tmp_path / "plots"
-    render_report([base, lossless, broken], "base", csv_path, md_path, plots)
+    render_summaries([base, lossless, broken], "base", csv_path, md_path, plots)
     md = md_path.read_text()
     assert "| lossless | ok |" in md and "| 100% (24/24), prefix 33.0 |" in md
     assert "| corrupt | failed |" in md and "**outputs differ from the baseline**: 0% (0/24), prefix 1.5" in md
@@ -165,5 +167,5 @@ def test_shadowed_variant_is_said_in_summary_and_report(summaries, tmp_path: Pat
     assert both["status"] == "ok"
     assert any("pcie_ipc_allreduce is shadowed by flashinfer_fusion" in w for w in both["warnings"])
     md_path = tmp_path / "report.md"
-    render_report([*summaries, both], "base", tmp_path / "summary.csv", md_path, tmp_path / "plots")
+    render_summaries([*summaries, both], "base", tmp_path / "summary.csv", md_path, tmp_path / "plots")
     assert "- fi-fusion-pcie-ipc: variant pcie_ipc_allreduce is shadowed by flashinfer_fusion" in md_path.read_text()

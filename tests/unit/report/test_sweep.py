@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.grids import break_even_groups
+from specsweep.analysis.rows import config_rows
 from specsweep.analysis.summary import build_summary
 from specsweep.report.export import tuner_algorithm, tuner_csv
-from specsweep.report.render import config_rows, render_report
-from specsweep.report.sweep import break_even_groups
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 
 def records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed: int) -> list[dict]:
@@ -65,7 +65,7 @@ def test_break_even_groups_find_the_measured_crossing_next_to_the_computed_one(s
 
 def test_the_report_opens_with_the_aa_lines_and_the_break_even_table(summaries, tmp_path: Path):
     best = tmp_path / "best"
-    render_report(summaries, "base", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
+    render_summaries(summaries, "base", tmp_path / "s.csv", tmp_path / "r.md", tmp_path / "plots",
                   sweep={"grids": GRIDS, "aa_control": True}, best_dir=best)
     md = (tmp_path / "r.md").read_text()
     head = md.split("## Results")[0]

@@ -1,4 +1,4 @@
-"""The closing summary onsuccess prints: read from the report's own files, only after a run that wrote them.
+"""The closing summary onsuccess prints: a view of results/report.json, only after a run that wrote the report.
 
 The fixture is a report this checkout renders from synthetic runs of known speed (specsweep.testing.reports):
 ``fast`` (2 tokens per 12 ms chunk) beats ``base`` (1 per 12 ms) and ``slow`` (2 per 30 ms); ``broken`` failed."""
@@ -8,15 +8,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.analysis.summary import build_summary
-from specsweep.report.render import CSV_COLUMNS, render_report
+from specsweep.report.summary_csv import CSV_COLUMNS
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.workflow import closing
 from specsweep.workflow.closing import closing_lines, print_closing
 
@@ -36,7 +37,7 @@ def results(tmp_path_factory) -> Path:
     failed = {"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "exit 1", "log_tail": "x"}
     summaries = [_summary("base", 12.0, 1, 1), _summary("fast", 12.0, 2, 2), _summary("slow", 30.0, 2, 3),
                  _summary("broken", 12.0, 2, 4, failed)]
-    render_report(summaries, "base", out / "summary.csv", out / "report.md", out / "plots",
+    render_summaries(summaries, "base", out / "summary.csv", out / "report.md", out / "plots",
                   sweep={"aa_control": True})
     return out
 
@@ -66,13 +67,16 @@ def test_the_lines_say_what_the_report_found(results):
     assert lines[-1].startswith(f"Report: {results / 'report.md'} ") and "snakemake --report" in lines[-1]
 
 
-def test_each_grid_winner_from_its_evidence_file(results, tmp_path):
-    best = tmp_path / "eagle3.json"
-    best.write_text(json.dumps({"grid": "eagle3", "winner": "eagle3-shm", "why_none": None,
-                                "settings": {"server_args.all-reduce-backend": "shm"}}))
-    none = tmp_path / "other.json"
-    none.write_text(json.dumps({"grid": "other", "winner": None, "why_none": "no member ended ok", "settings": {}}))
-    lines = closing_lines(results, [tmp_path / "eagle3.env", best, none])
+def test_each_grid_winner_from_report_json(results, tmp_path):
+    shutil.copytree(results, tmp_path / "results")
+    path = tmp_path / "results" / "report.json"
+    report = json.loads(path.read_text())
+    report["grids"] = [
+        {"grid": "eagle3", "winner": {"config": "eagle3-shm"}, "why_none": None, "compared_at": {},
+         "values": {"server_args.all-reduce-backend": "shm"}},
+        {"grid": "other", "winner": None, "why_none": "no member ended ok", "compared_at": {}, "values": {}}]
+    path.write_text(json.dumps(report))
+    lines = closing_lines(tmp_path / "results", [tmp_path / "eagle3.env", tmp_path / "eagle3.json"])
     assert f"Best of grid eagle3: eagle3-shm (all-reduce-backend=shm): {tmp_path / 'eagle3.env'}" in lines
     assert "Best of grid other: none (no member ended ok)" in lines
 
@@ -85,6 +89,6 @@ def test_printed_only_when_this_run_wrote_the_report(results, tmp_path):
     assert out.getvalue().startswith("\nspecsweep summary:\n  4 configuration(s) at 1 point(s), baseline base.\n")
     empty = tmp_path / "empty"
     empty.mkdir()
-    (empty / "report.md").write_text("# specsweep report\n")
+    (empty / "report.md").write_text("# specsweep report\n")  # no report.json: nothing to say
     assert closing_lines(empty) == [] and not print_closing(empty, 0.0, [], io.StringIO())
     assert not print_closing(tmp_path / "none", 0.0, [], io.StringIO())
