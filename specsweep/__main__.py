@@ -40,8 +40,8 @@ from specsweep.engines.sglang.preflight import (
     parser_env_size,
     preflight_plans,
 )
-from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
+from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.cost import config_cost, cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
 from specsweep.workflow.inputs import parser_env_path

@@ -30,6 +30,11 @@ class Engine(Protocol):
 
     def address_args(self, host: str, port: int) -> list[str]: ...
 
+    def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+        """What the plan's flags and environment mean, resolved once into the plan (``contracts.plan.FACT_KEYS``):
+        analysis and the report read these, never an engine's flags."""
+        ...
+
     def preflight(
         self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:

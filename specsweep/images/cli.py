@@ -56,7 +56,6 @@ def run_docker(
     return proc
 
 
-
 def _docker_candidates(docker: str) -> list[str]:
     seen: list[str] = []
     first = shutil.which(docker) or docker
@@ -101,4 +100,3 @@ def image_exists(ref: str, docker: str = "docker") -> bool:
 def image_inspect(ref: str, docker: str = "docker") -> dict[str, Any]:
     """``docker image inspect`` of one image."""
     return json.loads(run_docker([docker, "image", "inspect", ref]).stdout)[0]
-

@@ -174,7 +174,8 @@ def semantic_problems(config: Mapping) -> list[str]:
     defaults = config.get("defaults") or {}
     if "extends" in defaults:
         problems.append("defaults.extends: not allowed in defaults (defaults apply to every configuration)")
-    for where, entry in [("defaults", defaults)] + [(f"configurations.{n}", e or {}) for n, e in configurations.items()]:
+    entries = [("defaults", defaults)] + [(f"configurations.{n}", e or {}) for n, e in configurations.items()]
+    for where, entry in entries:
         image = entry.get("image")
         if image is not None and image not in images:
             problems.append(f"{where}.image: {image!r} is not defined under images; allowed: {sorted(images)}")

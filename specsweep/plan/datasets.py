@@ -86,7 +86,8 @@ def _sharegpt_prompt(item: Any, where: str) -> list[dict[str, str]] | None:
         raise DatasetError(f"{where}: expected an object with 'conversations': a list of "
                            "{'from': 'human'|'gpt'|..., 'value': str} (ShareGPT format)")
     for turn in item["conversations"]:
-        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str) or not isinstance(turn.get("value"), str):
+        if (not isinstance(turn, dict) or not isinstance(turn.get("from"), str)
+                or not isinstance(turn.get("value"), str)):
             raise DatasetError(f"{where}: every conversation turn needs a string 'from' and a string 'value'")
         if turn["from"].lower() in _HUMAN:
             return [{"role": "user", "content": turn["value"]}]

@@ -27,7 +27,6 @@ those already measured.
 
 from __future__ import annotations
 
-
 #: Benchmark priorities lie in (0, PRIORITY_CEILING), below preflight's 100.
 PRIORITY_CEILING = 99.0
 

@@ -371,7 +371,6 @@ class _Runner:
             raise failure
         return records
 
-
     async def phase(self, session: aiohttp.ClientSession, phase: str, n: int, path: Path) -> list[dict[str, Any]]:
         """``n`` requests of the workload outside warmup and measurement (e.g. while the engine's profiler records).
 

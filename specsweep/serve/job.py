@@ -107,8 +107,8 @@ from specsweep.serve import guard, phases, sidebyside
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
-from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.server import TERM_GRACE_S, AttachedServer, Server, tail
 from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, watch_parents
@@ -349,7 +349,8 @@ class _Runner:
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:
-                self.watch.stop()  # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                self.watch.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             outcome = self.outcome()

@@ -19,11 +19,11 @@ from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
-from specsweep.plan.design import DesignError, choose_design
-from specsweep.plan.rounds import RoundSettings
-from specsweep.plan.controls import control_params
 from specsweep.plan.config import ConfigError, schema_default
+from specsweep.plan.controls import control_params
+from specsweep.plan.design import DesignError, choose_design
 from specsweep.plan.grid import Grid, grid_params
+from specsweep.plan.rounds import RoundSettings
 from specsweep.records import is_external
 from specsweep.workflow import rounds as rounds_mod
 
@@ -116,7 +116,6 @@ def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> d
     out: dict[str, list[str]] = {"plan": [layout.plan_path(config_name)]}
     out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
     return out
-
 
 
 def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
@@ -261,8 +260,6 @@ def image_manifests(config: Mapping[str, Any]) -> list[str]:
 def registry_json(config: Mapping[str, Any]) -> str:
     """The registry mapping as canonical JSON (``password_env`` is a variable NAME, not a secret)."""
     return canonical_json(dict(config.get("registry") or {}))
-
-
 
 
 def best_exports(grids: Mapping[str, Grid]) -> list[str]:

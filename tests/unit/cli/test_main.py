@@ -56,7 +56,8 @@ def test_check_of_a_yaml_file_that_is_not_a_mapping_is_one_line(tmp_path, text, 
 
 def _outcome(results: Path, name: str, status: str, launch: str = "1") -> None:
     (results / name / f"launch-{launch}").mkdir(parents=True)
-    (results / name / f"launch-{launch}" / "outcome.json").write_text(json.dumps({"status": status, "run_id": "0" * 12}))
+    outcome = results / name / f"launch-{launch}" / "outcome.json"
+    outcome.write_text(json.dumps({"status": status, "run_id": "0" * 12}))
 
 
 def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, capsys, monkeypatch):
@@ -141,7 +142,8 @@ def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
     result = _cli("check", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 2 and all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
+    assert len(lines) == 2, lines
+    assert all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
 
 
 def _broken(tmp_path: Path, kind: str) -> Path:

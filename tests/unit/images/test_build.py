@@ -79,8 +79,6 @@ def test_publish_with_state_restores_old_mtime(tmp_path):
     assert json.loads(state.read_text())["image_id"] == "sha256:new"
 
 
-
-
 def test_a_docker_without_buildx_ends_the_build_job_in_one_line(tmp_path, monkeypatch):
     """A docker CLI of 23 or later without the buildx plugin (what `docker` says on such a host): the job says
     which image, what is missing and where its log is, in one line (a SystemExit: no traceback)."""

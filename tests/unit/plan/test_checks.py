@@ -109,7 +109,8 @@ def test_reference_engine_flag_errors_are_found_at_plan_time(monkeypatch):
     config["configurations"]["eagle3-shm"]["server_args"]["tp-sise"] = 2
     config["configurations"]["eagle3-gloo"]["server_args"]["speculative-num-steps"] = 5
     errors, _ = _findings(config)
-    assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo", "configurations.eagle3-shm"], errors
+    assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo",
+                                                       "configurations.eagle3-shm"], errors
     assert any("--tp-sise" in e for e in errors)
     assert any("--speculative-num-draft-tokens must equal --speculative-num-steps + 1" in e for e in errors)
 

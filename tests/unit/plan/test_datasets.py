@@ -68,7 +68,8 @@ def test_sharegpt_jsonl_reads_as_the_json_list(tmp_path):
 def test_plain_jsonl_of_prompts_and_of_messages_golden(tmp_path):
     path = write(tmp_path / "p.jsonl", '{"prompt": "plain text"}\n\n'
                  '{"messages": [{"role": "system", "content": "Be brief."}, '
-                 '{"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}]}\n')
+                 '{"role": "user", "content": [{"type": "text", "text": "Hi "}, '
+                 '{"type": "text", "text": "there"}]}]}\n')
     assert read_candidates(path, "jsonl") == [
         {"text": "plain text"},
         {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]},

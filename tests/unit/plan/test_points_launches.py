@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from specsweep.contracts.layout import CONTROL
 from specsweep.files import canonical_json
 from specsweep.plan.config import ConfigError, check_config, check_sweep
-from specsweep.contracts.layout import CONTROL
-from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.plan.points import plan_points, point_name
 from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
+from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
 from specsweep.workflow import inputs
@@ -215,7 +215,8 @@ def test_summary_inputs_name_every_file_of_every_launch_the_nccl_directories_inc
     assert files["outcome"] == ["results/nospec/launch-1/outcome.json", "results/nospec/launch-aa/outcome.json"]
     assert files["nccl_logs"] == ["results/nospec/launch-1/nccl", "results/nospec/launch-aa/nccl"]
     shm = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "eagle3-shm")
-    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl", "results/eagle3-shm/launch-2/requests.jsonl"]
+    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl",
+                               "results/eagle3-shm/launch-2/requests.jsonl"]
     assert set(shm) == {"plan", *inputs.LAUNCH_FILES}
     # The agreement check compares with the baseline's first launch (none for the baseline itself).
     assert inputs.baseline_inputs(config, "eagle3-shm") == {

@@ -30,7 +30,8 @@ runpy.run_path(script, init_globals={"snakemake": smk}, run_name="__main__")
 def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          check=False)
     assert proc.returncode != 0
     text = log.read_text()
     assert "Traceback (most recent call last)" in text
@@ -43,7 +44,8 @@ def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Pa
 def test_a_script_that_succeeds_logs_as_before(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), json.dumps(plan_dict(name="base"))], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+                           str(out), json.dumps(plan_dict(name="base"))], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert log.read_text() == "plan base written\n"
     assert out.exists()

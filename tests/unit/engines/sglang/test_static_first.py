@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -43,8 +42,8 @@ def test_check_stops_on_a_static_error_before_building_the_parser_env(tmp_path):
     overlay.write_text(NO_DRAFT)
     venv = tmp_path / "parser-env"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "specsweep", "check", *MATRIX, str(overlay), "--parser-env", str(venv)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "specsweep", "check", *MATRIX, str(overlay),
+                           "--parser-env", str(venv)], cwd=REPO, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr  # a problem of the configuration (the CLI's exit status 2)
     assert f"specsweep check: {' + '.join([*MATRIX, str(overlay)])}: {DRAFT_ERROR}" in proc.stderr.splitlines()
