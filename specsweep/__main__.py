@@ -68,7 +68,8 @@ def parser_plans(plans: Mapping[str, Mapping]) -> list[str]:
 def parser_env_notice(venv: Path, requirements: Path, names: Sequence[str]) -> str:
     """What building the parser environment costs and where it goes, said before it starts."""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"building SGLang's parser environment in {venv} (once per {requirements}: {parser_env_size(requirements)}; "
+    size = parser_env_size(requirements)
+    return (f"building SGLang's parser environment in {venv} (once per {requirements}: {size}; "
             f"log {venv.parent / (venv.name + '.build.log')}), to check {len(names)} SGLang configuration(s) "
             f"({shown}) with SGLang's own parser; `specsweep check --no-parser-env` skips this check")
 

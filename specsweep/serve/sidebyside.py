@@ -254,7 +254,8 @@ class SideBySide:
 
     def gate(self, point: Point) -> Gate:
         """The client's gate for one point: windows of ``window_requests``, each one of this job's turns."""
-        return Gate(requests=window_requests(point.workload), enter=lambda phase: _Window(self, f"{point.name}/{phase}"))
+        return Gate(requests=window_requests(point.workload),
+                    enter=lambda phase: _Window(self, f"{point.name}/{phase}"))
 
     def take_turn(self) -> tuple[bool, HostLock | None]:
         """(whether it is this job's turn, the host lock when it is and the lock was free)."""

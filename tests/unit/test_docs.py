@@ -53,5 +53,6 @@ def test_the_kimi_case_facts_live_in_the_projects_docs():
     config = (REPO / "config/kimi-k25-8gpu.yaml").read_text()
     assert "docs/sglang.md" in config.splitlines()[1]
     case = (REPO / "docs/sglang.md").read_text()
-    for fact in ("82 tok/s", "60 tok/s", "52 tok/s", "~25 ms communication", "2.46", "failed during CUDA graph capture"):
+    facts = ("82 tok/s", "60 tok/s", "52 tok/s", "~25 ms communication", "2.46", "failed during CUDA graph capture")
+    for fact in facts:
         assert fact in case, fact

@@ -211,4 +211,5 @@ def test_a_launch_the_plan_does_not_have_is_one_line(tmp_path):
     assert result.returncode != 0
     assert "Traceback" not in out and "Exception" not in out, out[-3000:]
     [line] = [ln for ln in out.splitlines() if ln.startswith("specsweep: configuration")]
-    assert line.startswith("specsweep: configuration `nospec` has no launch-7: the loaded config plans launch-1, "), line
+    expected = "specsweep: configuration `nospec` has no launch-7: the loaded config plans launch-1, "
+    assert line.startswith(expected), line

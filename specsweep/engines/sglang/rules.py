@@ -346,7 +346,8 @@ def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                         "nccl-bare-tree",
                         f"configurations.{name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
                         f"all-gather, for which NCCL may find no algorithm (it failed in CUDA graph capture "
-                        f"in the Kimi-K2.5 case's runs, docs/sglang.md); use 'allreduce:tree', or mark the configuration expect: failure "
+                        f"in the Kimi-K2.5 case's runs, docs/sglang.md); use 'allreduce:tree', "
+                        "or mark the configuration expect: failure "
                         f"with expect_signature: [nccl_no_algorithm, cuda_graph_capture_failed]",
                     )
                 )

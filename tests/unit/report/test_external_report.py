@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specsweep.analysis.rows import config_rows
 from specsweep.analysis.summary import build_summary
 from specsweep.contracts.vocabulary import Status
-from specsweep.analysis.rows import config_rows
 from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 URL = "http://127.0.0.1:30000"
