@@ -103,11 +103,9 @@ def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list
 
 
 def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
-    """Launch ids of each configuration, in run order."""
-    out: dict[str, list[str]] = {name: [] for name in names}
-    for name, launch in order:
-        out[name].append(launch)
-    return out
+    """Launch ids of each configuration: its regular launches in order, the A/A control after them (the
+    order a summary lists them in, whatever place the control ran at in its round)."""
+    return schedule_of_rounds([list(order)], names)
 
 
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:

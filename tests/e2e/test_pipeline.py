@@ -20,6 +20,7 @@ import yaml
 from specsweep.testing import workflow as wf
 from specsweep.testing.workflow import (
     SNAKEMAKE,
+    beside_rounds,
     copy_workflow,
     only_point,
     plain_default_config,
@@ -79,7 +80,7 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
     try:
         config["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == sorted(
+        assert beside_rounds(planned_jobs(pipeline)) == sorted(
             [
                 ("resolve_plan", "eagle3-shm"),
                 ("preflight_config", "eagle3-shm"),
@@ -102,7 +103,7 @@ def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
         assert planned_jobs(pipeline) == []
         config["configurations"]["nospec"]["description"] = "edited"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", "")]
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", "")]
     finally:
         (pipeline / "config.yaml").write_text(original)
 
@@ -116,12 +117,12 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         # Dropping the label (a variant that contradicts the flags is refused at plan time).
         config["configurations"]["eagle3-shm"]["variant"] = []
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", ""),
                                           ("summarize_config", "eagle3-shm")]
         config = yaml.safe_load(original)
         config["configurations"]["crashes"]["expect"] = "failure"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", ""),
                                           ("summarize_config", "crashes")]
     finally:
         (pipeline / "config.yaml").write_text(original)
@@ -157,7 +158,7 @@ def test_reformatting_harness_code_reruns_nothing(pipeline):
 def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
     assert failed == ["results/crashes/launch-1/outcome.json"]
-    assert planned_jobs(pipeline, "-R", *failed) == sorted(
+    assert beside_rounds(planned_jobs(pipeline, "-R", *failed)) == sorted(
         [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("analyze_sweep", ""),
          ("render_report", "")]
     )

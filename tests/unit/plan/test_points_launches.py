@@ -87,8 +87,8 @@ def test_launches_are_not_in_the_plan():
 
 def test_launch_order_runs_round_by_round_with_the_control_in_the_last_planned_round():
     order = planned_order({"a": 2, "b": 2, "base": 2, "c": 1}, "base", aa_control=True, seed=0)
-    assert set(order[:4]) == {("base", "1"), ("a", "1"), ("b", "1"), ("c", "1")}
-    assert set(order[4:]) == {("base", "2"), ("a", "2"), ("b", "2"), ("base", CONTROL)}
+    assert set(order[:5]) == {("base", "1"), ("a", "1"), ("b", "1"), ("c", "1"), ("base", CONTROL)}
+    assert set(order[5:]) == {("base", "2"), ("a", "2"), ("b", "2")}
     assert planned_order({"a": 1}, None, aa_control=True, seed=0) == [("a", "1")], "no baseline, no control"
     assert ("base", CONTROL) not in planned_order({"base": 1}, "base", aa_control=False, seed=0)
     assert inputs.schedule_of(planned_order({"a": 2, "base": 1}, "base", True, 0), ["a", "base"]) == \
@@ -183,8 +183,8 @@ def test_launches_under_defaults_are_inherited_and_overridden():
     _, launches = resolve_sweep(check_config(config, "x"))
     assert launches == {"nospec": 2, "eagle3-gloo": 3, "eagle3-shm": 3}
     order = inputs.launch_order(config, launches)
-    assert set(order[:3]) == {("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1")}
-    assert ("nospec", CONTROL) in order[-3:] and order.count(("eagle3-shm", "3")) == 1
+    assert set(order[:4]) == {("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("nospec", CONTROL)}
+    assert ("nospec", CONTROL) in order[:4] and order.count(("eagle3-shm", "3")) == 1
     assert ("nospec", "3") not in order
 
 
