@@ -68,7 +68,7 @@ rule all:
         BEST_EXPORTS,
 
 
-# Every profile of this checkout, now that every rule exists: a mapping key
+# The profiles this run uses, now that every rule exists: a mapping key
 # Snakemake would drop (`set-resource:`), resource names nobody reads
 # (`slurm_partiton`), rules that do not exist (specsweep.workflow.profiles).
 check_workflow_profiles()

@@ -303,7 +303,8 @@ def probe_graph_events() -> dict[str, Any]:
 
 # ---------------------------------------------------------------- server
 def _post(base: str, path: str, body: dict[str, Any], timeout: float = 600) -> Any:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         raw = r.read()
     try:

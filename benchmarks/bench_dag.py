@@ -123,7 +123,8 @@ rule launch:
     output: "r/{{c}}/launch-{{launch}}/outcome.json"
     shell: "touch {{output}}"
 def launches(wildcards):
-    return [f"r/{{wildcards.c}}/launch-{{i}}/outcome.json" for i in range(1, 2 + ({extra_launches} if wildcards.c == "c0" else 0))]
+    return [f"r/{{wildcards.c}}/launch-{{i}}/outcome.json"
+            for i in range(1, 2 + ({extra_launches} if wildcards.c == "c0" else 0))]
 rule summary:
     input: "r/{{c}}/plan.json", launches
     output: "r/{{c}}/summary.json"

@@ -89,7 +89,8 @@ def main() -> int:
                             "launch_range": launch_range([r[key] for r in rs])}
                       for key in ("prefill_ms", "e2e_ms", "cycle_ms")} for mode, rs in rows.items()}
     same = tokens["graph"] == tokens["eager"]
-    print(f"\n== prefill graphs vs eager prefill: {ns.launches} launches each, {ns.num_requests} requests per launch ==")
+    print(f"\n== prefill graphs vs eager prefill: {ns.launches} launches each, "
+          f"{ns.num_requests} requests per launch ==")
     print(f"{'mode':<7}{'prefill ms':>12}{'range':>8}{'e2e ms':>10}{'range':>8}{'cycle ms':>10}{'range':>8}")
     for mode, s in summary.items():
         print(f"{mode:<7}" + "".join(f"{s[k]['median']:>{w}.2f}{s[k]['launch_range'] * 100:>7.1f}%"

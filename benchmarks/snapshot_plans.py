@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from specsweep.files import canonical_json, write_json_atomic, write_jsonl_atomic, write_text_atomic
-from specsweep.plan.config import check_files_strict, check_sweep, load_yaml_strict, deep_merge
+from specsweep.plan.config import check_files_strict, check_sweep, deep_merge, load_yaml_strict
 from specsweep.plan.resolve import label_findings, plan_problems, resolve_labels, resolve_sweep
 from specsweep.plan.rounds import planned_rounds
 from specsweep.records import DEFAULT_POINT, run_header

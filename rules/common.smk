@@ -7,12 +7,22 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
+from snakemake.logging import logger as snakemake_logger
+
 from specsweep.workflow import inputs as sw
+from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
+from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
+
+# Snakemake's own console lines: the profile's quiet, and what it prints regardless, off unless --verbose
+# (specsweep.workflow.console); only for the user's console, not in a job's own Snakemake.
+if workflow.is_main_process:
+    quiet_console(snakemake_logger, workflow.output_settings.quiet, workflow.output_settings.verbose,
+                  workflow.output_settings.dryrun, sys.argv[1:])
 
 # When this Snakemake started: the closing summary speaks only of a report this run wrote.
 STARTED_AT = time.time()
@@ -48,6 +58,12 @@ ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
 BURN_IN = sw.burn_in_params(SWEEP.config)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
+# What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
+if workflow.is_main_process:
+    _cost, _cost_warnings = sweep_cost_lines(config_cost(SWEEP.config, PLANS, LAUNCHES))
+    print(f"specsweep: {_cost}", file=sys.stderr)
+    for _warning in _cost_warnings:
+        print(f"specsweep: warning: {_warning}", file=sys.stderr)
 # The same for every summary: a value, not a function Snakemake calls per job.
 AGREEMENT = sw.agreement_params(config)
 
@@ -193,8 +209,8 @@ def closing_summary():
 
 
 def check_workflow_profiles():
-    """Once the rules exist, this checkout's profiles (keys Snakemake would drop, resource typos)."""
+    """Once the rules exist, the profiles this run uses (keys Snakemake would drop, resource typos)."""
     try:
-        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules])
+        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules], sys.argv[1:])
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None

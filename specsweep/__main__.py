@@ -3,6 +3,9 @@
     specsweep check [CONFIG ...]      validate config files (merged like --configfile), run every
                                       plan through its engine's preflight (its own argument parser),
                                       print each argv and the environment beside it; exit 2 on any error
+                                      (--no-parser-env: without SGLang's parser, whose environment is a
+                                      download and a build); then what the sweep will cost (launches,
+                                      requests, a time)
     specsweep preflight CONFIG ...    every SGLang argv through SGLang's own parser (JSON out; exit 1
                                       when any configuration has errors)
     specsweep failed [CONFIG ...]     outcome files of the failed (or contaminated) launches of these
@@ -19,8 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -36,9 +40,10 @@ from specsweep.engines.sglang.preflight import (
     parser_env_size,
     preflight_plans,
 )
-from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.checks import start_findings
-from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.plan.config import ConfigError, load_configs
+from specsweep.plan.cost import config_cost, cost_lines
+from specsweep.plan.resolve import resolve_labels, resolve_sweep
 from specsweep.workflow.inputs import parser_env_path
 
 
@@ -55,12 +60,25 @@ def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
     return failed
 
 
-def _parser_python(venv: Path, requirements: Path) -> str | None:
-    """The parser venv's python, built first if needed (saying so, and how big it is); None, with the
-    builder's message printed, when it cannot be built."""
+def parser_plans(plans: Mapping[str, Mapping]) -> list[str]:
+    """The configurations whose check needs SGLang's parser environment (their engine's preflight does)."""
+    return [n for n, p in plans.items() if get_engine(p["engine"]).needs_parser_env]
+
+
+def parser_env_notice(venv: Path, requirements: Path, names: Sequence[str]) -> str:
+    """What building the parser environment costs and where it goes, said before it starts."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    size = parser_env_size(requirements)
+    return (f"building SGLang's parser environment in {venv} (once per {requirements}: {size}; "
+            f"log {venv.parent / (venv.name + '.build.log')}), to check {len(names)} SGLang configuration(s) "
+            f"({shown}) with SGLang's own parser; `specsweep check --no-parser-env` skips this check")
+
+
+def _parser_python(venv: Path, requirements: Path, names: Sequence[str]) -> str | None:
+    """The parser venv's python, built first if needed (saying so, how big it is and where it goes); None,
+    with the builder's message printed, when it cannot be built."""
     if not parser_env_ready(venv, requirements):
-        print(f"building SGLang's parser environment in {venv} (once per {requirements}: "
-              f"{parser_env_size(requirements)}; log {venv.parent / (venv.name + '.build.log')})", file=sys.stderr)
+        print(parser_env_notice(venv, requirements, names), file=sys.stderr)
     try:
         return ensure_parser_env(venv, requirements)
     except ParserEnvError as exc:
@@ -69,25 +87,33 @@ def _parser_python(venv: Path, requirements: Path) -> str | None:
 
 
 def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: Path,
-              shown: Sequence[str] = ()) -> int:
+              shown: Sequence[str] = (), skip_parser: bool = False) -> int:
     """Every plan, with its labels (variant, expect), through its engine's preflight (SGLang: its rules and
     its parser, in the pinned venv); print each argv with the environment beside it, every warning and error
     (once; none of ``shown``, printed already by the start checks); 2 when any has errors, 1 when the parser
-    venv cannot be built."""
+    venv cannot be built. ``skip_parser``: plans that need the parser environment get only the rules the
+    start checks ran."""
     labels = resolve_labels(config)
     errors: list[str] = []
     warnings: list[str] = []
     parser_python = None
-    if any(get_engine(p["engine"]).needs_parser_env for p in plans.values()):
-        parser_python = _parser_python(parser_env or parser_env_path(config), requirements)
+    needing = parser_plans(plans)
+    if needing and skip_parser:
+        warnings.append(f"SGLang's own parser and model check skipped (--no-parser-env) for {len(needing)} "
+                        "configuration(s): only specsweep's rules checked them; the workflow's preflight jobs "
+                        "still run SGLang's parser before any launch")
+    elif needing:
+        parser_python = _parser_python(parser_env or parser_env_path(config), requirements, needing)
         if parser_python is None:
             return 1
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
-        labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
-        result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None, config.get("images"))
-        errors += result.errors
-        warnings += result.warnings
+        if not (engine.needs_parser_env and skip_parser):
+            labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
+            result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None,
+                                      config.get("images"))
+            errors += result.errors
+            warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
         if plan.get("env"):  # the server's environment beside its argv (as plan.json holds it)
             print(f"{' ' * len(name)}  env: {' '.join(f'{k}={v}' for k, v in sorted(plan['env'].items()))}")
@@ -100,10 +126,15 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
 
 def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: Path, image: str | None) -> int:
     """All plans through SGLang's own parser in one process (the venv's, or a built image's); print JSON verdicts."""
+    needing = parser_plans(plans)
     if image:
         python: str | list[str] = image_parser_prefix(image)
+    elif not needing:  # nothing for SGLang's parser: no environment to build
+        print("specsweep preflight: no SGLang configuration: SGLang's parser environment is not needed (nothing "
+              "downloaded or built)", file=sys.stderr)
+        python = []
     else:
-        found = _parser_python(parser_env or parser_env_path(config), requirements)
+        found = _parser_python(parser_env or parser_env_path(config), requirements, needing)
         if found is None:
             return 1
         python = found
@@ -146,6 +177,19 @@ def is_workflow_dir(path: Path) -> bool:
     return (path / "Snakefile").is_file() or (path / "workflow" / "Snakefile").is_file()
 
 
+def workflow_dir_of(paths: Sequence[Path], cwd: Path) -> Path | None:
+    """The directory Snakemake runs in for these config files, the one their relative paths (model, dataset)
+    mean: ``cwd`` when it is a workflow directory, else the nearest one above the first config file, else above
+    ``cwd`` (``specsweep check ../config.yaml`` from ``docs/``); None when there is none."""
+    if is_workflow_dir(cwd):
+        return cwd
+    for start in ([paths[0].resolve().parent] if paths else []) + [cwd.resolve()]:
+        for candidate in (start, *start.parents):
+            if is_workflow_dir(candidate):
+                return candidate
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specsweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"specsweep {__version__}")
@@ -156,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--parser-env", type=Path, default=None,
                        help="SGLang parser venv (default: config's parser_env)")
     check.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS)
+    check.add_argument("--no-parser-env", action="store_true",
+                       help="skip SGLang's own parser and model check, and the environment it needs (a download "
+                            "and build whose size is printed before it starts); specsweep's rules still run")
     pre = sub.add_parser("preflight", help="check every SGLang configuration with SGLang's own parser")
     pre.add_argument("config", type=Path, nargs="+", help="config file(s), merged in order like --configfile")
     pre.add_argument("--parser-env", type=Path, default=None, help="venv dir (default: config's parser_env)")
@@ -186,6 +233,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _into_workflow_dir(args: argparse.Namespace, paths: list[Path]) -> list[Path]:
+    """Change into the config files' workflow directory when run elsewhere (saying so): the plans' relative
+    model and dataset paths are checked where the workflow will use them. The paths given, made absolute."""
+    cwd = Path.cwd()
+    workdir = workflow_dir_of(paths, cwd)
+    if workdir is None or workdir == cwd:
+        return paths
+    for option in ("parser_env", "requirements"):
+        if getattr(args, option, None) is not None:
+            setattr(args, option, getattr(args, option).resolve())
+    print(f"specsweep {args.command}: relative paths in the config are checked from {workdir}, the workflow's "
+          "directory (where snakemake runs)", file=sys.stderr)
+    os.chdir(workdir)
+    return [cwd / p for p in paths]
+
+
 def _run(args: argparse.Namespace, prog: str) -> int:
     defaulted = not args.config
     paths = [Path("config.yaml")] if defaulted else list(args.config)
@@ -193,9 +256,11 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command == "failed" and not args.results.is_dir():
         raise UsageError(f"--results {args.results}: no such directory (the workflow's results/, where "
                          "snakemake ran)")
-    config = load_configs(paths)
     source = " + ".join(map(str, paths))
-    plans = resolve_plans(config, source)
+    if args.command != "failed":  # relative paths in a config mean the workflow's directory, where snakemake runs
+        paths = _into_workflow_dir(args, paths)
+    config = load_configs(paths)
+    plans, launches = resolve_sweep(config, source)
     if args.command == "failed":  # only the names matter: what ran is in results/
         for path in failed_outcomes(args.results, set(plans)):
             print(path)
@@ -203,11 +268,14 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     problems, warnings = start_findings(config, plans, resolve_labels(config))  # what `snakemake -n` refuses
     if problems:
         raise ConfigError(source, problems)
-    for warning in warnings:
+    cost, cost_warnings = cost_lines(config_cost(config, plans, launches))
+    for warning in [*warnings, *cost_warnings]:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     if args.command == "preflight":
         return preflight(config, plans, args.parser_env, args.requirements, args.image)
-    return check_all(config, plans, args.parser_env, args.requirements, warnings)
+    status = check_all(config, plans, args.parser_env, args.requirements, warnings, args.no_parser_env)
+    print(cost)
+    return status
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ LIBRARIES = {
     "cuda.h": ("libcuda.so", "libcuda.so.1", "cu", ("CUresult",)),
     "nvml.h": ("libnvidia-ml.so", "libnvidia-ml.so.1", "nvml", ("nvmlReturn_t",)),
 }
-PASSES = ((), ("-D__CUDA_API_VERSION_INTERNAL", "-DNVML_NO_UNVERSIONED_FUNC_DEFS"), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM",))
+PASSES = ((), ("-D__CUDA_API_VERSION_INTERNAL", "-DNVML_NO_UNVERSIONED_FUNC_DEFS"),
+          ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM",))
 
 
 def declared(include: Path, header: str, prefix: str, error_types: tuple[str, ...]) -> dict[str, str]:
@@ -55,7 +56,8 @@ def main(include: Path, out: Path) -> None:
         if len(names) < 20:
             sys.exit(f"cuda_link_stubs.py: {include / header}: only {len(names)} functions found; not a CUDA header?")
         body = "".join(
-            f'const char *{n}(void) {{ return "driver link stub"; }}\n' if kind == "string" else f"int {n}(void) {{ return 999; }}\n"
+            f'const char *{n}(void) {{ return "driver link stub"; }}\n' if kind == "string"
+            else f"int {n}(void) {{ return 999; }}\n"
             for n, kind in sorted(names.items())
         )
         source = out / f"{filename}.c"

@@ -5,8 +5,8 @@ measurement, and the all-reduce latency at which speculation starts to pay.
 * Own baselines (``own_baselines``): a speculative configuration's counterpart without
   speculation, named by its ``own_baseline`` label or found automatically: the one configuration
   without speculation whose plan (engine, runtime, image, GPUs, server flags, environment) equals
-  this one's once the speculation settings (``SPECULATION_FLAG_PREFIX`` flags,
-  ``SPECULATION_ENV``) are removed. A faster all-reduce also speeds up decoding without
+  this one's once the speculation settings (the plan's ``facts``: ``speculation_settings``, as its
+  engine resolved them) are removed. A faster all-reduce also speeds up decoding without
   speculation, so "does speculation pay" has an answer per backend.
 * The best setup overall (``deploy``): per workload point, the configuration significantly
   faster than the global baseline by the largest ratio (the verdict's own ratio of medians,
@@ -34,14 +34,10 @@ from specsweep.analysis.costmodel import (
 )
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS
 from specsweep.analysis.rows import row_label
-from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
-from specsweep.contracts.vocabulary import Status
-from specsweep.engines.argv import speculative_algorithm
+from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.engines.reference import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV
 from specsweep.files import canonical_json
 
-SPECULATION_FLAG_PREFIX = "speculative"
-SPECULATION_ENV = (SIMULATE_ACC_LEN,)
 #: A configuration with a test-only fault (a positive control) is never what to deploy.
 TEST_FAULT_ENV = (STEP_DELAY_ENV, STEP_SLOWDOWN_ENV)
 #: Plan keys that must agree for an automatic own baseline (besides flags and environment).
@@ -53,10 +49,24 @@ ANSWER_COLUMNS = ("own_baseline", "own_verdict", "own_ratio", "own_ratio_ci_low"
                   "latency_budget_us")
 
 
+def _facts(plan: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the plan's engine said its settings mean (``contracts.plan.FACT_KEYS``)."""
+    return plan.get("facts") or {}
+
+
+def _speculation_keys(plan: Mapping[str, Any], section: str) -> set[str]:
+    """The keys of ``section`` (``server_args``, ``env``) that only speculation reads (the facts' settings)."""
+    return {s.partition(".")[2] for s in _facts(plan).get("speculation_settings") or [] if s.startswith(f"{section}.")}
+
+
+def _spec(plan: Mapping[str, Any]) -> str | None:
+    return _facts(plan).get("speculative_algorithm")
+
+
 def _without_speculation(plan: Mapping[str, Any]) -> str:
     args = {k: v for k, v in (plan.get("server_args") or {}).items()
-            if not str(k).replace("_", "-").startswith(SPECULATION_FLAG_PREFIX)}
-    env = {k: v for k, v in (plan.get("env") or {}).items() if k not in SPECULATION_ENV}
+            if k not in _speculation_keys(plan, "server_args")}
+    env = {k: v for k, v in (plan.get("env") or {}).items() if k not in _speculation_keys(plan, "env")}
     return canonical_json({"args": args, "env": env, **{k: plan.get(k) for k in _SAME_KEYS}})
 
 
@@ -66,10 +76,10 @@ def own_baselines(plans: Mapping[str, Mapping[str, Any]], named: Mapping[str, st
     when none is named and none or several match (module docstring)."""
     named = named or {}
     plain = {n: _without_speculation(p) for n, p in plans.items()
-             if speculative_algorithm(p.get("server_args") or {}) is None}
+             if _spec(p) is None}
     out: dict[str, dict[str, str]] = {}
     for name, plan in sorted(plans.items()):
-        if speculative_algorithm(plan.get("server_args") or {}) is None:
+        if _spec(plan) is None:
             continue
         if named.get(name):
             out[name] = {"name": named[name], "how": "named"}
@@ -89,7 +99,7 @@ def own_baselines(plans: Mapping[str, Mapping[str, Any]], named: Mapping[str, st
 
 
 def _tp(row: Mapping[str, Any]) -> int:
-    return int(((row.get("plan") or {}).get("server_args") or {}).get("tp-size") or 1)
+    return int(_facts(row.get("plan") or {}).get("tp_size") or 1)
 
 
 def _bench(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -152,9 +162,8 @@ def row_parts(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict
 
 
 def _backend(row: Mapping[str, Any]) -> str:
-    args = (row.get("plan") or {}).get("server_args") or {}
-    return str(args.get("all-reduce-backend") or ((row.get("profile") or {}).get("bench") or {}).get("backend")
-               or row["config"])
+    return str(_facts(row.get("plan") or {}).get("all_reduce_backend")
+               or ((row.get("profile") or {}).get("bench") or {}).get("backend") or row["config"])
 
 
 # ------------------------------------------------------------------ annotate the report's rows
@@ -203,8 +212,6 @@ def baseline_rate(base_row: Mapping[str, Any] | None) -> float | None:
     return None if base_row is None else base_row.get(BASELINE_TOK_S)
 
 
-
-
 def _points(rows: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["point_index"]):
@@ -231,7 +238,7 @@ def deploy(rows: Sequence[dict[str, Any]], base: dict[str, Any] | None, baseline
 def _deploy_at(point: str, prow: Sequence[dict[str, Any]], base: dict[str, Any],
                compare: Callable[[dict, dict], dict]) -> dict[str, Any]:
     real = [r for r in prow if r["status"] == Status.OK and not _test_fault(r)]
-    faster = [r for r in real if r.get("verdict") == "faster"]
+    faster = [r for r in real if r.get("verdict") == Verdict.FASTER]
     top = max((r for r in real if r.get("ratio") is not None), key=lambda r: r["ratio"], default=None)
     out: dict[str, Any] = {"point": point, "deploy": None, "highest": None}
     if faster:
@@ -240,17 +247,14 @@ def _deploy_at(point: str, prow: Sequence[dict[str, Any]], base: dict[str, Any],
             "config": best["config"], "speculation": bool(best.get("spec")), "comparison": best["comparison"],
             "own_baseline": best.get("own_baseline"), "own_verdict": best.get("own_verdict"),
             "own_comparison": best.get("own_comparison"), "settings": settings_against(best, base),
-            "ties": [r["config"] for r in faster if r is not best and compare(best, r)["verdict"] != "faster"]}
+            "ties": [r["config"] for r in faster if r is not best and compare(best, r)["verdict"] != Verdict.FASTER]}
     elif top is not None:
         out["highest"] = {"config": top["config"], "ratio": top["ratio"], "verdict": top["verdict"]}
     return out
 
 
-
 def _test_fault(row: Mapping[str, Any]) -> bool:
     return any(k in ((row.get("plan") or {}).get("env") or {}) for k in TEST_FAULT_ENV)
-
-
 
 
 def settings_against(row: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -260,6 +264,7 @@ def settings_against(row: Mapping[str, Any], base: Mapping[str, Any]) -> dict[st
     plan, bplan = row.get("plan") or {}, base.get("plan") or {}
     args, bargs = plan.get("server_args") or {}, bplan.get("server_args") or {}
     env, benv = plan.get("env") or {}, bplan.get("env") or {}
+    simulated = _speculation_keys(plan, "env")  # what speculation alone reads: a what-if, not a setting
 
     def off(v: Any) -> bool:  # a flag omitted from the argv (engines.argv: false/null); 0 is a value
         return v is None or v is False
@@ -267,9 +272,9 @@ def settings_against(row: Mapping[str, Any], base: Mapping[str, Any]) -> dict[st
     return {"flags": [f"--{k}" + ("" if v is True else f" {v}") for k, v in sorted(args.items())
                       if bargs.get(k) != v and not off(v)],
             "dropped": [f"--{k}" for k in sorted(bargs) if not off(bargs[k]) and (k not in args or off(args[k]))],
-            "changed": [f"{k}={v}" for k, v in sorted(env.items()) if benv.get(k) != v and k not in SPECULATION_ENV],
+            "changed": [f"{k}={v}" for k, v in sorted(env.items()) if benv.get(k) != v and k not in simulated],
             "unset": [k for k in sorted(benv) if k not in env],
-            "what_if": [f"{k}={env[k]}" for k in SPECULATION_ENV if k in env]}
+            "what_if": [f"{k}={env[k]}" for k in sorted(simulated) if k in env]}
 
 
 # ------------------------------------------------------------------ the cost model and the budget, per row
@@ -286,7 +291,6 @@ def model_record(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     m["trace_rank_skew_ms"] = next((x.get("trace_rank_skew_ms") for x in rows if x["config"] == row["config"]
                                     and x.get("trace_rank_skew_ms") is not None), None)
     return m
-
 
 
 def budget_points(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -312,8 +316,6 @@ def _in_server_us(row: Mapping[str, Any]) -> float | None:
     if row["model"].get("comm_absent") or not n or row.get("verify_comm_ms") is None:
         return None
     return row["verify_comm_ms"] / n * 1e3
-
-
 
 
 def budget_records(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -55,6 +55,7 @@ from scipy import special as _special
 from specsweep.analysis import stats as S
 from specsweep.analysis.stats import MIN_SAMPLES, POWER, VERDICT_LEVEL, Noise, Sample
 from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.vocabulary import Verdict
 
 #: The model that judged a result (``model`` of every contrast).
 BLOCKED = "blocked"
@@ -282,7 +283,7 @@ def _one_way(fit_: BlockFit, a: str, b: str, level: float, lower_is_better: bool
     whole = a in fit_.sides and b in fit_.sides  # two configurations; with a control level, the levels' own samples
     sa, sb = _sample(fit_, a, whole), _sample(fit_, b, whole)
     if sa is None or sb is None:
-        return {"verdict": "insufficient samples", "method": S.VERDICT_METHOD, "model": ONE_WAY,
+        return {"verdict": Verdict.INSUFFICIENT, "method": S.VERDICT_METHOD, "model": ONE_WAY,
                 "note": f"{a if sa is None else b} has no samples at this point"}
     out = S.compare(sa, sb, fit_.noise if fit_.model == ONE_WAY else S.pooled_noise(list(fit_.sides.values())),
                     level, lower_is_better, min_samples)
@@ -302,7 +303,7 @@ def contrast(fit_: BlockFit, a: str, b: str, level: float = VERDICT_LEVEL, lower
         return _one_way(fit_, a, b, level, lower_is_better, min_samples, None)
     missing = [name for name in (a, b) if name not in fit_.levels]
     if missing:
-        return {"verdict": "insufficient samples", "method": BLOCKED_METHOD, "model": BLOCKED,
+        return {"verdict": Verdict.INSUFFICIENT, "method": BLOCKED_METHOD, "model": BLOCKED,
                 "note": f"{missing[0]} has no launch in this point's model"}
     vector = _vector(fit_, a) - _vector(fit_, b)
     if not _estimable(fit_, vector):
@@ -314,7 +315,7 @@ def contrast(fit_: BlockFit, a: str, b: str, level: float = VERDICT_LEVEL, lower
     out: dict[str, Any] = {"method": BLOCKED_METHOD, "model": BLOCKED, "n": na, "n_baseline": nb,
                            "min_samples": min_samples, "level": level}
     if na < min_samples or nb < min_samples:
-        out["verdict"] = "insufficient samples"
+        out["verdict"] = Verdict.INSUFFICIENT
         return out
     d = float(vector @ fit_.coef)
     se = math.sqrt(max(0.0, fit_.var * float(vector @ fit_.xtx_pinv @ vector)))

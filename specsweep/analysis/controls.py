@@ -29,7 +29,7 @@ from typing import Any
 from specsweep.analysis.grids import units
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.records import is_external
 
 #: Pairwise verdicts are listed when a point has at most this many ok configurations besides the baseline.
@@ -107,7 +107,7 @@ def aa_record(rows: Sequence[dict[str, Any]], baseline: str | None, aa_planned: 
         if aa:
             comp = aa["comparison"]
             sd = r["noise"][PRIMARY_VERDICT].sd
-            point["called"] = comp["verdict"] in ("faster", "slower")
+            point["called"] = comp["verdict"] in CALLED
             point["launch_sd"] = sd
             point["drift_beyond_sd"] = sd is not None and abs(math.log1p(aa["drift"])) > sd
         out["points"].append(point)
@@ -132,9 +132,9 @@ def positive_record(rows: Sequence[dict[str, Any]], positive: Mapping[str, Any] 
             out["points"].append(point)
             continue
         v = compare(control, twin)
-        point.update(comparison=v, expected_ratio=1 / (1 + slowdown), called=v["verdict"] == "slower",
+        point.update(comparison=v, expected_ratio=1 / (1 + slowdown), called=v["verdict"] == Verdict.SLOWER,
                      launches_needed=None)
-        if "ratio" in v and v["verdict"] != "slower":
+        if "ratio" in v and v["verdict"] != Verdict.SLOWER:
             point["launches_needed"] = launches_needed(twin["noise"][PRIMARY_VERDICT], slowdown)
         out["points"].append(point)
     return out

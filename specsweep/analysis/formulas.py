@@ -297,7 +297,8 @@ def target_forward_ms(records: Sequence[dict[str, Any]], key: str = "verify_s") 
 
 
 def target_forward_comm_ms(records: Sequence[dict[str, Any]]) -> Value:
-    """Engine-reported communication per target forward, ms: ``sum(timing.verify_comm_s) / sum(timing.forward_ct) x 1e3``."""
+    """Engine-reported communication per target forward, ms:
+    ``sum(timing.verify_comm_s) / sum(timing.forward_ct) x 1e3``."""
     return target_forward_ms(records, "verify_comm_s")
 
 

@@ -22,12 +22,8 @@ from typing import Any
 from specsweep.analysis.curves import crossing, crossing_interval
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise
-from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as ACC_ENV
-from specsweep.contracts.acceptance import simulated_acc_len
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.files import canonical_json
-
-ACC_KEY = f"env.{ACC_ENV}"
 
 
 def units(row: Mapping[str, Any], noise: Noise) -> int | None:
@@ -56,24 +52,38 @@ class CurveGroup:
         return statistics.fmean(self.computed) if self.computed else None
 
 
+def _facts(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the engine said the row's plan settings mean (``contracts.plan.FACT_KEYS``)."""
+    return (row.get("plan") or {}).get("facts") or {}
+
+
 def _acc_value(row: Mapping[str, Any]) -> float | None:
-    """The configured accept length (plan-time checks refuse one SGLang would clamp, so it is the one that ran)."""
-    return simulated_acc_len(((row.get("plan") or {}).get("env") or {}).get(ACC_ENV))
+    """The accept length the engine simulated (the plan's facts, through ``contracts.acceptance``; plan-time
+    checks refuse one SGLang would clamp, so it is the one that ran); None: it did not."""
+    return _facts(row).get("simulated_accept_length")
+
+
+def acc_setting(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The setting that fixes the simulated accept length (``env.<VAR>``, as a grid axis names it), by the rows'
+    engines."""
+    return next((s for r in rows if (s := _facts(r).get("simulated_accept_length_setting"))), None)
 
 
 def _group_key(row: Mapping[str, Any]) -> str:
     plan = dict(row.get("plan") or {})
-    plan.pop("name", None)
-    plan["env"] = {k: v for k, v in (plan.get("env") or {}).items() if k != ACC_ENV}
-    plan.pop("points", None)
+    section, _, key = (_facts(row).get("simulated_accept_length_setting") or "").partition(".")
+    for gone in ("name", "points", "facts"):  # facts follow from the settings; the accept length is the x axis
+        plan.pop(gone, None)
+    if key:
+        plan[section] = {k: v for k, v in (plan.get(section) or {}).items() if k != key}
     return canonical_json({"plan": plan, "workload": row.get("workload")})
 
 
-def _grid_label(names: Sequence[str], grids: Mapping[str, Any]) -> str:
+def _grid_label(names: Sequence[str], grids: Mapping[str, Any], acc_key: str | None) -> str:
     for grid_name, grid in grids.items():
         members = grid["members"]
         if all(n in members for n in names):
-            keys = [k for axis in grid["axes"] for k in axis["keys"] if k != ACC_KEY]
+            keys = [k for axis in grid["axes"] for k in axis["keys"] if k != acc_key]
             values = members[names[0]]
             if keys:
                 return f"{grid_name} [" + ", ".join(f"{k.split('.', 1)[1]}={values[k]}" for k in keys) + "]"
@@ -94,7 +104,8 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
             continue
         members = sorted(members, key=lambda r: r["accept_length"])
         base = members[0].get("base_row")
-        group = CurveGroup(label=_grid_label([r["config"] for r in members], grids), point=members[0]["point"],
+        group = CurveGroup(label=_grid_label([r["config"] for r in members], grids, acc_setting(members)),
+                           point=members[0]["point"],
                            rows=members, base=base if base is not None and base["status"] == Status.OK else None)
         group.computed = [r["break_even_accept_length"] for r in members if r["break_even_accept_length"] is not None]
         usable = [r for r in members if r[BASELINE_TOK_S] is not None]
@@ -110,7 +121,6 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
     return sorted(groups, key=lambda g: (g.point, g.label))
 
 
-
 # ------------------------------------------------------------------- grids
 
 
@@ -118,7 +128,8 @@ def break_even_groups(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], 
 class GridWinner:
     """The best member of a grid at its first point (the highest decode rate), and what it won by.
 
-    A grid that varies the simulated accept length (``ACC_KEY``) varies a what-if, not a setting: its
+    A grid that varies the simulated accept length (the setting its rows' facts name) varies a what-if, not a
+    setting: its
     members are compared at the winner's accept length only (``compared_at``), and ``wins_at`` lists the
     accept lengths at which the winner's other settings were the fastest."""
 
@@ -135,7 +146,7 @@ class GridWinner:
 
     @property
     def significant(self) -> bool:
-        return bool(self.against) and all(a["verdict"] == "faster" for a in self.against)
+        return bool(self.against) and all(a["verdict"] == Verdict.FASTER for a in self.against)
 
 
 def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
@@ -154,16 +165,17 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
             continue
         win = max(ok, key=lambda r: r[BASELINE_TOK_S])
         held, wins_at, accs = {}, None, None
-        if any(ACC_KEY in values[r["config"]] for r in ok):
-            held = {ACC_KEY: values[win["config"]].get(ACC_KEY)}
-            rest = {k: v for k, v in values[win["config"]].items() if k != ACC_KEY}
-            accs = sorted({values[r["config"]].get(ACC_KEY) for r in ok}, key=lambda v: float(v or 0))
+        acc_key = acc_setting(ok)
+        if acc_key is not None and any(acc_key in values[r["config"]] for r in ok):
+            held = {acc_key: values[win["config"]].get(acc_key)}
+            rest = {k: v for k, v in values[win["config"]].items() if k != acc_key}
+            accs = sorted({values[r["config"]].get(acc_key) for r in ok}, key=lambda v: float(v or 0))
             wins_at = []
             for acc in accs:
-                best = max((r for r in ok if values[r["config"]].get(ACC_KEY) == acc), key=lambda r: r[BASELINE_TOK_S])
-                if {k: v for k, v in values[best["config"]].items() if k != ACC_KEY} == rest:
+                best = max((r for r in ok if values[r["config"]].get(acc_key) == acc), key=lambda r: r[BASELINE_TOK_S])
+                if {k: v for k, v in values[best["config"]].items() if k != acc_key} == rest:
                     wins_at.append(acc)
-            ok = [r for r in ok if values[r["config"]].get(ACC_KEY) == held[ACC_KEY]]
+            ok = [r for r in ok if values[r["config"]].get(acc_key) == held[acc_key]]
         against = []
         for other in sorted((r for r in ok if r is not win), key=lambda r: -r[BASELINE_TOK_S]):
             v = compare(win, other)
@@ -174,7 +186,6 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
         out.append(GridWinner(name, point, win, values[win["config"]], against, win.get("verdict"),
                               compared_at=held, wins_at=wins_at, accept_lengths=accs))
     return out
-
 
 
 # ------------------------------------------------------------------- as report.json holds them
@@ -200,7 +211,7 @@ def winner_record(w: GridWinner, sizes: Mapping[str, Sequence[int]]) -> dict[str
                   "tok_s_median": row.get("tok_s_median"), "tok_s_ci": [row.get("tok_s_ci_low"),
                                                                         row.get("tok_s_ci_high")],
                   "env": plan.get("env"), "server_args": plan.get("server_args"), "argv": plan.get("argv"),
-                  "tp_size": int((plan.get("server_args") or {}).get("tp-size") or -1),
+                  "tp_size": int((plan.get("facts") or {}).get("tp_size") or -1),
                   "verify_sizes": list(sizes.get(row["config"], ()))}
     return {"grid": w.grid, "point": w.point, "winner": winner, "why_none": w.why_none, "values": w.values,
             "significant": w.significant, "compared_at": w.compared_at, "wins_at": w.wins_at,

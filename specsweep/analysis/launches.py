@@ -57,10 +57,10 @@ from specsweep.analysis.summary import (
     expected_failure,
 )
 from specsweep.contracts.layout import CONTROL
-from specsweep.contracts.vocabulary import Expect, Reason, Stage, Status
+from specsweep.contracts.vocabulary import STATUS_ORDER, Expect, Reason, Stage, Status, Verdict
 from specsweep.records import DEFAULT_POINT
 
-_STATUS_RANK = {"ok": 0, "fallback": 1, "contaminated": 2, "failed": 3}
+_STATUS_RANK = {status: rank for rank, status in enumerate(STATUS_ORDER)}
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ def build_config_summary(
     evidence = {launch.launch: evidence_of(launch) for launch in launches}
     points = [summarize_point(plan, point, launches, evidence, baseline, agreement_threshold, labels)
               for point in _points(plan)]
-    status = max((p["status"] for p in points), key=_STATUS_RANK.__getitem__, default="failed")
+    status = max((p["status"] for p in points), key=_STATUS_RANK.__getitem__, default=Status.FAILED)
     return {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
@@ -307,5 +307,5 @@ def aa_control(point_summary: Mapping[str, Any], noise: Noise | None,
         out["comparison"] = contrast(fit, control_level(name), name)
     else:
         out["comparison"] = (compare(c_side, f_side, noise) if noise is not None
-                             else {"verdict": "insufficient samples"})
+                             else {"verdict": Verdict.INSUFFICIENT})
     return out

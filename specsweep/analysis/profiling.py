@@ -15,7 +15,7 @@ table reads (``analysis.metrics`` kind ``profile``) and the report shows:
 * ``allreduce_check``: all-reduces per target forward in the trace against
   the expected ``layers x per_layer + outside_layers`` (``Engine.comm_profile``;
   layers from the model's config.json as the micro-benchmark read it): the
-  seeds' 122 for Kimi-K2.5's 61 layers;
+  the Kimi-K2.5 case's 122 for its 61 layers (docs/sglang.md);
 * ``bench``: the micro-benchmark's median latency at the verify's size, and
   that latency x the trace's all-reduces per target forward
   (``bench_ms_per_forward``), to set beside the trace's comm ms: the gap is

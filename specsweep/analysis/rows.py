@@ -26,7 +26,7 @@ from specsweep.analysis.formulas import break_even_accept_length
 from specsweep.analysis.launches import aa_control, point_sample, point_summaries
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS, PRIMARY_VERDICT, VERDICT_METRICS, column_value
 from specsweep.analysis.stats import Noise, Sample, compare, estimate_interval, launches_needed
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT
 
@@ -156,9 +156,9 @@ def config_rows(
         elif r["status"] in (Status.FAILED, Status.CONTAMINATED):
             r["verdict"] = r["status"]  # a contaminated number is never compared
         elif base is not None and point_base is None:
-            r["verdict"] = "no baseline at this point"
+            r["verdict"] = Verdict.NO_BASELINE_AT_POINT
         elif not base_ok:
-            r["verdict"] = "no baseline"
+            r["verdict"] = Verdict.NO_BASELINE
         else:
             r["comparisons"] = {metric: compare_rows(r, point_base, metric) for metric, _, _ in VERDICT_METRICS}
             r["verdict"] = r["comparisons"][PRIMARY_VERDICT]["verdict"]
@@ -175,15 +175,19 @@ def config_rows(
         r["decode_rate_ci_low"], r["decode_rate_ci_high"] = rate_interval(r, noise)
         for metric, _, _, prefix in SECONDARY:
             c = r["comparisons"].get(metric) or {}
-            r[f"{prefix}_verdict"] = c.get("verdict") if c else (r["verdict"] if r["verdict"] == "baseline" else None)
+            r[f"{prefix}_verdict"] = (c.get("verdict") if c
+                                      else (r["verdict"] if r["verdict"] == Verdict.BASELINE else None))
             r[f"{prefix}_ratio"], r[f"{prefix}_threshold"] = c.get("ratio"), c.get("threshold")
         r["devices"], r["device_kind"] = devices_of(r["plan"], r.get("server"))
         r["tok_s_per_gpu"] = per_device(r["aggregate_tok_s_median"], r["devices"])
         r["baseline_tok_s"] = point_base[BASELINE_TOK_S] if base_ok else None
-        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"], devices_of(point_base["plan"], point_base.get("server"))[0])
+        r["baseline_tok_s_per_gpu"] = (per_device(point_base["aggregate_tok_s_median"],
+                                                  devices_of(point_base["plan"], point_base.get("server"))[0])
                                        if base_ok else None)
         r["break_even_accept_length"], r["speculation_pays"] = None, None
-        if r["cycle_time_ms"] is None:
+        if r["config"] == baseline and r["spec"]:  # an external server's own word; a launched one is refused
+            r["break_even_why"] = "the baseline itself runs speculation"
+        elif r["cycle_time_ms"] is None:
             r["break_even_why"] = "no cycle time" + (" (no speculation)" if not r["spec"] else "")
         elif r["baseline_tok_s"] is None:
             r["break_even_why"] = "no baseline decode rate" + (" at this point" if point_base is None else "")
@@ -207,7 +211,7 @@ def compare_rows(r: dict[str, Any], other: dict[str, Any], metric: str = PRIMARY
     lower = next(lower for name, _, lower in VERDICT_METRICS if name == metric)
     a, b = r["verdict_samples"].get(metric), other["verdict_samples"].get(metric)
     if a is None or b is None:
-        return {"verdict": "insufficient samples", "method": BLOCKED_METHOD,
+        return {"verdict": Verdict.INSUFFICIENT, "method": BLOCKED_METHOD,
                 "note": f"no {metric} samples on {'this side' if a is None else 'the other side'}"}
     fit = (r.get("blocks") or {}).get(metric)
     if fit is None or r["config"] not in fit.sides or other["config"] not in fit.sides:
@@ -239,7 +243,7 @@ def devices_of(plan: dict[str, Any], server: dict[str, Any] | None = None) -> tu
     gpus = int(plan.get("gpus") or 0)
     if gpus > 0:
         return gpus, "gpu"
-    return int((plan.get("server_args") or {}).get("tp-size") or 1), "cpu rank"
+    return int((plan.get("facts") or {}).get("tp_size") or 1), "cpu rank"
 
 
 def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import special as _special
 
+from specsweep.contracts.vocabulary import Verdict
 from specsweep.warmup import WARMUP_CRITERION, windows_converged  # noqa: F401 - analysis' callers import them here
 
 PERCENTILE_METHOD = "linear"
@@ -72,8 +73,6 @@ POWER_METHOD = (
     "log ratio (normal-theory approximation with Student quantiles); launches needed per side for an effect E: "
     "2 x var x ((t(1 - a/2, df) + t(power, df)) / log(1 + E))^2, at the current requests per launch"
 )
-
-VERDICTS = ("faster", "slower", "no significant difference", "insufficient samples")
 
 
 def percentiles(values: Sequence[float], qs: Sequence[float] = PERCENTILES) -> dict[str, float]:
@@ -294,10 +293,10 @@ def estimate_interval(estimate: float, units: int, noise: Noise, level: float = 
 
 def _words(lo: float, hi: float, lower_is_better: bool) -> str:
     if lo > 1:
-        return "slower" if lower_is_better else "faster"
+        return Verdict.SLOWER if lower_is_better else Verdict.FASTER
     if hi < 1:
-        return "faster" if lower_is_better else "slower"
-    return "no significant difference"
+        return Verdict.FASTER if lower_is_better else Verdict.SLOWER
+    return Verdict.NO_DIFFERENCE
 
 
 def compare(
@@ -321,10 +320,10 @@ def compare(
     out: dict[str, Any] = {"method": VERDICT_METHOD, "n": len(va), "n_baseline": len(vb), "min_samples": min_samples,
                            "level": level}
     if len(va) < min_samples or len(vb) < min_samples:
-        out["verdict"] = "insufficient samples"
+        out["verdict"] = Verdict.INSUFFICIENT
         return out
     if noise.var is None:
-        out.update(verdict="insufficient samples",
+        out.update(verdict=Verdict.INSUFFICIENT,
                    note="nothing was replicated at this point (one launch and one round per configuration): "
                         "no variance to judge a difference by")
         return out
@@ -384,7 +383,7 @@ def holm_family(comparisons: Sequence[Mapping[str, Any]], lower_is_better: bool 
                                                                     math.exp(d + t_crit * c["se"])],
                  threshold=math.exp(t_crit * c["se"]) - 1)
         if adjusted[k] >= 1 - c["level"]:
-            c["verdict"] = "no significant difference"
+            c["verdict"] = Verdict.NO_DIFFERENCE
         else:  # then p < a / (m - rank): the step's interval excludes 1
-            c["verdict"] = "faster" if (d > 0) != lower_is_better else "slower"
+            c["verdict"] = Verdict.FASTER if (d > 0) != lower_is_better else Verdict.SLOWER
     return out

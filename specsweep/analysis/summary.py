@@ -83,7 +83,6 @@ from specsweep.analysis.formulas import (
 from specsweep.analysis.metrics import required_metrics
 from specsweep.analysis.profiling import profile_warnings
 from specsweep.analysis.stats import WARMUP_CRITERION
-from specsweep.contracts.acceptance import SIMULATE_ACC_LEN as SIMULATE_ENV
 from specsweep.contracts.acceptance import simulated_acc_len
 from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage, Status
 from specsweep.engines.argv import speculative_algorithm
@@ -111,6 +110,8 @@ from specsweep.warmup import warmup_report
 #      /server_info says it runs; the other summaries read as before, so the version stays.)
 #   8  + metrics target_forward_ms and target_forward_comm_ms (per target forward, with or without
 #      speculation: the cost model's no-speculation step).
+#      (plan format 5 adds facts to the plan each summary embeds; every other byte is as before, so the
+#      version stays.)
 SUMMARY_FORMAT_VERSION = 8
 
 AGREEMENT_DEFINITION = (
@@ -129,9 +130,13 @@ class BaselineRun:
     records: list[dict] | None = None
 
 
-def _simulated(env: Mapping[str, Any] | None) -> str | None:
-    value = (env or {}).get(SIMULATE_ENV)
-    return str(value) if simulated_acc_len(value) is not None else None
+def _simulated(plan: Mapping[str, Any], env: Mapping[str, Any] | None) -> str | None:
+    """``VAR=value`` when ``env`` (a plan's, or its server's as recorded) sets the variable that the plan's engine
+    reads for a simulated accept length (its facts' ``simulated_accept_length_setting``) to a value that
+    simulates (``contracts.acceptance.simulated_acc_len``)."""
+    section, _, key = ((plan.get("facts") or {}).get("simulated_accept_length_setting") or "").partition(".")
+    value = (env or {}).get(key) if section == "env" else None
+    return f"{key}={value}" if simulated_acc_len(value) is not None else None
 
 
 def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun | None) -> list[dict] | Absent:
@@ -147,13 +152,13 @@ def agreement_reference(plan: dict, launch: dict | None, baseline: BaselineRun |
         if temperature > 0:
             return Absent(f"{NOT_COMPARABLE}{who} samples at temperature {temperature} (agreement needs greedy "
                           "decoding)")
-    envs = [("this configuration", plan.get("env")),
-            ("this configuration's server", ((launch or {}).get("provenance") or {}).get("env")),
-            (f"the baseline {baseline.name!r}", baseline.plan.get("env"))]
-    for who, env in envs:
-        value = _simulated(env)
-        if value is not None:
-            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({SIMULATE_ENV}={value} in {who}): the emitted "
+    envs = [("this configuration", plan, plan.get("env")),
+            ("this configuration's server", plan, ((launch or {}).get("provenance") or {}).get("env")),
+            (f"the baseline {baseline.name!r}", baseline.plan, baseline.plan.get("env"))]
+    for who, p, env in envs:
+        setting = _simulated(p, env)
+        if setting is not None:
+            return Absent(f"{NOT_COMPARABLE}acceptance is simulated ({setting} in {who}): the emitted "
                           "tokens are not the target's greedy tokens")
     return select_measured(baseline.records)["ok"]
 
@@ -299,7 +304,9 @@ def build_summary(
         run_id = warmup[-1].get("run_id")
     warm = _warmup_section(plan, warmup, run_id)
     server = external_server(plan, launch)
-    spec = speculative_algorithm(server if server is not None else plan.get("server_args") or {})
+    # what the engine resolved the plan's flags to mean; an external server's own account where it gave one
+    spec = (speculative_algorithm(server) if server is not None
+            else (plan.get("facts") or {}).get("speculative_algorithm"))
     summary: dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],

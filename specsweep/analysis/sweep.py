@@ -86,7 +86,8 @@ def row_record(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
 def _expected_failure_warnings(rows: Sequence[dict[str, Any]]) -> None:
     for r in rows:
         if r["expect"] == Expect.FAILURE and r["status"] != Status.FAILED:
-            r["warnings"] = [*r["warnings"], "expected to fail (a known-failing case) but did not: re-check what changed"]
+            r["warnings"] = [*r["warnings"],
+                             "expected to fail (a known-failing case) but did not: re-check what changed"]
 
 
 def method_record() -> dict[str, Any]:

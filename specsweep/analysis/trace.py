@@ -244,7 +244,8 @@ def _analyze_gpu(events: list[dict[str, Any]], rt: RankTrace) -> None:
         corr = (e.get("args") or {}).get("correlation")
         if corr is not None:
             by_corr[corr].append(e)
-    runtime = [e for e in events if e.get("cat") in _RUNTIME_CATS and (e.get("args") or {}).get("correlation") in by_corr]
+    runtime = [e for e in events
+               if e.get("cat") in _RUNTIME_CATS and (e.get("args") or {}).get("correlation") in by_corr]
     by_tid: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for e in runtime:
         by_tid[(e.get("pid"), e.get("tid"))].append(e)

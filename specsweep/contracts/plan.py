@@ -46,7 +46,22 @@ from typing import Any
 #      (runtime "external" adds the key url, only in such plans, whose argv is [] and whose host and
 #      port are the url's: plans of the other runtimes read as before, so the version stays.)
 #      (issue 25: the typed record Plan, here; the file is byte for byte as before.)
-PLAN_FORMAT_VERSION = 4
+#   5  + facts = {"tp_size", "speculative_algorithm", "simulated_accept_length",
+#      "simulated_accept_length_setting", "speculation_settings", "all_reduce_backend"}: what the
+#      engine's flags and environment mean, resolved once by the engine (``Engine.facts``), so that
+#      analysis and the report never read an engine's flags. Nothing else changes: a plan of 4 is this
+#      plan without facts (a results/ made before reruns every server job once).
+PLAN_FORMAT_VERSION = 5
+
+#: ``facts``: what the engine says its plan's settings mean (``Engine.facts``, ``FACT_KEYS``):
+#: ``tp_size`` (ranks of one tensor-parallel group), ``speculative_algorithm`` (None: no speculation),
+#: ``simulated_accept_length`` (the fixed accept length the engine will simulate, None when it does not),
+#: ``simulated_accept_length_setting`` (the setting that fixes it, as a grid axis names it: ``env.<VAR>``),
+#: ``speculation_settings`` (the plan's settings that only speculation reads, ``server_args.<flag>`` /
+#: ``env.<VAR>``), ``all_reduce_backend`` (the one backend the flags select; None where the engine has
+#: no such setting and its log says what ran).
+FACT_KEYS = ("all_reduce_backend", "simulated_accept_length", "simulated_accept_length_setting",
+             "speculation_settings", "speculative_algorithm", "tp_size")
 
 #: The schema's keys that describe the target host (preflight reads them), kept as the configuration
 #: sets them: ``rdma`` has no default, so a plan without it stays as it was before the key existed.
@@ -99,6 +114,7 @@ class Plan:
     workload: Mapping[str, Any]
     prompts: Mapping[str, Any] | None  # the selected dataset prompts' identity; None: synthetic
     harness_version: int
+    facts: Mapping[str, Any]  # FACT_KEYS: what the engine says the settings mean
     format_version: int = PLAN_FORMAT_VERSION
     target: Mapping[str, Any] = field(default_factory=dict)  # TARGET_KEYS, as set
     url: str | None = None  # runtime external only: the running server's base URL
@@ -124,6 +140,8 @@ class Plan:
                             f"reads format {PLAN_FORMAT_VERSION}: resolve it again (snakemake reruns resolve_plan)")
         values = {key: copy.deepcopy(data[key]) for key in own if key in data}
         values["argv"] = tuple(values["argv"])
+        if sorted(values["facts"]) != sorted(FACT_KEYS):
+            raise PlanError(f"plan {data.get('name')!r}: facts {sorted(values['facts'])}, expected {list(FACT_KEYS)}")
         if values.get("points") is not None:
             values["points"] = tuple(Point.from_dict(p) for p in values["points"])
         target = {key: copy.deepcopy(data[key]) for key in TARGET_KEYS if key in data}
@@ -174,3 +192,10 @@ class Plan:
         """The points a server job measures: the plan's points, or its one workload and prompts as a point
         named ``default_name`` (``records.DEFAULT_POINT``)."""
         return self.points or (Point(default_name, self.workload, self.prompts),)
+
+
+def setting(plan: Mapping[str, Any], path: str) -> Any:
+    """The value of a plan's setting named as a grid axis names it (``env.<VAR>``, ``server_args.<flag>``),
+    None when unset: how a reader finds the setting a fact names (``simulated_accept_length_setting``)."""
+    section, _, key = path.partition(".")
+    return (plan.get(section) or {}).get(key)

@@ -6,6 +6,9 @@ here, ``repr`` write ``ok``), so writing members changes no byte of plan.json,
 outcome.json or summary.json, nor of a message that lists them, and reading code
 may compare a loaded string with a member.
 
+A comparison's outcome is a ``Verdict`` (faster, slower, ...), told in the
+same way.
+
 There are three status vocabularies, because three different things end:
 
 * ``Status``: how a launch, a point or a configuration ended (outcome.json,
@@ -42,6 +45,30 @@ class Status(_Word):
 
 #: Best to worst: the status of several launches or points is the worst of theirs.
 STATUS_ORDER = (Status.OK, Status.FALLBACK, Status.CONTAMINATED, Status.FAILED)
+#: Statuses whose measurements enter the verdicts (and the pooled launch variance): a contaminated
+#: number is never compared, a fallback one is (as what ran, not as the variant).
+COMPARED = (Status.OK, Status.FALLBACK)
+
+
+class Verdict(_Word):
+    """What a comparison of one configuration with another says (``analysis.stats``: summary.csv's
+    ``verdict`` columns, the report, the closing summary, the grids' winners); and what a report row
+    says in its place where nothing was compared (a failed or contaminated row says its ``Status``)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    NO_DIFFERENCE = "no significant difference"
+    INSUFFICIENT = "insufficient samples"
+    # a report row that is no comparison
+    BASELINE = "baseline"  # the baseline's own row
+    NO_BASELINE = "no baseline"  # the sweep names none, or the baseline's row is not ok
+    NO_BASELINE_AT_POINT = "no baseline at this point"  # the baseline measured other points
+
+
+#: What a comparison can say (``analysis.stats.compare``, ``holm_family``).
+COMPARISON_VERDICTS = (Verdict.FASTER, Verdict.SLOWER, Verdict.NO_DIFFERENCE, Verdict.INSUFFICIENT)
+#: The verdicts that call a difference (beyond the comparison's threshold).
+CALLED = (Verdict.FASTER, Verdict.SLOWER)
 
 
 class RequestStatus(_Word):

@@ -5,17 +5,24 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from specsweep.engines.argv import args_to_argv
+from specsweep.engines.argv import args_to_argv, common_facts
+from specsweep.engines.context import ContextLimit, model_config, shown_path
 from specsweep.engines.preflight import PreflightResult
-from specsweep.refengine.cli import BACKENDS, build_parser, check_args, resolve_args
+from specsweep.engines.variants import REFERENCE_PREFIX, known_variants
+from specsweep.refengine.cli import build_parser, check_args, resolve_args, resolved_flags
+from specsweep.refengine.config import load_config, request_token_limit, serving_context
+
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
+
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
 from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401
 from specsweep.refengine.ranges import PHASES as TRACE_PHASES  # noqa: F401
+
 # The engine's chat template and message text: what plan.tokenizer's ByteChatTokenizer renders chat prompts
 # with and plan.datasets reads messages with, so they count what this server will tokenize. The rest of
 # the package reaches the engine through this adapter, never specsweep.refengine itself.
@@ -26,8 +33,9 @@ from specsweep.refengine.tokenizer import (  # noqa: F401 - for plan.tokenizer a
     message_text,
 )
 
-#: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports.
-VARIANTS = frozenset(f"all-reduce:{b}" for b in BACKENDS)
+#: The ``variant:`` labels the reference engine's log can prove: the all-reduce backend it reports
+#: (``all-reduce:<backend>``, the registry's entries of this engine).
+VARIANTS = known_variants("reference")
 _BACKEND_LINE = re.compile(r"all-reduce backend: (?P<backend>\w+)")
 
 
@@ -70,6 +78,42 @@ class ReferenceEngine:
         port = plan.get("port") or self.container_port
         return _parse_once(tuple(plan["argv"][3:] + self.address_args(plan["host"], port)))
 
+    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+        """The largest input + output a request may ask for: the engine's own ``request_token_limit`` of its
+        context (``--context-length``, at most the config's ``max_position_embeddings``); None when the
+        flags or the config cannot be read (preflight names why)."""
+        if self._checked(plan)[0]:
+            return None
+        ns = resolve_args(build_parser().parse_args(plan["argv"][3:]))
+        found = model_config(plan, ns.model_path, base)
+        if found is None:
+            return None
+        path, raw = found
+        try:
+            cfg = load_config(path.parent)
+        except ValueError:
+            return None
+        context = serving_context(ns.context_length, cfg)
+        steps = ns.speculative_num_steps if ns.speculative_algorithm != "NONE" else None
+        key = "max_position_embeddings" if "max_position_embeddings" in raw else "max_position_embeddings (default)"
+        source = (f"--context-length {ns.context_length}" if context < cfg.max_position_embeddings
+                  else f"{shown_path(path, base)}: {key} {cfg.max_position_embeddings}")
+        kept = f" less speculative-num-steps {steps} + 1 for the draft" if steps else " less 1"
+        return ContextLimit(request_token_limit(context, steps), f"{source}, the reference engine's context,{kept}")
+
+    def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+        """What the flags mean (``contracts.plan.FACT_KEYS``): the TP size and the all-reduce backend as the
+        engine's own parser resolves them, from the flags alone (no file is read: a plan does not depend on
+        the host that resolves it); the backend None when the flags do not parse (preflight names them)."""
+        ns = resolved_flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
+        if ns is not None:
+            return {**common_facts(server_args, env), "tp_size": ns.tp_size,
+                    "all_reduce_backend": ns.all_reduce_backend}
+        # flags the parser refuses (another one's value, say): the TP size as given, if it is a number
+        given = next((server_args[k] for k in ("tp-size", "tensor-parallel-size") if server_args.get(k)), 1)
+        return {**common_facts(server_args, env), "tp_size": int(given) if str(given).isdigit() else None,
+                "all_reduce_backend": None}
+
     def check_labels(
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
@@ -85,7 +129,7 @@ class ReferenceEngine:
             errors.append(f"{key}: unknown variant(s) {unknown} for the reference engine; allowed: "
                           f"{sorted(VARIANTS)} (the all-reduce backend its log must show); remove it or name one")
         elif variants and (backend := self._checked(plan)[1]) is not None:  # bad flags: preflight names them
-            if variants != [f"all-reduce:{backend}"]:
+            if variants != [f"{REFERENCE_PREFIX}{backend}"]:
                 errors.append(f"{key}: {variants} contradicts the flags, which select --all-reduce-backend "
                               f"{backend}; set variant: all-reduce:{backend} or change server_args.all-reduce-backend")
         return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
@@ -96,13 +140,13 @@ class ReferenceEngine:
         requested = plan["server_args"].get("all-reduce-backend")
         found = _BACKEND_LINE.findall(server_log)
         evidence: dict[str, Any] = {
-            "requested": [f"all-reduce:{requested}"] if requested else [],
-            "active": [f"all-reduce:{b}" for b in dict.fromkeys(found)],
+            "requested": [f"{REFERENCE_PREFIX}{requested}"] if requested else [],
+            "active": [f"{REFERENCE_PREFIX}{b}" for b in dict.fromkeys(found)],
             "fell_back": [],
         }
         if requested and found and requested not in found:
             evidence["fell_back"].append(
-                {"variant": f"all-reduce:{requested}", "line": f"all-reduce backend: {found[0]}"}
+                {"variant": f"{REFERENCE_PREFIX}{requested}", "line": f"all-reduce backend: {found[0]}"}
             )
         return evidence
 

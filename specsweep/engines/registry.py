@@ -7,8 +7,10 @@ only talk to an :class:`Engine`; they never branch on an engine's name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
+from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.reference import ReferenceEngine
 from specsweep.engines.sglang.engine import SGLangEngine
@@ -28,6 +30,11 @@ class Engine(Protocol):
 
     def address_args(self, host: str, port: int) -> list[str]: ...
 
+    def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+        """What the plan's flags and environment mean, resolved once into the plan (``contracts.plan.FACT_KEYS``):
+        analysis and the report read these, never an engine's flags."""
+        ...
+
     def preflight(
         self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
@@ -38,6 +45,11 @@ class Engine(Protocol):
         self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Static checks of a plan's labels (``variant``, ``expect``; not in the plan, so not in preflight)."""
+        ...
+
+    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+        """The largest prompt + output tokens a request of this plan may ask for, and where that comes from
+        (``engines.context``); paths relative to ``base``; None when it cannot be known before a launch."""
         ...
 
     def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:

@@ -37,6 +37,7 @@ VOLATILE_MANIFEST_KEYS = frozenset({"created", "build_seconds", "reused", "build
 # reaches builds only as the BuildKit secret ``proxy_ca``.
 DEFAULT_PROXY_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
+
 def _git_revision(root: Path) -> str:
     proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return proc.stdout.strip() if proc.returncode == 0 else "unknown"
@@ -54,7 +55,6 @@ def provenance_args(root: Path, source_url: str | None = None) -> dict[str, str]
         "VERSION": __version__,
         "CREATED": _utc_now(),
     }
-
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -175,7 +175,8 @@ def build_image(
         builder = " ".join(Path(prefix[0]).name if i == 0 else p for i, p in enumerate(prefix))
         build_args = {str(k): str(v) for k, v in (spec.get("build_args") or {}).items()}
         build_args = {**provenance_args(root, source_url), **build_args}
-        labels = {"io.specsweep.image": name, "io.specsweep.content-tag": tag, **({"io.specsweep.project": "specsweep"})}
+        labels = {"io.specsweep.image": name, "io.specsweep.content-tag": tag,
+                  **({"io.specsweep.project": "specsweep"})}
         with tempfile.TemporaryDirectory(prefix="specsweep-ctx-") as tmp:
             staged = Path(tmp) / "context"
             staged.mkdir()
@@ -251,4 +252,3 @@ def _publish_with_state(manifest: dict[str, Any], manifest_path: Path, state_pat
     shutil.copy2(manifest_path, tmp)
     os.replace(tmp, state_path)
     return manifest
-

@@ -56,7 +56,6 @@ def run_docker(
     return proc
 
 
-
 def _docker_candidates(docker: str) -> list[str]:
     seen: list[str] = []
     first = shutil.which(docker) or docker
@@ -89,7 +88,8 @@ def build_command(docker: str = "docker") -> tuple[list[str], dict[str, str]]:
         if m and int(m.group(1)) < 23:
             return [exe, "build"], {"DOCKER_BUILDKIT": "1"}
         tried.append(f"{exe}: client {(ver.stdout or '?').strip()} without buildx")
-    raise DockerError("no BuildKit-capable docker CLI found (" + "; ".join(tried) + ")")
+    raise DockerError("no BuildKit-capable docker CLI found (" + "; ".join(tried) + "): install Docker's buildx "
+                      "plugin (docker-buildx-plugin), which building an image needs")
 
 
 def image_exists(ref: str, docker: str = "docker") -> bool:
@@ -100,4 +100,3 @@ def image_exists(ref: str, docker: str = "docker") -> bool:
 def image_inspect(ref: str, docker: str = "docker") -> dict[str, Any]:
     """``docker image inspect`` of one image."""
     return json.loads(run_docker([docker, "image", "inspect", ref]).stdout)[0]
-

@@ -9,6 +9,9 @@ fix, before any job runs (``snakemake -n`` included).
   answers the repeats, and every number is inflated. An error. Fewer than the
   whole run sends (``repeats x num_prompts`` + the warmup cap) is a warning:
   rounds reuse each other's prompts.
+* A workload longer than one request may be (``input_len + output_len``
+  beyond the limit the engine derives from the model's config or
+  ``--context-length``): every request would be refused at warmup. An error.
 * A baseline that runs speculative decoding: every verdict and the break-even
   (cycle time x the baseline's tok/s) assume a baseline without it. An error.
 * Flags an engine's own parser refuses, for engines whose preflight runs
@@ -26,6 +29,7 @@ fix, before any job runs (``snakemake -n`` included).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.acceptance import SIMULATE_ACC_LEN, acc_len_problem
@@ -66,6 +70,30 @@ def prompt_findings(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]
                     "num_prompts + warmup.max_requests): rounds reuse each other's prompts, which a prefix cache "
                     "may answer faster; a larger dataset avoids it")
     return errors, warnings
+
+
+def context_findings(plans: Mapping[str, Mapping], base: Path) -> list[str]:
+    """Each plan's (and point's) ``input_len + output_len`` within what its engine lets one request ask for
+    (``Engine.context_limit``: the model's config or ``--context-length``); beyond it every request would be
+    refused at warmup. Plans whose limit cannot be known here (no model config on this host) pass."""
+    errors: list[str] = []
+    for name, plan in plans.items():
+        if is_external(plan):
+            continue
+        limit = get_engine(plan["engine"]).context_limit(dict(plan), base)
+        if limit is None:
+            continue
+        for i, point in enumerate(plan_points(plan)):
+            workload = point["workload"]
+            total = int(workload["input_len"]) + int(workload["output_len"])
+            if total <= limit.tokens:
+                continue
+            where = f"configurations.{name}.{f'points[{i}]' if 'points' in plan else 'workload'}.output_len"
+            errors.append(
+                f"{where}: input_len {workload['input_len']} + output_len {workload['output_len']} = {total} tokens, "
+                f"beyond the {limit.tokens} one request may ask for ({limit.source}): the server would refuse "
+                "every request; lower output_len or input_len to fit")
+    return errors
 
 
 def baseline_problems(plans: Mapping[str, Mapping], baseline: str | None) -> list[str]:
@@ -114,7 +142,8 @@ def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[
 def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping],
                    labels: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow."""
-    errors = plan_problems(plans) + baseline_problems(plans, config.get("baseline")) + acceptance_problems(plans)
+    errors = (plan_problems(plans) + baseline_problems(plans, config.get("baseline")) + acceptance_problems(plans)
+              + context_findings(plans, Path.cwd()))
     warnings: list[str] = []
     for found in (label_findings(plans, labels, config.get("images")), prompt_findings(plans),
                   in_process_preflight(plans)):

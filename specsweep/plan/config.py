@@ -72,13 +72,24 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def load_yaml_strict(path: Path) -> dict:
-    """Parse ``path`` as YAML, failing on duplicate keys with file and line."""
+    """Parse ``path`` as YAML, failing on duplicate keys with file and line, and on a top level that is not a
+    mapping (a list or a string is a config file's mistake, not a config)."""
     try:
         with open(path, encoding="utf-8") as stream:  # a stream, so that every error names the file and line
             data = yaml.load(stream, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [str(exc).replace("\n", " ")]) from exc
-    return data if data is not None else {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [(f"(top level): a config file is a mapping of keys (configurations:, defaults:, "
+                                       f"baseline:, ...), got a YAML {_yaml_kind(data)}")])
+    return data
+
+
+def _yaml_kind(data: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(data),
+                                                                                          type(data).__name__)
 
 
 @functools.lru_cache(maxsize=4)
@@ -163,7 +174,8 @@ def semantic_problems(config: Mapping) -> list[str]:
     defaults = config.get("defaults") or {}
     if "extends" in defaults:
         problems.append("defaults.extends: not allowed in defaults (defaults apply to every configuration)")
-    for where, entry in [("defaults", defaults)] + [(f"configurations.{n}", e or {}) for n, e in configurations.items()]:
+    entries = [("defaults", defaults)] + [(f"configurations.{n}", e or {}) for n, e in configurations.items()]
+    for where, entry in entries:
         image = entry.get("image")
         if image is not None and image not in images:
             problems.append(f"{where}.image: {image!r} is not defined under images; allowed: {sorted(images)}")

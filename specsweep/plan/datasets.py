@@ -20,8 +20,10 @@ tokenizer (``plan.tokenizer``); a prompt longer than ``input_len`` is cut to
 it (``long_prompts: cut``: a chat's last message is shortened, so the
 template stays whole) or dropped (``drop``); one shorter than
 ``min_input_len`` is dropped. Selection stops once ``prompts_needed`` prompts
-passed; when the file has fewer, they repeat in the same order (the plan
-records how many are distinct). The layout is measured prompts first
+passed, each distinct by content as sent (a prompt equal to one already
+chosen, e.g. a repeated line or two prompts equal once cut, is skipped);
+when the file has fewer, they repeat in the same order (the plan records
+how many are distinct). The layout is measured prompts first
 (``repeat * num_prompts + index``), then warmup, so two configurations with the
 same dataset, seed and lengths measure the same prompts.
 
@@ -84,7 +86,8 @@ def _sharegpt_prompt(item: Any, where: str) -> list[dict[str, str]] | None:
         raise DatasetError(f"{where}: expected an object with 'conversations': a list of "
                            "{'from': 'human'|'gpt'|..., 'value': str} (ShareGPT format)")
     for turn in item["conversations"]:
-        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str) or not isinstance(turn.get("value"), str):
+        if (not isinstance(turn, dict) or not isinstance(turn.get("from"), str)
+                or not isinstance(turn.get("value"), str)):
             raise DatasetError(f"{where}: every conversation turn needs a string 'from' and a string 'value'")
         if turn["from"].lower() in _HUMAN:
             return [{"role": "user", "content": turn["value"]}]
@@ -227,6 +230,7 @@ def select_prompts(candidates: list[dict[str, Any]], tok: PromptTokenizer, *, en
     order = list(range(len(candidates)))
     random.Random(f"specsweep-dataset:{seed}").shuffle(order)
     chosen: list[dict[str, Any]] = []
+    seen: set[str] = set()  # by content as sent: a file's repeated lines (or two prompts equal once cut) are one
     lengths: list[int] = []
     for i in order:
         p = endpoint_prompt(candidates[i], tok, endpoint, input_len, long_prompts)
@@ -234,6 +238,10 @@ def select_prompts(candidates: list[dict[str, Any]], tok: PromptTokenizer, *, en
             if p is not None:
                 lengths.append(p["input_len"])
             continue
+        content = canonical_json(p)
+        if content in seen:
+            continue
+        seen.add(content)
         chosen.append(p)
         if len(chosen) == needed:
             break
@@ -293,9 +301,11 @@ def resolve_prompts(entry: Mapping[str, Any], builtin_tokenizer: str | None, wri
             f"({(entry.get('server_args') or {}).get('model-path')!r}) holds none and the engine has none built in; "
             "set workload.dataset.tokenizer to a tokenizer directory, or use format: random")
     settings = _settings(workload)
+    # "distinct": how the cached count was made; selections cached before prompts were told apart by content
+    # are made again (the same prompts for a file without repeats, so the same plan).
     key = hashlib.sha256(canonical_json({
         "path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-        "tokenizer": source_stat_key(source), **settings}).encode()).hexdigest()
+        "tokenizer": source_stat_key(source), "distinct": "by-content", **settings}).encode()).hexdigest()
     index = Path(PROMPTS_DIR) / "index" / f"{key}.json"
     if write and index.is_file():
         cached = json.loads(index.read_text())

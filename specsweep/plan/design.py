@@ -96,5 +96,6 @@ def choose_design(plans: Iterable[Plan | Mapping[str, Any]], requested: str = AU
         return Design.SIDE_BY_SIDE, (f"every server fits on {where} at once ({len(typed)} reference-engine "
                                      "configurations): up together, measured in turn, sharing the machine's drift")
     if requested == Design.SIDE_BY_SIDE:
-        raise DesignError(f"rounds.design: side-by-side, but {against}; allowed here: {[AUTO, Design.SEQUENTIAL.value]}")
+        allowed = [AUTO, Design.SEQUENTIAL.value]
+        raise DesignError(f"rounds.design: side-by-side, but {against}; allowed here: {allowed}")
     return Design.SEQUENTIAL, against

@@ -10,7 +10,7 @@ Order. Launches run in rounds, A B A B and not A A B B, so that a slow
 drift of the machine is spread over every configuration instead of being
 confounded with one of them, and each round in a seeded random order
 (``plan.rounds``: the baseline is not always first; the A/A control takes a
-random place in the last planned round). Snakemake has no ordering edges
+random place in round 1). Snakemake has no ordering edges
 between independent jobs that would not also be rerun edges (an edge from
 A's launch 1 to B's launch 2 would rerun B whenever A reruns), so a round
 waits for the judgement of the round before (a file it reads, not a
@@ -26,7 +26,6 @@ those already measured.
 """
 
 from __future__ import annotations
-
 
 #: Benchmark priorities lie in (0, PRIORITY_CEILING), below preflight's 100.
 PRIORITY_CEILING = 99.0

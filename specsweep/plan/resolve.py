@@ -142,6 +142,7 @@ def resolve_plan(name: str, entry: Mapping, write_prompts: bool = False) -> Plan
         argv=engine.launch_argv("python3", server_args),
         env=_env_strings(entry["env"]),
     )
+    plan["facts"] = engine.facts(server_args, plan["env"])
     if plan["runtime"] != "docker":
         plan["image"] = None
     if is_external(plan) and plan.get("url"):
@@ -298,4 +299,3 @@ def external_problems(name: str, plan: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.{key}: runtime '{EXTERNAL_RUNTIME}' launches nothing, so {key} does not "
                             f"apply ({why}); remove it (or set it under another runtime)")
     return problems
-

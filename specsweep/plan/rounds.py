@@ -2,7 +2,7 @@
 
 A round holds one launch of every configuration taking part (round ``r`` is
 launch id ``r``); the A/A control (launch ``aa``, the baseline launched once
-more) joins the last planned round. Three rules make a slow spell of the host
+more) joins round 1 (every sweep has it: raising ``launches`` never moves it). Three rules make a slow spell of the host
 land on no configuration in particular:
 
 * **a seeded random order within each round** (``round_order``): the
@@ -81,9 +81,9 @@ def planned_rounds(launches: Mapping[str, int]) -> int:
 def planned_members(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
                     round_no: int) -> list[tuple[str, str]]:
     """(configuration, launch) of planned round ``round_no``, by name: every configuration planning at
-    least that many launches, and the A/A control in the last planned round."""
+    least that many launches, and the A/A control in round 1."""
     members = [(name, str(round_no)) for name in sorted(launches) if launches[name] >= round_no]
-    if aa_control and baseline in launches and round_no == planned_rounds(launches):
+    if aa_control and baseline in launches and round_no == 1:
         members.append((baseline, CONTROL))
     return members
 
@@ -113,8 +113,9 @@ def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control:
 
 
 def round_of(launch: str, rounds_planned: int) -> int:
-    """The round a launch id runs in: its number, and the A/A control in the last planned round."""
-    return rounds_planned if launch == CONTROL else int(launch)
+    """The round a launch id runs in: its number, and the A/A control in round 1 (which every sweep has, so
+    that raising ``launches`` never moves, and so never reruns, a measured A/A control)."""
+    return 1 if launch == CONTROL else int(launch)
 
 
 def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> float:

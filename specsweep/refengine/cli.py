@@ -196,6 +196,15 @@ def check_args(argv: list[str]) -> list[str]:
     return semantic_errors(resolve_args(ns))
 
 
+def resolved_flags(argv: list[str]) -> argparse.Namespace | None:
+    """``argv``'s flags with their derived defaults (``resolve_args``), without the checks that read files
+    (``semantic_errors``); None when they do not parse. Never exits."""
+    try:
+        return resolve_args(build_parser(_RaisingParser).parse_args(argv))
+    except (ArgsError, ValueError, TypeError):
+        return None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse for real (exit 2 with argparse's message on bad flags or rule violations)."""
     parser = build_parser()

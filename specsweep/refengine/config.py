@@ -93,7 +93,8 @@ def read_raw_config(model_path: str | Path) -> dict[str, Any]:
     """Read ``<model_path>/config.json``; raises ``ValueError`` with a clear message."""
     path = Path(model_path) / "config.json"
     if not path.is_file():
-        raise ValueError(f"--model-path {model_path}: no config.json found at {path}")
+        where = "" if path.is_absolute() else f" (a relative path: looked for under {Path.cwd()})"
+        raise ValueError(f"--model-path {model_path}: no config.json found at {path}{where}")
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
@@ -114,6 +115,17 @@ def load_config(model_path: str | Path) -> ModelConfig:
     if isinstance(kwargs.get("eos_token_id"), list):
         kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
     return ModelConfig(**kwargs)
+
+
+def serving_context(context_length: int | None, cfg: ModelConfig) -> int:
+    """The positions a request may use: ``--context-length``, at most the config's ``max_position_embeddings``."""
+    return min(context_length or cfg.max_position_embeddings, cfg.max_position_embeddings)
+
+
+def request_token_limit(context: int, spec_steps: int | None) -> int:
+    """The largest prompt + max_new_tokens a request may ask for: the context less the draft's tail
+    (``spec_steps`` positions) and one more; a request beyond it is refused (HTTP 400)."""
+    return context - (spec_steps or 0) - 1
 
 
 def tp_errors(cfg: ModelConfig, tp_size: int) -> list[str]:

@@ -122,7 +122,8 @@ class GraphPlan:
                    for n in sorted(self.prefill_buckets, reverse=True) if (kv := self.prefill_kv(n)) is not None
                    for b in reversed(self.prefill_batches(n))]
         return prefill + [GraphKey(kind, n, b, kv) for kind, n in self.kinds
-                          for b in sorted(self.batch_sizes, reverse=True) for kv in sorted(self.kv_buckets, reverse=True)]
+                          for b in sorted(self.batch_sizes, reverse=True)
+                          for kv in sorted(self.kv_buckets, reverse=True)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"batch_sizes": list(self.batch_sizes), "kv_buckets": list(self.kv_buckets),
@@ -401,7 +402,8 @@ class GraphRunner:
         return len(self.graphs)
 
     def report(self) -> dict[str, Any]:
-        return {"captured": [list(k) for k in self.graphs], "failed": {str(tuple(k)): v for k, v in self.failed.items()},
+        return {"captured": [list(k) for k in self.graphs],
+                "failed": {str(tuple(k)): v for k, v in self.failed.items()},
                 "capture_s": self.capture_s, "plan": self.plan.to_dict(), "comm_untimed": self.comm_untimed,
                 "pools": self.pools}
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from .config import request_token_limit
 from .model import Segment
 from .spec import SimulatedAcceptance, greedy_accept
 from .trace import DECODE, DRAFT, DRAFT_PREFILL, PREFILL, VERIFY
@@ -140,7 +141,7 @@ class Engine:
 
     def max_request_tokens(self) -> int:
         """Largest prompt + max_new_tokens a request may ask for."""
-        return self.context_length - (self.k or 0) - 1
+        return request_token_limit(self.context_length, self.k)
 
     def gen_throughput(self, window_s: float = 10.0) -> float | None:
         """Generated tokens per second over the last ``window_s`` (None when idle that long)."""

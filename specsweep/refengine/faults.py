@@ -75,7 +75,8 @@ def _value(name: str, text: str, what: str, low: float, high: float, upper_close
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name}: {text.strip()!r} is not {what} (allowed: {_interval(low, high, upper_closed)})") from None
+        raise ValueError(f"{name}: {text.strip()!r} is not {what} "
+                         f"(allowed: {_interval(low, high, upper_closed)})") from None
     inside = low <= value <= high if upper_closed else low <= value < high
     if not inside:  # NaN lands here too
         raise ValueError(f"{name}: {value:g} is outside {_interval(low, high, upper_closed)}")

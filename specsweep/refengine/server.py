@@ -25,7 +25,7 @@ from . import __version__
 from .affinity import Placement, available_cores, pin_rank, plan_placement
 from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
 from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
-from .config import ModelConfig, load_config
+from .config import ModelConfig, load_config, serving_context
 from .engine import Engine, Request
 from .faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
 from .http import ServerState, build_app
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in SAFE_CUDA_ENV.items():  # inherited by every rank, before any CUDA communicator exists
             os.environ.setdefault(key, value)
     world = ns.tp_size
-    context = min(ns.context_length or cfg.max_position_embeddings, cfg.max_position_embeddings)
+    context = serving_context(ns.context_length, cfg)
     max_tokens = max(CHUNK_TOKENS, ns.max_running_requests * ((k or 0) + 1))
     elem = 4 if ns.dtype == "float32" else 2
     try:

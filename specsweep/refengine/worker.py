@@ -253,7 +253,8 @@ class Driver:
         kept = self.call(("keep_graphs", sorted(common)))
         report = dict(reports[0])
         report["captured"] = sorted(common)
-        report["failed"] = {f"rank {rank}: {key}": err for rank, r in enumerate(reports) for key, err in r["failed"].items()}
+        report["failed"] = {f"rank {rank}: {key}": err
+                            for rank, r in enumerate(reports) for key, err in r["failed"].items()}
         report["kept_per_rank"] = kept
         return report
 

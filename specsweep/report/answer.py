@@ -10,6 +10,7 @@ from typing import Any
 
 from specsweep.analysis.costmodel import RESIDUAL_LARGE, RESIDUAL_PARTS
 from specsweep.analysis.rows import row_label
+from specsweep.contracts.vocabulary import CALLED, Verdict
 from specsweep.report.markdown import table_head, table_row
 from specsweep.report.markdown import verdict_text as _verdict
 
@@ -38,8 +39,8 @@ def backend_section(rows: Sequence[dict[str, Any]], baseline: str | None) -> str
             own_cell = f"{pair['name']} ({pair['how']})"
             vs_own = (_verdict(r["own_comparison"], "n/a") if own is not None
                       else "n/a (no row at this point)")
-            if r["own_comparison"] and r["own_verdict"] in ("faster", "slower"):
-                vs_own = f"{'pays' if r['own_verdict'] == 'faster' else 'does not pay'}: {vs_own}"
+            if r["own_comparison"] and r["own_verdict"] in CALLED:
+                vs_own = f"{'pays' if r['own_verdict'] == Verdict.FASTER else 'does not pay'}: {vs_own}"
             own_vs = _verdict((own or {}).get("comparison"), (own or {}).get("verdict", "n/a"))
         cells = [row_label(r), own_cell, vs_own, _verdict(r.get("comparison"), r.get("verdict", "n/a")), own_vs]
         w(table_row(cells))
@@ -102,7 +103,6 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
         f"{row_label(r)}: outside {r['model']['residual']['outside_ms']:+.2f}, comm missed "
         f"{r['model']['residual']['comm_missed_ms']:+.2f}" for r in modelled if "residual" in r["model"]) + ".\n\n")
     return out.getvalue()
-
 
 
 def budget_section(points: Sequence[dict[str, Any]], plot_rel: str | None = None) -> str:
@@ -177,5 +177,3 @@ def _crossover_text(cross: Mapping[str, Any]) -> str:
         return "pays at any latency" if cross["pays"] == "always" else "pays at no latency"
     side = "more" if cross["pays"] == "above" else "less"
     return f"pays when one all-reduce takes {side} than {cross['latency_us']:.1f} us"
-
-

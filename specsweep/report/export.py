@@ -158,7 +158,8 @@ def env_file(winner: Mapping[str, Any]) -> str:
     varied = [k.split(".", 1)[1] for k in winner['values'] if k.startswith("env.") and k not in winner['compared_at']]
     standing = ("significantly faster than every other member" if winner['significant']
                 else "highest median, but NOT significantly better than every other member")
-    out = [f"# specsweep: best configuration of grid {winner['grid']} at point {winner['point']}: {row.get('config')}\n",
+    out = [f"# specsweep: best configuration of grid {winner['grid']} at point {winner['point']}: "
+           f"{row.get('config')}\n",
            f"# {standing} (evidence: {winner['grid']}.json)\n"]
     if varied:
         out.append("# The environment the grid varied:\n")
@@ -167,7 +168,8 @@ def env_file(winner: Mapping[str, Any]) -> str:
     for key, value in what_if.items():
         out.append(f"# Compared at {key}={value}: a simulated accept length, a what-if of the sweep, not a setting "
                    f"(leave {key} unset). The same settings were the fastest at {len(winner['wins_at'] or [])} of "
-                   f"{len(winner['accept_lengths'] or [])} accept lengths ({', '.join(map(str, winner['wins_at'] or []))}).\n")
+                   f"{len(winner['accept_lengths'] or [])} accept lengths "
+                   f"({', '.join(map(str, winner['wins_at'] or []))}).\n")
     rest = [k for k in sorted(env) if k not in varied and k not in what_if]
     if rest:
         out.append("# The rest of the environment it was measured with:\n")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import Status
 from specsweep.report import plots, plots_parts
 from specsweep.report.linked import Linked
@@ -53,7 +54,7 @@ FIGURES: tuple[Figure, ...] = (
            "at the break-even accept length, marked x: cycle_time_s x baseline_tok_s. Speculation pays only above "
            "the baseline line, i.e. when accept_length > cycle_time_s x baseline_tok_s."),
     Figure("break_even", "break_even.png", lambda r, p: plots.plot_break_even(r.curves, p),
-           "The decode rate against accept length for configurations that differ only in SGLANG_SIMULATE_ACC_LEN "
+           f"The decode rate against accept length for configurations that differ only in {SIMULATE_ACC_LEN} "
            "(one line per backend group, one panel per workload point), with 95 % intervals; the baseline's decode "
            "rate as a dashed line, the measured crossing (dotted, its 95 % bootstrap interval shaded) and the "
            "computed break-even (cycle time x baseline tok/s, x)."),

@@ -84,6 +84,9 @@ def rule_line(rule: Mapping[str, Any]) -> str:
     """The rule the verdicts at one point use (``verdicts[i]`` of report.json), with the threshold and the
     smallest difference it sees."""
     noise = rule["noise"]
+    if noise["var"] is None and not noise.get("sides"):  # nothing pooled: every run here failed or was contaminated
+        return ("no verdicts: no configuration at this point has a result that is compared (a failed or "
+                "contaminated run is never compared), so there is no variance to judge a difference by")
     if noise["var"] is None:
         return ("no verdicts: nothing was replicated (one launch and one round per configuration), so there is no "
                 "variance to judge a difference by")
@@ -228,17 +231,33 @@ def control_sentences(report: Mapping[str, Any]) -> list[str]:
     return [line for line in lines if line]
 
 
-def external_lines(external: Mapping[str, str | None]) -> str:
-    """What runtime external means for reading the results (empty when no configuration used it)."""
+def external_lines(external: Mapping[str, str | None], speculative_baseline: str | None = None) -> str:
+    """What runtime external means for reading the results (empty when no configuration used it), and a
+    baseline whose server says it runs speculation (``speculative_baseline``: its name and algorithm)."""
     if not external:
         return ""
     named = ", ".join(f"{c} ({u})" for c, u in sorted(external.items()))
-    return (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
+    text = (f"External servers: {named} ran without this workflow, which attached to them (runtime external). "
             "Launch noise and the host lock do not apply to them: nothing was launched, so no launch-to-launch "
-            "effect of their own exists to measure, and the one-server-per-host lock was not taken (nor the check "
-            "that no other server ran on their host). Their launches are measurement rounds against the same "
-            "running server, and an A/A control of such a baseline measures drift over the sweep, not a "
-            "relaunch. What they run is what their /server_info said (each launch.json's server_info).\n\n")
+            "effect of their own exists to measure, and the one-server-per-host lock was not taken; the workflow "
+            "still waited until no other specsweep server ran on this host and marks a result measured while "
+            "one did `contaminated` (runs elsewhere do not know of an external server). Their launches are "
+            "measurement rounds against the same running server, and an A/A control of such a baseline measures "
+            "drift over the sweep, not a relaunch. What they run is what their /server_info said (each "
+            "launch.json's server_info).\n\n")
+    if speculative_baseline:
+        text += (f"**The baseline, {speculative_baseline}, runs speculative decoding**: break-even and `pays?` "
+                 "assume a baseline without speculation, so the baseline's own row is not judged against itself, "
+                 "and the other rows' break-even is against a speculative rate; name a server without speculation "
+                 "as baseline: for the answer this report is for.\n\n")
+    return text
+
+
+def speculative_baseline(data: Mapping[str, Any]) -> str | None:
+    """``name (its server says ALGO)`` when report.json's baseline row runs speculation, else None."""
+    name = (data.get("baseline") or {}).get("name")
+    spec = sorted({str(r["spec"]) for r in data.get("rows") or [] if r.get("config") == name and r.get("spec")})
+    return f"{name} (its server says {', '.join(spec)})" if spec else None
 
 
 # ------------------------------------------------------------------ the design
@@ -350,5 +369,5 @@ def head(report: Linked) -> str:
     """Everything report.md says before the baseline line, in order."""
     data = report.data
     return (deploy_lines(data["deploy"]) + control_lines(data) + design_lines(data["design"], data["burn_in"])
-            + external_lines(data["external"])
+            + external_lines(data["external"], speculative_baseline(data))
             + launch_lines(data["launches"]) + break_even_table(report.curves, data["method"]["crossing"]))

@@ -32,22 +32,22 @@ from typing import Any
 import matplotlib
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
+from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.report.markdown import OUTPUTS_DIFFER
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-
 VERDICT_COLORS = {
-    "baseline": "#1f77b4",
-    "faster": "#2ca02c",
-    "slower": "#d62728",
-    "no significant difference": "#7f7f7f",
-    "insufficient samples": "#bcbd22",
-    "no baseline": "#7f7f7f",
-    "failed": "#ffffff",
+    Verdict.BASELINE: "#1f77b4",
+    Verdict.FASTER: "#2ca02c",
+    Verdict.SLOWER: "#d62728",
+    Verdict.NO_DIFFERENCE: "#7f7f7f",
+    Verdict.INSUFFICIENT: "#bcbd22",
+    Verdict.NO_BASELINE: "#7f7f7f",
+    Status.FAILED: "#ffffff",
 }
 BASELINE_LINE = "#000000"
 #: Where each row keeps its decode rate's interval (``analysis.rows.rate_interval``).
@@ -150,7 +150,8 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
             base_tok = (row.get("base_row") or {}).get(BASELINE_TOK_S)
             if base_tok is not None and (row.get("base_row") or {}).get("status") == Status.OK:
                 ax.plot([base_tok, base_tok], [yi - 0.45, yi + 0.45], color=BASELINE_LINE, ls="--", lw=1.2,
-                        label=None if marked else f"baseline ({baseline['config'] if baseline else row['base_row']['config']})"
+                        label=None if marked else
+                        f"baseline ({baseline['config'] if baseline else row['base_row']['config']})"
                                                   " at the row's point")
                 marked = True
                 xmax = max(xmax, base_tok)
@@ -258,7 +259,8 @@ def plot_accept_length(rows: list[dict[str, Any]], baseline: dict[str, Any] | No
 def _accept_length_panel(ax: Any, pts: list[dict[str, Any]], baseline: dict[str, Any] | None, per_point: bool) -> None:
     cmap = plt.get_cmap("tab10")
     base_tok = baseline.get(BASELINE_TOK_S) if baseline else None
-    xs = [r["accept_length"] for r in pts] + [r["break_even_accept_length"] for r in pts if r.get("break_even_accept_length") is not None]
+    xs = [r["accept_length"] for r in pts] + [r["break_even_accept_length"] for r in pts
+                                              if r.get("break_even_accept_length") is not None]
     xmax = max(xs) * 1.25
     ymax = max([r[BASELINE_TOK_S] for r in pts] + [base_tok or 0]) * 1.25
     a = np.linspace(0, xmax, 200)
@@ -319,7 +321,7 @@ def plot_break_even(groups: list[Any], path: Path) -> str | None:
     groups = [g for g in groups if g.rows]
     if not groups:
         return _nothing(path, "no configurations that differ only in accept length (an axis over "
-                              "SGLANG_SIMULATE_ACC_LEN draws this curve)")
+                              f"{SIMULATE_ACC_LEN} draws this curve)")
     points = sorted({g.point for g in groups}, key=lambda p: min(r["point_index"] for g in groups
                                                                    if g.point == p for r in g.rows))
     # The legend goes under the panels, never over a curve's points.
@@ -416,7 +418,8 @@ def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) ->
                 color="#2ca02c", lw=2.5, alpha=0.5, label="Pareto frontier")
     unit = {r.get("device_kind") for r in pts}
     ax.set_xlabel("tok/s per user (median per-request output tok/s)")
-    ax.set_ylabel("tok/s per GPU (aggregate / GPUs)" if unit == {"gpu"} else "tok/s per device (aggregate / GPUs, or TP ranks on CPU)")
+    ax.set_ylabel("tok/s per GPU (aggregate / GPUs)" if unit == {"gpu"}
+                  else "tok/s per device (aggregate / GPUs, or TP ranks on CPU)")
     ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.9)

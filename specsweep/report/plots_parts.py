@@ -176,9 +176,9 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> str | None:
 
 
 def plot_budget(points: list[dict[str, Any]], path: Path) -> str | None:
-    """The communication budget (report.json's ``budget``: ``analysis.answer.budget_records``): per workload point, the accept length
-    needed to equal the baseline's decode rate against the all-reduce latency per call (one line per
-    speculative configuration, from its cost model: ``B x (draft + verify compute + all-reduces x L)``),
+    """The communication budget (report.json's ``budget``: ``analysis.answer.budget_records``): per workload
+    point, the accept length needed to equal the baseline's decode rate against the all-reduce latency per call
+    (one line per speculative configuration, from its cost model: ``B x (draft + verify compute + all-reduces x L)``),
     each configuration placed at its micro-benchmark latency and accept length (filled = above its line: pays)
     and, as an x, at the latency of the same call timed inside the server.
     Where no configuration all-reduces (TP=1) the figure says that communication is absent and shows the

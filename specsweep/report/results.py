@@ -13,7 +13,8 @@ from specsweep.analysis.formulas import NOT_COMPARABLE
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRICS, PRIMARY_VERDICT, SPEC_ONLY_METRICS, VERDICT_METRICS
 from specsweep.analysis.profiling import COMM_SHARE_TOLERANCE
 from specsweep.analysis.rows import row_label
-from specsweep.contracts.vocabulary import Expect, Status
+from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
+from specsweep.contracts.vocabulary import Expect, Status, Verdict
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.linked import Context
 from specsweep.report.markdown import OUTPUTS_DIFFER, table_head, table_row
@@ -27,7 +28,7 @@ PAIRED_METRICS = frozenset(name for name, m in METRICS.items() if m.kind == "pai
 def agreement_cell(r: dict[str, Any]) -> str:
     """The 'outputs vs baseline' cell: the match share, or why there is none."""
     a = r.get("agreement") or {}
-    if r["verdict"] == "baseline":
+    if r["verdict"] == Verdict.BASELINE:
         return "baseline"
     if a.get("match_share") is not None:
         prefix = r.get("output_common_prefix")
@@ -39,7 +40,6 @@ def agreement_cell(r: dict[str, Any]) -> str:
     if reason.startswith(NOT_COMPARABLE):
         return "not comparable (" + ("simulated acceptance" if "simulated" in reason else "sampling") + ")"
     return "n/a"
-
 
 
 def _expected_failure_note(r: dict[str, Any]) -> str:
@@ -66,7 +66,7 @@ def comparison_text(v: dict[str, Any] | None, smallest_effect: float | None = No
     if v.get("family"):
         text += f", Holm over {v['family']}"
     text += ")"
-    if v["verdict"] == "no significant difference" and v.get("detectable") is not None:
+    if v["verdict"] == Verdict.NO_DIFFERENCE and v.get("detectable") is not None:
         text += f"; sees >= {_pct(v['detectable'])} (80 % power)"
     return text
 
@@ -76,14 +76,14 @@ def _verdict_cell(r: dict[str, Any], smallest_effect: float | None = None) -> st
     if v is None or "ratio" not in v:
         return r["verdict"] if v is None else comparison_text(v)
     text = comparison_text(v)
-    if r.get("launches_needed") is not None and v["verdict"] == "no significant difference":
+    if r.get("launches_needed") is not None and v["verdict"] == Verdict.NO_DIFFERENCE:
         text += f"; {r['launches_needed']} launches each would see {_pct(smallest_effect)}"
     return text
 
 
 def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
     v = r["comparisons"].get(metric)
-    if r["verdict"] == "baseline" or v is None or "ratio" not in v:
+    if r["verdict"] == Verdict.BASELINE or v is None or "ratio" not in v:
         return value
     return f"{value}: {v['verdict']} (x{v['ratio']:.3f}, +-{v['threshold'] * 100:.1f} %)"
 
@@ -91,7 +91,8 @@ def _secondary_cell(r: dict[str, Any], metric: str, value: str) -> str:
 def baseline_section(ctx: Context) -> str:
     base, baseline = ctx.report.base, ctx.report.baseline
     if base is None:
-        return (f"Baseline: **none** ({'not named in config.yaml' if baseline is None else f'{baseline!r} has no summary'}); "
+        return ("Baseline: **none** "
+                f"({'not named in config.yaml' if baseline is None else f'{baseline!r} has no summary'}); "
                 "no verdicts and no break-even.\n\n")
     return (f"Baseline: **{base['config']}** (status {base['status']}): baseline tok/s = its decode rate, "
             f"{_f(base[BASELINE_TOK_S])} tok/s (defined under *Methods*); its end-to-end median "
@@ -103,7 +104,8 @@ def when_pays_section(ctx: Context) -> str:
             "Single-stream throughput of speculative decoding is `accept_length / cycle_time_s` (a cycle = the draft "
             "steps + one verify), so speculation pays only when\n\n"
             f"    {ctx.report.data['method']['break_even']}\n\n"
-            "Break-even accept length = cycle time x baseline tok/s (e.g. 0.030 s x 82 tok/s = 2.46). Here cycle time = "
+            "Break-even accept length = cycle time x baseline tok/s (e.g. 0.030 s x 82 tok/s = 2.46). "
+            "Here cycle time = "
             "decode time / spec_verify_ct measured by the client (decode time = last token chunk - first token chunk; "
             "the first token comes from prefill), and baseline tok/s = the baseline's decode rate (the geometric mean "
             "over its launches of each launch's median per-request decode tok/s), TTFT excluded because the cycle time "
@@ -254,9 +256,9 @@ def agreement_section(ctx: Context) -> str:
       f"{METRICS['output_common_prefix_tokens'].definition}. Below "
       f"{'the threshold' if threshold is None else f'{threshold:.0%}'} a configuration is marked "
       f"**{OUTPUTS_DIFFER}** and failed (reason `outputs_differ`): it may be fast, but it computes something "
-      "else. Simulated acceptance (`SGLANG_SIMULATE_ACC_LEN`) and sampling make outputs not comparable.\n\n")
+      f"else. Simulated acceptance (`{SIMULATE_ACC_LEN}`) and sampling make outputs not comparable.\n\n")
     for r in rows:
-        if r.get("verdict") == "baseline":
+        if r.get("verdict") == Verdict.BASELINE:
             continue
         a = r["agreement"]
         if a.get("match_share") is not None:

@@ -32,7 +32,7 @@ def _design(ctx: Context) -> str:
 
 
 def _external(ctx: Context) -> str:
-    return head.external_lines(ctx.report.data["external"])
+    return head.external_lines(ctx.report.data["external"], head.speculative_baseline(ctx.report.data))
 
 
 def _launch_cost(ctx: Context) -> str:

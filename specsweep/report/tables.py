@@ -7,10 +7,9 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specsweep.analysis.grids import ACC_ENV, ACC_KEY
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.analysis.rows import row_label
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.report.linked import Linked
 from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
@@ -80,12 +79,13 @@ def best_section(winners: Sequence[Mapping[str, Any]], files: Mapping[str, Mappi
             lead = (f"faster than every other member; the runner-up {runner['config']} by x{runner['ratio']:.3f} "
                     f"[{runner['ratio_ci'][0]:.3f}, {runner['ratio_ci'][1]:.3f}]")
         else:
-            tied = [a["config"] for a in w['against'] if a["verdict"] != "faster"]
+            tied = [a["config"] for a in w['against'] if a["verdict"] != Verdict.FASTER]
             lead = (f"NOT significantly better than {', '.join(tied[:4])}{' ...' if len(tied) > 4 else ''} "
                     "(highest median only; apply with care)")
         if w['compared_at']:
-            acc = w['compared_at'][ACC_KEY]
-            lead += (f", compared at the simulated accept length {ACC_ENV}={acc} (a what-if of the sweep, not a "
+            (acc_key, acc), = w['compared_at'].items()
+            lead += (f", compared at the simulated accept length {acc_key.partition('.')[2]}={acc} (a what-if of "
+                     "the sweep, not a "
                      f"setting); these settings are the fastest at {len(w['wins_at'] or [])} of the "
                      f"{len(w['accept_lengths'] or [])} accept lengths measured")
         paths = files.get(w['grid'], {})

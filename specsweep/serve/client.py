@@ -147,8 +147,9 @@ class _Progress:
     """A log line every ``every`` completed requests: done, failures, running tok/s."""
 
     def __init__(self, log: TextIO, label: str, total: int, every: int | None = None,
-                 console: Console | None = None) -> None:
+                 console: Console | None = None, final_shown: bool = False) -> None:
         self.log, self.label, self.total, self.console = log, label, total, console
+        self.final_shown = final_shown  # the terminal gets this round's last line (the last measured round's)
         self.every = every or max(1, total // 10)
         self.done = self.failed = self.tokens = 0
         self.t0 = time.perf_counter()
@@ -169,8 +170,8 @@ class _Progress:
                 f"{rate} output tok/s running, {dt:.1f} s")
         self.log.write(text + "\n")
         self.log.flush()
-        if self.console is not None:  # the terminal: rate-limited, and always the round's last line
-            self.console.progress(self.label, text, final=self.done == self.total)
+        if self.console is not None:  # the terminal: after a silence, and the last round's last line
+            self.console.progress(self.label, text, final=self.final_shown and self.done == self.total)
 
 
 def _failure_detail(records: list[dict[str, Any]]) -> tuple[str, str]:
@@ -340,7 +341,8 @@ class _Runner:
         for r in range(repeats):
             reqs = [self.request("measured", r, i) for i in range(n)]
             round_records: list[dict[str, Any]] = []
-            progress = _Progress(self.log, f"measured {r + 1}/{repeats}", n, console=self.console)
+            progress = _Progress(self.log, f"measured {r + 1}/{repeats}", n, console=self.console,
+                                 final_shown=r + 1 == repeats)
 
             def on_done(rec: dict[str, Any], _rr: list[dict[str, Any]] = round_records) -> None:
                 _rr.append(rec)
@@ -368,7 +370,6 @@ class _Runner:
         if failure is not None:
             raise failure
         return records
-
 
     async def phase(self, session: aiohttp.ClientSession, phase: str, n: int, path: Path) -> list[dict[str, Any]]:
         """``n`` requests of the workload outside warmup and measurement (e.g. while the engine's profiler records).

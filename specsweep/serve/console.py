@@ -1,11 +1,13 @@
 """What a server job says on the terminal Snakemake runs in (stdlib only).
 
 The job's log (``launch-<n>/logs/benchmark_server.log``) keeps every line; the
-terminal gets a few: the stage (launching, ready, each point), the running
-progress of warmup and of each measured round (requests done of planned,
-failures, output tok/s so far), at most one progress line every
-``every_s`` seconds plus the last of each round, and the outcome. Each line
-names the configuration and launch, since several jobs may share a terminal.
+terminal gets about four a launch, so that a sweep of many launches reads in
+one screen: that the server is launching, when it was ready together with the
+warmup's result (``defer``: a line said with the next one), the last measured
+round's totals, and the outcome. A long phase also shows a progress line
+(requests done of planned, failures, output tok/s so far) when ``every_s``
+seconds have passed without a line from this job. Each line names the
+configuration and launch, since several jobs may share a terminal.
 Snakemake runs a ``script:`` job as a child that inherits its stderr, so a
 line written here reaches the console (or, under Slurm, the job's Slurm log)
 without any terminal handling of our own.
@@ -14,43 +16,65 @@ without any terminal handling of our own.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TextIO
 
-#: Seconds between two progress lines of one round on the terminal (the log gets every line).
-PROGRESS_EVERY_S = 5.0
+#: Seconds without a line from the job after which a progress line is shown (the log gets every line).
+PROGRESS_EVERY_S = 60.0
+
+
+@dataclass
+class _Shared:
+    """What every console of one job shares (its points' too): the terminal, when it last got a line from this
+    job, and a line kept to be said with the next one."""
+
+    stream: TextIO | None
+    last: float
+    pending: str | None = None
 
 
 class Console:
-    """Prefixed lines for the terminal; ``progress`` lines rate-limited, ``say`` lines always."""
+    """Prefixed lines for the terminal; ``progress`` lines only after ``every_s`` of silence (or ``final``),
+    ``say`` lines always, ``defer`` lines with the next one."""
 
     def __init__(self, stream: TextIO | None, prefix: str, every_s: float = PROGRESS_EVERY_S,
-                 clock=time.monotonic) -> None:
-        self.stream, self.prefix, self.every_s, self.clock = stream, prefix, every_s, clock
-        self._last: dict[str, float] = {}
+                 clock=time.monotonic, shared: _Shared | None = None) -> None:
+        self.prefix, self.every_s, self.clock = prefix, every_s, clock
+        self.shared = shared if shared is not None else _Shared(stream, clock())
+
+    @property
+    def stream(self) -> TextIO | None:
+        return self.shared.stream
 
     def say(self, text: str) -> None:
-        """One line, always shown; a terminal that went away (a closed pipe) ends the console, never the job:
-        the log has every line."""
-        if self.stream is None:
+        """One line, always shown (after a deferred one, on the same line); a terminal that went away (a closed
+        pipe) ends the console, never the job: the log has every line."""
+        shared = self.shared
+        if shared.stream is None:
             return
+        if shared.pending is not None:
+            text, shared.pending = f"{shared.pending}; {text}", None
         try:
-            self.stream.write(f"specsweep {self.prefix}: {text}\n")
-            self.stream.flush()
+            shared.stream.write(f"specsweep {self.prefix}: {text}\n")
+            shared.stream.flush()
         except OSError:
-            self.stream = None
+            shared.stream = None
+        shared.last = self.clock()
+
+    def defer(self, text: str) -> None:
+        """A line said at the start of the next one (``ready after ...``, with the warmup's result)."""
+        pending = self.shared.pending
+        self.shared.pending = text if pending is None else f"{pending}; {text}"
 
     def progress(self, label: str, text: str, final: bool = False) -> None:
-        """A progress line of the round ``label``: shown when ``final`` (the round's last) or when
-        ``every_s`` have passed since this round's last shown line (the first is shown at once)."""
-        now = self.clock()
-        last = self._last.get(label)
-        if final or last is None or now - last >= self.every_s:
-            self._last[label] = now
+        """A progress line of the round ``label``: shown when ``final`` or when ``every_s`` have passed since
+        this job's last line on the terminal."""
+        if final or self.clock() - self.shared.last >= self.every_s:
             self.say(text)
 
-    def point(self, name: str) -> "Console":
+    def point(self, name: str) -> Console:
         """The same terminal, lines naming the workload point too."""
-        return Console(self.stream, f"{self.prefix} {name}", self.every_s, self.clock)
+        return Console(None, f"{self.prefix} {name}", self.every_s, self.clock, self.shared)
 
 
 def job_console(stream: TextIO | None, config: str, launch: str) -> Console | None:

@@ -100,7 +100,8 @@ def run_argv(
     for key in sorted(labels or {}):
         argv += ["--label", f"{key}={labels[key]}"]
     host_network = uses_host_network(plan)
-    argv += ["--network", "host"] if host_network else ["-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}"]
+    argv += (["--network", "host"] if host_network
+             else ["-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}"])
     argv += ["--init"]
     for key in sorted(plan.get("env") or {}):
         argv += ["-e", str(key)]
@@ -127,7 +128,6 @@ def run_argv(
     argv += [str(a) for a in plan["argv"]]
     argv += [str(a) for a in extra_args]
     return argv
-
 
 
 def containers_with_label(label: str = PROJECT_LABEL, *, docker: str = "docker", all_states: bool = True) -> list[str]:

@@ -107,8 +107,8 @@ from specsweep.serve import guard, kernel_cache, phases, sidebyside
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
-from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.launch import LAUNCH_ENV, identity_env, with_nccl_debug_file
 from specsweep.serve.server import TERM_GRACE_S, AttachedServer, Server, tail
 from specsweep.serve.slurm import EndWatch, slurm_job
 from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, watch_parents
@@ -133,7 +133,7 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: dict | None, log: TextIO,
                registry: Mapping[str, Any] | None = None, *, host: JobHost | None = None,
-               launch_id: str = "1", round_plan: Path | str | None = None) -> dict:
+               launch_id: str = "1", round_plan: Path | str | None = None, console: bool = True) -> dict:
     """Launch, wait, warm up and measure every point, tear down; return (and write) the outcome
     (life cycle: module docstring).
 
@@ -145,6 +145,8 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
     ``round_plan``: the round's file (``contracts.rounds``), or None (no round: the job as always); a file
     that cannot be read, that does not list this launch, or that asks side by side of a server that cannot
     be measured so (``plan.design``) is a ``RoundPlanError`` before anything starts.
+    ``console``: the job's few lines on the terminal (off for a caller that says its own: the burn-in's units);
+    a wait for the host is said either way.
     """
     plan = plan if isinstance(plan, Plan) else Plan.from_dict(plan)
     round_ = _read_round(round_plan, plan, launch_id) if round_plan is not None else None
@@ -155,7 +157,7 @@ def run_config(plan: Plan | Mapping[str, Any], paths: JobPaths, image_manifest: 
         # The server's environment names its launch (provenance shows it; a test-only fault reads it).
         plan = with_nccl_debug_file(plan.replace(env={**plan.env, LAUNCH_ENV: launch_id}), nccl_dir)
     job = Job(plan=plan, paths=paths, host=host, run_id=run_id, launch_id=launch_id, log=log,
-              console=job_console(host.notice, plan.name, launch_id),  # the terminal's few lines (serve.console)
+              console=job_console(host.notice if console else None, plan.name, launch_id),  # (serve.console)
               image_manifest=image_manifest, registry=registry, identity=identity_env(run_id, plan.name, host.workdir),
               checkout=checkout_id(host.workdir), nccl_dir=nccl_dir, round=round_,
               round_plan_path=Path(round_plan) if round_plan is not None else None)
@@ -268,7 +270,7 @@ class _Runner:
             self.side.started(self.launch["pid"])  # the server leads its own process group: its pid
         self.server_times["server_started_at"] = time.time()
         self.record(phases.await_ready(job, server))
-        job.say(f"ready after {self.launch['ready_s']:.1f} s")
+        job.defer(f"ready after {self.launch['ready_s']:.1f} s")  # said with the warmup's result
         self.record(phases.read_server_info(server))
         self.record(phases.read_provenance(server))
         if self.side is not None:
@@ -348,7 +350,8 @@ class _Runner:
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:
-                self.watch.stop()  # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
+                self.watch.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             outcome = self.outcome()

@@ -102,5 +102,10 @@ class Job:
         if self.console is not None:
             self.console.say(text)
 
+    def defer(self, text: str) -> None:
+        """A line for the terminal said with the job's next one (``serve.console``), when there is one."""
+        if self.console is not None:
+            self.console.defer(text)
+
     def server_env(self) -> dict[str, str]:
         return server_environment(self.plan.env, dict(os.environ), self.identity)

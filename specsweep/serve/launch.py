@@ -17,6 +17,7 @@ from specsweep.contracts.layout import NCCL_FILE_GLOB, NCCL_FILE_PATTERN, NCCL_L
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Reason, Stage
 from specsweep.engines.registry import get_engine
+from specsweep.engines.variants import packages as variant_packages
 from specsweep.serve import guard
 from specsweep.serve.container import container_name, container_runtime, uses_host_network
 from specsweep.serve.server import AttachedServer, LaunchError, Server, http_get
@@ -124,12 +125,14 @@ def gpu_ids(plan: Plan, environ: Mapping[str, str]) -> list[str]:
 def collect_provenance(server: Server, python: str = sys.executable) -> dict:
     """What really was in effect, read from inside the server's own environment."""
     source = PROVENANCE_SOURCE.read_text()
+    # The backend variants' packages (their registry entries'), besides the ones the script knows itself.
+    packages = ["--packages", json.dumps({k: list(v) for k, v in variant_packages().items()}, sort_keys=True)]
     if server.container:
         # PID 1 is docker's init (`--init`); the server is its child.
-        argv = ["docker", "exec", "-i", server.container, "python3", "-", "--child-of", "1"]
+        argv = ["docker", "exec", "-i", server.container, "python3", "-", "--child-of", "1", *packages]
     else:
         assert server.proc is not None
-        argv = [python, "-", "--pid", str(server.proc.pid)]
+        argv = [python, "-", "--pid", str(server.proc.pid), *packages]
     result = subprocess.run(argv, input=source, capture_output=True, text=True, timeout=120)  # noqa: S603
     try:
         if result.returncode != 0:

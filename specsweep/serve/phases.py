@@ -51,6 +51,7 @@ from specsweep.records import run_header
 from specsweep.serve import client, guard, kernel_cache
 from specsweep.serve import profile as profiling
 from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, uses_host_network
+from specsweep.serve.jobspec import Job, JobHost, JobPaths
 from specsweep.serve.launch import (
     build_launch,
     collect_provenance,
@@ -58,7 +59,6 @@ from specsweep.serve.launch import (
     gpu_ids,
     server_info,
 )
-from specsweep.serve.jobspec import Job, JobHost, JobPaths
 from specsweep.serve.lock import HostBusy, HostLock, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy

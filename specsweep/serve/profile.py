@@ -63,7 +63,8 @@ from specsweep.serve.payloads import Prompt
 from specsweep.serve.server import Server, free_port
 from specsweep.serve.watchdog import exec_argv
 
-# Format history of results/<config>/launch-<launch>/profile.json and results/<config>/launch-<launch>/allreduce_bench.json:
+# Format history of results/<config>/launch-<launch>/profile.json and
+# results/<config>/launch-<launch>/allreduce_bench.json:
 #   1  enabled, status, reason, detail, seconds, settings, and per stage: files, requests (profile) or
 #      argv, result (allreduce_bench, the script's own JSON).
 #   2  + run_id (the server job's, issue 15: summarize_config refuses files of two runs); the profiled
@@ -88,7 +89,8 @@ def settings_of(plan: Plan) -> dict[str, Any] | None:
 
 
 def profile_dir(profile_json: Path) -> Path:
-    """``results/<config>/launch-<launch>/profile/`` beside ``results/<config>/launch-<launch>/profile.json`` (traces, profiled requests)."""
+    """``results/<config>/launch-<launch>/profile/`` beside ``results/<config>/launch-<launch>/profile.json``
+    (traces, profiled requests)."""
     return profile_json.with_suffix("")
 
 

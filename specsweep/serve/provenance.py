@@ -53,15 +53,12 @@ FORMAT_VERSION = 4
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "TORCH_", "CUDA_", "NVSHMEM_", "MSCCLPP_", "FLASHINFER_", "OMP_", "LD_",
                 "SPECSWEEP_")
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY$)", re.IGNORECASE)
-# distribution names to report (first found wins for aliases)
+# Distribution names to report (first found wins for aliases): every server's own. Those of the backend
+# variants (flashinfer, mscclpp, deep_ep, nccl, ...) are their registry entries' (engines.variants), which
+# the orchestrator passes as --packages (serve.launch.collect_provenance): this file imports nothing of specsweep.
 PACKAGES: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang",),
     "torch": ("torch",),
-    "flashinfer": ("flashinfer-python", "flashinfer"),
-    "mscclpp": ("mscclpp",),
-    "deep_ep": ("sgl-deep-ep", "deep-ep", "deep_ep"),
-    "sglang-kernel": ("sglang-kernel", "sgl-kernel"),
-    "nccl": ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl"),
     "triton": ("triton",),
 }
 _TIMEOUT_S = 30
@@ -134,10 +131,11 @@ def customize_hooks(paths: list[str] | None = None) -> list[dict[str, Any]]:
     return found
 
 
-def package_versions() -> dict[str, str | None]:
-    """Installed versions by distribution metadata (no imports: importing torch/sglang is slow and touches CUDA)."""
+def package_versions(extra: dict[str, list[str]] | None = None) -> dict[str, str | None]:
+    """Installed versions by distribution metadata (no imports: importing torch/sglang is slow and touches CUDA),
+    of :data:`PACKAGES` and ``extra`` (label -> distribution names, first found wins)."""
     out: dict[str, str | None] = {}
-    for label, names in PACKAGES.items():
+    for label, names in {**PACKAGES, **(extra or {})}.items():
         out[label] = None
         for name in names:
             try:
@@ -277,8 +275,9 @@ def env_set_after_launch(launcher_env: dict[str, str], worker_list: list[dict[st
     return {k: v for k, v in sorted(out.items()) if v}
 
 
-def collect(pid: int | None = None) -> dict[str, Any]:
-    """Everything above as one JSON-ready dict (``format_version``: :data:`FORMAT_VERSION`)."""
+def collect(pid: int | None = None, packages: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Everything above as one JSON-ready dict (``format_version``: :data:`FORMAT_VERSION`); ``packages``: the
+    distributions to report besides :data:`PACKAGES` (``package_versions``)."""
     env, env_source = process_env(pid)
     worker_list = workers(pid) if pid is not None else []
     return {
@@ -293,7 +292,7 @@ def collect(pid: int | None = None) -> dict[str, Any]:
         "customize_hooks": customize_hooks(),
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
-        "packages": package_versions(),
+        "packages": package_versions(packages),
         "nccl_library": nccl_library(),
         **gpus(),
         "gpu_processes": gpu_busy(),
@@ -348,13 +347,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child-of", type=int, default=None,
                     help="read the environment of the oldest child of this process (the server under docker's init)")
     ap.add_argument("--busy", action="store_true", help="print only the processes holding GPU memory")
+    ap.add_argument("--packages", type=json.loads, default=None,
+                    help="JSON {label: [distribution, ...]}: versions to report besides the built-in ones")
     args = ap.parse_args(argv)
     pid = args.pid
     if args.child_of is not None:
         pid = first_child(args.child_of)
         if pid is None:
             ap.error(f"process {args.child_of} has no child")
-    out: Any = gpu_busy() if args.busy else collect(pid)
+    out: Any = gpu_busy() if args.busy else collect(pid, args.packages)
     json.dump(out, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0

@@ -70,8 +70,9 @@ from specsweep.serve.server import LaunchError
 WINDOW_REQUESTS = 2
 #: The partners' CPU share (cores, over this job's windows) above which they count as running beside it: 2 %
 #: of one core. An idle reference-engine server blocks (its followers on a pipe, rank 0 in its event loop) and
-#: was measured at 0.0 % (tests/e2e/test_side_by_side.py); one clock tick (10 ms at 100 Hz) in one second of
-#: windows is 1 %, while a server that serves or starts uses a whole core (100 %).
+#: was measured at 0.000 CPU s in 2 s idle in three runs and 0.010 s (one clock tick, 0.5 %) in a fourth
+#: (tests/e2e/test_side_by_side.py, TP=2); one clock tick (10 ms at 100 Hz) in one second of windows is 1 %,
+#: while a server that serves or starts uses a whole core (100 %).
 PARTNER_CPU_SHARE_MAX = 0.02
 #: A partner that has not registered this long after this job did is not coming (a rerun of one launch):
 #: Snakemake starts a round's jobs together, and each registers before anything slow (its imports, some
@@ -254,7 +255,8 @@ class SideBySide:
 
     def gate(self, point: Point) -> Gate:
         """The client's gate for one point: windows of ``window_requests``, each one of this job's turns."""
-        return Gate(requests=window_requests(point.workload), enter=lambda phase: _Window(self, f"{point.name}/{phase}"))
+        return Gate(requests=window_requests(point.workload),
+                    enter=lambda phase: _Window(self, f"{point.name}/{phase}"))
 
     def take_turn(self) -> tuple[bool, HostLock | None]:
         """(whether it is this job's turn, the host lock when it is and the lock was free)."""

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from specsweep import HARNESS_VERSION
 from specsweep.contracts.plan import PLAN_FORMAT_VERSION
+from specsweep.engines.registry import get_engine
 
 #: The model list the in-test servers give the OpenAI endpoints' ``GET /v1/models``.
 MODELS = {"object": "list", "data": [{"id": "served-model", "object": "model"}]}
@@ -44,8 +45,17 @@ _PLAN_DEFAULTS: dict[str, Any] = {
 
 
 def plan_dict(**keys: Any) -> dict[str, Any]:
-    """A complete plan.json object: ``keys`` over ``_PLAN_DEFAULTS`` (``Plan.from_dict`` reads it)."""
-    return json.loads(json.dumps({**_PLAN_DEFAULTS, **keys}))
+    """A complete plan.json object: ``keys`` over ``_PLAN_DEFAULTS`` (``Plan.from_dict`` reads it); its
+    ``facts``, unless given, what its engine resolves its flags and environment to (``engine_facts``)."""
+    plan = {**_PLAN_DEFAULTS, **keys}
+    plan.setdefault("facts", engine_facts(plan["engine"], plan["server_args"], plan["env"]))
+    return json.loads(json.dumps(plan))
+
+
+def engine_facts(engine: str, server_args: dict[str, Any] | None = None, env: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    """A plan's ``facts`` as ``plan.resolve`` puts them there: what ``engine`` says its flags mean."""
+    return get_engine(engine).facts(server_args or {}, env or {})
 
 
 def sse(obj: Any) -> bytes:

@@ -78,7 +78,8 @@ def scan_images_for_proxy_ca(tags: list[str], base_image: str) -> dict:
                             nbytes += inner.size
                             if inner.name.startswith("run/secrets"):
                                 hits.append(f"{member.name}:{inner.name} (secret mount leaked)")
-                            hits += [f"{member.name}:{inner.name}" for _ in _stream_has(layer.extractfile(inner), needles)]
+                            hits += [f"{member.name}:{inner.name}"
+                                     for _ in _stream_has(layer.extractfile(inner), needles)]
                 else:  # image config, manifest: history and labels
                     data = fh.read()
                     hits += [member.name for n in needles if n in data]

@@ -26,7 +26,8 @@ import json, sys
 from pathlib import Path
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.serve.lock import LockSettings
-out, lock_dir, plan, launch, round_plan = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+out, lock_dir = Path(sys.argv[1]), Path(sys.argv[2])
+plan, launch, round_plan = json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
 (out / "logs").mkdir(parents=True, exist_ok=True)
 paths = JobPaths(*(out / n for n in ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json")))
 host = JobHost(lock=LockSettings(lock_dir=lock_dir, wait_s=300), workdir=Path.cwd(), guard_interval_s=0.5)

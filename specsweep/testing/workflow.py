@@ -52,6 +52,9 @@ def plain_default_config(repo: Path = REPO) -> dict:
     config = yaml.safe_load((repo / "config.yaml").read_text())
     config.pop("positive_control", None)
     config.setdefault("defaults", {})["launches"] = 1
+    # No burn-in: these sweeps time and count their own launches (the pipeline tests that check the
+    # burn-in turn it on).
+    config["burn_in"] = {"enabled": False}
     return config
 
 
@@ -115,6 +118,16 @@ def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE) 
             wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, launch=(\w+))?", block)
             jobs.append((head[1], wild[1] if wild else "", (wild[2] or "") if wild else ""))
     return sorted(jobs)
+
+
+#: The rounds' own jobs (rules/rounds.smk): a round's plan and its judgement rerun with the launches they
+#: read, and measure nothing.
+ROUND_RULES = ("plan_round", "judge_round")
+
+
+def beside_rounds(jobs: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """``jobs`` without the rounds' own jobs (``ROUND_RULES``), which rerun whenever a launch they read does."""
+    return [job for job in jobs if job[0] not in ROUND_RULES]
 
 
 def job_counts(output: str) -> dict[str, int]:

@@ -65,6 +65,18 @@ def settled(rates: list[float | None], tolerance: float, min_units: int) -> bool
     return abs(rates[-1] / rates[-2] - 1) <= tolerance
 
 
+def _say(host: JobHost | None, text: str) -> None:
+    """A line of the burn-in on the terminal (the units' own console is off: a line as it starts, one at the
+    end)."""
+    stream = host.notice if host is not None else None
+    if stream is not None:
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except OSError:
+            pass  # a terminal that went away ends nothing: the log has the line
+
+
 def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: TextIO,
             image_manifest: dict | None = None, registry: Mapping[str, Any] | None = None,
             host: JobHost | None = None, unit_dir: str = BURN_IN_DIR) -> dict[str, Any]:
@@ -75,13 +87,15 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
     units: list[dict[str, Any]] = []
     rates: list[float | None] = []
     t0 = time.time()
+    _say(host, f"specsweep {plan.name} burn-in: up to {max_units} unmeasured launches, until its decode rate is "
+               f"steady (within {tolerance:.0%} of the launch before)")
     for k in range(1, max_units + 1):
         d = Path(unit_dir) / f"unit-{k}"
         d.mkdir(parents=True, exist_ok=True)
         paths = JobPaths(d / "launch.json", d / "server.log", d / "warmup.jsonl", d / "requests.jsonl",
                          d / "outcome.json", profile=d / "profile.json", allreduce_bench=d / "allreduce_bench.json")
         outcome = run_config(unit_plan(plan, int(settings["requests"])), paths, image_manifest, log, registry,
-                             host=host, launch_id=f"burn-in-{k}")
+                             host=host, launch_id=f"burn-in-{k}", console=False)  # its start and end, below
         record = read_json(paths.launch) if paths.launch.is_file() else {}
         rate = unit_rate(paths.requests) if paths.requests.is_file() else None
         rates.append(rate)
@@ -93,6 +107,9 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
               file=log)
         if settled(rates, tolerance, min_units):
             break
+    shown = ", ".join("n/a" if r is None else f"{r:.1f}" for r in rates)
+    _say(host, f"specsweep {plan.name} burn-in: {'steady' if settled(rates, tolerance, min_units) else 'not steady'} "
+               f"after {len(rates)} unit(s), decode {shown} tok/s")
     out = {"format_version": 1, "config": plan.name, "units": units, "steady": settled(rates, tolerance, min_units),
            "tolerance": tolerance, "min_units": min_units, "max_units": max_units,
            "requests": int(settings["requests"]), "started_at": t0, "wall_s": time.time() - t0}

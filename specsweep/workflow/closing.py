@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.records import DEFAULT_POINT
 from specsweep.report.head import control_sentences
 
@@ -46,7 +46,7 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
     report = json.loads(path.read_text())
     rows = report["rows"]
     points = list(dict.fromkeys(r["point"] for r in rows))
-    baseline = next((r["config"] for r in rows if r["verdict"] == "baseline"), None)
+    baseline = next((r["config"] for r in rows if r["verdict"] == Verdict.BASELINE), None)
     configs = list(dict.fromkeys(r["config"] for r in rows))
     lines = [f"{len(configs)} configuration(s) at {len(points)} point(s), baseline {baseline or 'none'}."]
     lines += control_sentences(report)
@@ -58,8 +58,8 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
                          else "No configuration measured ok.")
             continue
         best = max(at, key=lambda r: r[RATE_COLUMN])
-        against = ("the baseline" if best["verdict"] == "baseline" else
-                   f"{best['verdict']} than {baseline}" if best["verdict"] in ("faster", "slower") else
+        against = ("the baseline" if best["verdict"] == Verdict.BASELINE else
+                   f"{best['verdict']} than {baseline}" if best["verdict"] in CALLED else
                    f"{best['verdict']} against {baseline}")
         ratio = best.get("ratio")
         at_point = "" if points == [DEFAULT_POINT] else f" at {point}"
@@ -70,13 +70,13 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:
-        if r["verdict"] != "baseline":
+        if r["verdict"] != Verdict.BASELINE:
             verdicts.setdefault(r["verdict"] or r["status"], []).append(
                 r["config"] if len(points) == 1 else f"{r['config']}@{r['point']}")
     if verdicts:
         counts = Counter({v: len(n) for v, n in verdicts.items()})
         lines.append("Verdicts against the baseline: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".")
-        for verdict in ("faster", "failed", "contaminated"):
+        for verdict in (Verdict.FASTER, Status.FAILED, Status.CONTAMINATED):
             if verdict in verdicts:
                 lines.append(f"  {verdict}: {_names(verdicts[verdict])}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from specsweep.contracts import layout
 from specsweep.contracts.layout import LAUNCH_FILES, launch_dir
@@ -19,11 +19,11 @@ from specsweep.engines.sglang.preflight import parser_env_dir
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
-from specsweep.plan.design import DesignError, choose_design
-from specsweep.plan.rounds import RoundSettings
-from specsweep.plan.controls import control_params
 from specsweep.plan.config import ConfigError, schema_default
+from specsweep.plan.controls import control_params
+from specsweep.plan.design import DesignError, choose_design
 from specsweep.plan.grid import Grid, grid_params
+from specsweep.plan.rounds import RoundSettings
 from specsweep.records import is_external
 from specsweep.workflow import rounds as rounds_mod
 
@@ -103,11 +103,9 @@ def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list
 
 
 def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
-    """Launch ids of each configuration, in run order."""
-    out: dict[str, list[str]] = {name: [] for name in names}
-    for name, launch in order:
-        out[name].append(launch)
-    return out
+    """Launch ids of each configuration: its regular launches in order, the A/A control after them (the
+    order a summary lists them in, whatever place the control ran at in its round)."""
+    return schedule_of_rounds([list(order)], names)
 
 
 def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
@@ -116,7 +114,6 @@ def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> d
     out: dict[str, list[str]] = {"plan": [layout.plan_path(config_name)]}
     out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
     return out
-
 
 
 def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
@@ -263,8 +260,6 @@ def registry_json(config: Mapping[str, Any]) -> str:
     return canonical_json(dict(config.get("registry") or {}))
 
 
-
-
 def best_exports(grids: Mapping[str, Grid]) -> list[str]:
     """The best-configuration files of every grid (render_report writes them)."""
     return [path for grid in sorted(grids) for path in layout.best_files(grid)]
@@ -302,26 +297,33 @@ def round_plan_params(config: Mapping[str, Any], rounds: Sequence[Sequence[tuple
 def round_of_launch(launches: Mapping[str, int], launch: str, config: Mapping[str, Any] | None = None,
                     config_name: str | None = None) -> int:
     """The round a launch id runs in; with ``config`` and ``config_name``, a launch beyond every round the
-    sweep may run (its planned launches, or the budget ``rounds.max_launches``) is an error, not a guess."""
+    sweep may run (its planned launches, or the budget ``rounds.max_launches``) stops Snakemake with one line
+    (``no_launch``), not a guess."""
     planned = plan_rounds.planned_rounds(launches)
     r = plan_rounds.round_of(launch, planned)
     if config is not None and config_name is not None and launch != layout.CONTROL:
         most = max(launches.get(config_name, 0), RoundSettings.from_config(config).max_launches or 0)
         if r > most:
             ids = [str(i) for i in range(1, launches.get(config_name, 0) + 1)]
-            raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {ids}"
-                             + (f" (at most {most} with extra rounds)" if most > len(ids) else ""))
+            no_launch(config_name, launch, ids, f" (at most {most} with extra rounds)" if most > len(ids) else "")
     return r
+
+
+def no_launch(config_name: str, launch: str, planned: Sequence[str], more: str = "") -> NoReturn:
+    """Stop with one line naming the launches the loaded config plans: a ``SystemExit``, which Snakemake lets
+    end the run from an input function without a traceback (``configuration_name``)."""
+    shown = ", ".join(f"launch-{lid}" for lid in planned) or "none"
+    raise SystemExit(f"specsweep: configuration `{config_name}` has no launch-{launch}: the loaded config plans "
+                     f"{shown}{more} (`launches:` sets how many; launch-aa is the baseline's A/A control)")
 
 
 def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapping[str, Any], config_name: str,
                        launch: str, round_no: int) -> float:
     """The job priority of one launch, by its place in its round's seeded order; a launch the sweep
-    does not plan is an error, not a guess."""
+    does not plan stops Snakemake with one line (``no_launch``)."""
     members = rounds_mod.members_of_round(rounds, round_no)
     if (config_name, launch) not in members:
-        planned = sorted(lid for r in rounds for name, lid in r if name == config_name)
-        raise ValueError(f"configuration {config_name!r} has no launch {launch!r}; planned launches: {planned}")
+        no_launch(config_name, launch, sorted(lid for r in rounds for name, lid in r if name == config_name))
     order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
     return plan_rounds.priority_in_round(order, config_name, launch)
 

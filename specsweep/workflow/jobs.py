@@ -29,6 +29,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
 from specsweep.files import read_json, read_jsonl, write_json_atomic
 from specsweep.images.build import build_image, state_path_for
+from specsweep.images.cli import DockerError
 from specsweep.images.registry import push_image
 from specsweep.records import EXTERNAL_RUNTIME, MixedRunsError, check_one_run, run_id_of_log
 from specsweep.report.render import render_report
@@ -45,6 +46,9 @@ def job_log(path: str | Path, mode: str = "w", buffering: int = -1) -> Iterator[
     exception and Snakemake's console shows it too. Setting ``sys.stderr = log`` inside a
     plain ``with open(...)`` lost both: the traceback was printed after the file had
     closed. A ``SystemExit`` is a chosen end, not a crash: no traceback, only its message.
+    Nor is a Ctrl-C (or SIGTERM in a server job, ``serve.job.Interrupted``): the job has torn
+    down and said its outcome; one line in the log, and the job fails (exit status 130) without a
+    traceback on the console.
     """
     saved = sys.stderr
     with open(path, mode, buffering=buffering) as log:
@@ -55,11 +59,18 @@ def job_log(path: str | Path, mode: str = "w", buffering: int = -1) -> Iterator[
             if exc.code is not None and not isinstance(exc.code, int):
                 print(exc.code, file=log)
             raise
+        except KeyboardInterrupt as exc:
+            print(f"interrupted ({str(exc) or 'SIGINT'}): the job stopped here", file=log)
+            raise SystemExit(130) from None
         except BaseException:
             traceback.print_exc(file=log)
             raise
         finally:
             sys.stderr = saved
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def paths_of(value: str | Sequence[str]) -> list[str]:
@@ -128,9 +139,14 @@ def preflight_config(
 
 def build_image_job(image: str, spec_json: str, expected_tag: str, root: Path, manifest_path: Path, log_path: Path,
                     log: TextIO) -> dict:
-    """build_image: build (or reuse) one image; its tag must be the one the DAG computed."""
-    manifest = build_image(image, json.loads(spec_json), root, manifest_path, log_path,
-                           state_path=state_path_for(manifest_path))
+    """build_image: build (or reuse) one image; its tag must be the one the DAG computed. Docker that cannot
+    build (no BuildKit, a failed build) ends the job with one line naming the image and the log, not a
+    traceback: the host's tools, not a bug."""
+    try:
+        manifest = build_image(image, json.loads(spec_json), root, manifest_path, log_path,
+                               state_path=state_path_for(manifest_path))
+    except DockerError as exc:
+        raise SystemExit(f"specsweep: build_image {image}: {_one_line(exc)} (log {log_path})") from None
     if manifest["tag"] != expected_tag:
         raise SystemExit(f"built {manifest['tag']}, but the DAG expected {expected_tag}")
     print(f"{image}: {manifest['tag']} {manifest['image_id']} (reused={manifest['reused']})", file=log)
@@ -142,7 +158,10 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     reg = json.loads(registry)
     if not reg.get("url"):
         raise SystemExit("config has no registry.url: nothing to push to")
-    pushed = [push_image(read_json(p), reg, Path(log_path), environ=os.environ) for p in manifest_paths]
+    try:
+        pushed = [push_image(read_json(p), reg, Path(log_path), environ=os.environ) for p in manifest_paths]
+    except DockerError as exc:
+        raise SystemExit(f"specsweep: push_images: {_one_line(exc)} (log {log_path})") from None
     out = {"registry": reg.get("url"), "namespace": reg.get("namespace"), "images": pushed}
     write_json_atomic(out_path, out)
     return out

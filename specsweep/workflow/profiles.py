@@ -12,13 +12,16 @@ job goes to the default partition. Both are refused here, naming the file,
 the key path and what is allowed; so are rules in ``set-resources`` that the
 workflow does not have.
 
-Every profile of the checkout is checked, not only the one in use: which one
-Snakemake picked is not visible to the workflow, and each is part of it.
+The profiles this run uses are checked, read from Snakemake's own command line
+as its ``parse_args`` picks them (snakemake/cli.py, 9.27.1: ``--workflow-profile``,
+default ``profiles/default``, searched as given, under ``profiles/`` and beside
+the Snakefile; ``--profile`` paths): a stray copy elsewhere under ``profiles/``
+(``profiles/default copy/``) is no part of the run and cannot stop it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from specsweep.plan.config import ConfigError, load_yaml_strict
@@ -71,15 +74,67 @@ def profile_problems(data: dict, rules: Iterable[str]) -> list[str]:
     return problems
 
 
+_PROFILE_FILES = ("profile.yaml", "config.yaml")
+
+
 def workflow_profiles(basedir: Path) -> list[Path]:
     """The profiles of a checkout (``profiles/<name>/config.yaml`` or ``profile.yaml``)."""
-    return sorted(p for p in Path(basedir).glob("profiles/*/*.yaml") if p.name in ("config.yaml", "profile.yaml"))
+    return sorted(p for p in Path(basedir).glob("profiles/*/*.yaml") if p.name in _PROFILE_FILES)
 
 
-def check_profiles(basedir: Path, rules: Iterable[str]) -> None:
-    """Raise ``ConfigError`` (file, key path, allowed values) for the first profile with problems."""
+def _option_values(argv: Sequence[str], option: str) -> list[str]:
+    """The values of ``option`` in an argv (``--x v``, ``--x=v``; ``--profile`` takes several)."""
+    values: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg.startswith(option + "="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == option:
+            for value in argv[i + 1:]:
+                if value.startswith("-"):
+                    break
+                values.append(value)
+                if option != "--profile":
+                    break
+    return values
+
+
+def _profile_file(path: Path) -> Path | None:
+    if path.is_file():
+        return path
+    return next((path / name for name in _PROFILE_FILES if (path / name).is_file()), None)
+
+
+def profiles_in_use(argv: Sequence[str], basedir: Path, cwd: Path) -> list[Path]:
+    """The profile files Snakemake reads for this command line (module doc): the workflow profile
+    (``--workflow-profile``, ``profiles/default`` when not given, none for ``none``) and ``--profile`` paths."""
+    found: list[Path] = []
+    given = _option_values(argv, "--workflow-profile")
+    name = given[-1] if given else "default"
+    if name != "none":
+        for candidate in (cwd / name, cwd / "profiles" / name, Path(basedir) / "profiles" / name):
+            if candidate.exists():
+                file = _profile_file(candidate)
+                if file is not None:
+                    found.append(file)
+                break
+    for value in _option_values(argv, "--profile"):
+        file = _profile_file(cwd / value) if value != "none" and (cwd / value).exists() else None
+        if file is not None:
+            found.append(file)
+    return found
+
+
+def check_profiles(basedir: Path, rules: Iterable[str], argv: Sequence[str] | None = None,
+                   cwd: Path | None = None) -> None:
+    """Raise ``ConfigError`` (file, key path, allowed values) for the first profile in use with problems
+    (every profile of the checkout when ``argv`` is None)."""
     rules = list(rules)
-    for path in workflow_profiles(basedir):
+    paths = workflow_profiles(basedir) if argv is None else profiles_in_use(argv, basedir, cwd or Path.cwd())
+    for path in paths:
         problems = profile_problems(load_yaml_strict(path), rules)
         if problems:
-            raise ConfigError(str(path.relative_to(basedir)), problems)
+            try:
+                shown = path.resolve().relative_to(Path(basedir).resolve())
+            except ValueError:
+                shown = path
+            raise ConfigError(str(shown), problems)

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from specsweep.contracts.layout import LAUNCH_FILES
-from specsweep.contracts.vocabulary import Status
+from specsweep.contracts.vocabulary import CALLED, Expect, Status
 from specsweep.files import read_json, write_json_atomic
 from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
 
@@ -111,7 +111,7 @@ def write_round_plan(round_no: int, members: Sequence[Sequence[str]], design: st
 def _open(row: Mapping[str, Any], effect: float) -> bool:
     """A comparison is open when it is not called and cannot yet see ``effect`` (80 % power)."""
     comparison = row.get("comparison") or {}
-    if comparison.get("verdict") in ("faster", "slower"):
+    if comparison.get("verdict") in CALLED:
         return False
     seen = comparison.get("detectable")
     return seen is None or seen > effect
@@ -215,7 +215,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
             inputs[kind] = [launch_paths(config, lid)[kind] for lid in ids]
         labels = json.dumps((params.get("labels") or {}).get(config) or {})
         summary = summary_of_files(inputs, quiet, "{}", labels)
-        summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, "ok")
+        summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, Expect.OK)
         summaries.append(summary)
     effect = float(params["smallest_effect"])
     baseline, control = params.get("baseline"), params.get("positive_control")

@@ -61,9 +61,11 @@ def test_the_overlay_asks_for_hopper_and_blackwell():
 
 def test_wheel_nvcc_compiled_a_cubin_for_each_configured_architecture(image):
     env = ". /opt/cuda-toolchain/env; "
-    got = run_in(image, "sh", "-c", env + 'echo "$CUDA_TOOLKIT_FROM"; nvcc --version; cuobjdump --list-elf /tmp/toolchain_check')
+    got = run_in(image, "sh", "-c",
+                 env + 'echo "$CUDA_TOOLKIT_FROM"; nvcc --version; cuobjdump --list-elf /tmp/toolchain_check')
     assert got.returncode == 0, got.stderr[-2000:]
-    assert got.stdout.startswith("wheels: nvidia-cuda-nvcc==13.0.88 "), got.stdout[:300]  # the local base has no toolkit
+    # the local base has no toolkit
+    assert got.stdout.startswith("wheels: nvidia-cuda-nvcc==13.0.88 "), got.stdout[:300]
     assert "release 13.0, V13.0.88" in got.stdout
     cubins = re.findall(r"\.sm_(\d+[a-z]?)\.cubin", got.stdout)
     assert sorted(set(cubins)) == sorted(ARCHS), got.stdout

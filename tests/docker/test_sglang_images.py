@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from specsweep.engines.sglang.preflight import image_parser_prefix, preflight_plans
+from specsweep.engines.variants import image_targets
 from specsweep.images import cli, tag
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_plans
@@ -33,8 +34,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 GPU_CONFIG = ["config/kimi-k25-8gpu.yaml"]
 DUMMY = "config/kimi-k25-8gpu-dummy.yaml"
 LOCAL_BASE = "config/kimi-k25-8gpu-local-base.yaml"
-IMAGES = ("sglang", "sglang-deepep", "sglang-fi-fusion")
-VARIANT = {"sglang": "stock", "sglang-deepep": "deepep", "sglang-fi-fusion": "fi-fusion"}
+#: Image name -> its Dockerfile target: the stock image and each variant's (engines.variants' image targets) of
+#: the GPU configuration, except what is built elsewhere: MSCCL++ compiles with nvcc (test_cuda_toolchain.py).
+BUILT_ELSEWHERE = ("mscclpp",)
+VARIANT = {name: spec["target"] for name, spec in load_configs([REPO / GPU_CONFIG[0]])["images"].items()
+           if spec["target"] in {"stock", *image_targets("sglang").values()} and spec["target"] not in BUILT_ELSEWHERE}
+IMAGES = tuple(VARIANT)
 PATCH = REPO / "containers/patches/sglang-0.5.23-flashinfer-fusion-sm120.patch"
 # What the Dockerfile's deps stage pins (sglang 0.5.23's Requires-Dist) and the
 # labels must say; read back from the installed distributions below.
@@ -43,7 +48,8 @@ PINS = {"sglang": "0.5.23", "torch": "2.14.1", "flashinfer-python": "0.7.2",
 LABELS = {"sglang": "io.specsweep.sglang.version", "torch": "io.specsweep.torch.version",
           "flashinfer-python": "io.specsweep.flashinfer.version",
           "sglang-kernel": "io.specsweep.sglang-kernel.version", "sgl-deep-ep": "io.specsweep.sgl-deep-ep.version"}
-SITE = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('sglang').submodule_search_locations[0]))"
+SITE = ("import importlib.util, os; "
+        "print(os.path.dirname(importlib.util.find_spec('sglang').submodule_search_locations[0]))")
 
 
 def in_image(image: str, *argv: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -104,7 +110,7 @@ def test_built_by_the_rule_on_the_local_base_sharing_the_dependency_layers(image
     # for some targets here (the same files, other times: docs/measurements/2026-12-06-sglang-images-toolchain/),
     # so the variants are held to every layer before it: base, apt, venv, dependencies, the toolchain (281 MB)
     shared = stock[:-1]
-    for name in ("sglang-deepep", "sglang-fi-fusion"):
+    for name in (n for n in IMAGES if VARIANT[n] != "stock"):
         # the variant is stock's layers plus its own
         assert layers[name][: len(shared)] == shared, name
         assert 1 <= len(layers[name]) - len(stock) <= 2, (name, len(layers[name]), len(stock))
@@ -217,7 +223,8 @@ LDD = (
     "import glob, importlib.util, os, pathlib, subprocess\n"
     "so = sorted(pathlib.Path(importlib.util.find_spec('deep_ep').submodule_search_locations[0]).glob('_C*.so'))[0]\n"
     "torchlib = pathlib.Path(importlib.util.find_spec('torch').origin).parent / 'lib'\n"
-    "env = dict(os.environ, LD_LIBRARY_PATH=':'.join(filter(None, [os.environ.get('LD_LIBRARY_PATH'), str(torchlib)])))\n"
+    "env = dict(os.environ, LD_LIBRARY_PATH=':'.join(filter(None, [os.environ.get('LD_LIBRARY_PATH'), "
+    "str(torchlib)])))\n"
     "print(so)\n"
     "print(subprocess.run(['ldd', str(so)], env=env, capture_output=True, text=True, check=True).stdout)\n"
 )

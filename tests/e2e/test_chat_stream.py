@@ -52,7 +52,8 @@ def base_url(tmp_path_factory) -> Iterator[str]:
 
 
 def sse(base: str, path: str, body: dict[str, Any]) -> list[Any]:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
     out: list[Any] = []
     with urllib.request.urlopen(req, timeout=120) as r:
         for raw in r:

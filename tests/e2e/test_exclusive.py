@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from specsweep.serve import guard, lock
-from specsweep.testing.workflow import REPO, copy_workflow, plain_default_config
+from specsweep.testing.workflow import copy_workflow, plain_default_config
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,8 @@ def test_two_invocations_with_disjoint_targets_never_run_two_servers(tmp_path):
     waited = json.loads((work / "results" / second / "launch-1" / "launch.json").read_text())["host_lock"]["waited_s"]
     print(f"{second} waited {waited:.1f} s for the host lock held by {first}'s job")
     assert waited > 1.0, "both invocations reached their server jobs together; the later one must have waited"
-    assert "waiting for the host" in (work / "results" / second / "launch-1" / "logs" / "benchmark_server.log").read_text()
+    log = work / "results" / second / "launch-1" / "logs" / "benchmark_server.log"
+    assert "waiting for the host" in log.read_text()
 
 
 def test_resources_on_the_command_line_do_not_let_two_servers_run(tmp_path):

@@ -20,6 +20,7 @@ import yaml
 from specsweep.testing import workflow as wf
 from specsweep.testing.workflow import (
     SNAKEMAKE,
+    beside_rounds,
     copy_workflow,
     only_point,
     plain_default_config,
@@ -79,7 +80,7 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
     try:
         config["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == sorted(
+        assert beside_rounds(planned_jobs(pipeline)) == sorted(
             [
                 ("resolve_plan", "eagle3-shm"),
                 ("preflight_config", "eagle3-shm"),
@@ -102,7 +103,7 @@ def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
         assert planned_jobs(pipeline) == []
         config["configurations"]["nospec"]["description"] = "edited"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", "")]
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", "")]
     finally:
         (pipeline / "config.yaml").write_text(original)
 
@@ -116,12 +117,12 @@ def test_relabelling_a_result_reruns_no_server(pipeline):
         # Dropping the label (a variant that contradicts the flags is refused at plan time).
         config["configurations"]["eagle3-shm"]["variant"] = []
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", ""),
                                           ("summarize_config", "eagle3-shm")]
         config = yaml.safe_load(original)
         config["configurations"]["crashes"]["expect"] = "failure"
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        assert planned_jobs(pipeline) == [("analyze_sweep", ""), ("render_report", ""),
+        assert beside_rounds(planned_jobs(pipeline)) == [("analyze_sweep", ""), ("render_report", ""),
                                           ("summarize_config", "crashes")]
     finally:
         (pipeline / "config.yaml").write_text(original)
@@ -157,7 +158,7 @@ def test_reformatting_harness_code_reruns_nothing(pipeline):
 def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
     assert failed == ["results/crashes/launch-1/outcome.json"]
-    assert planned_jobs(pipeline, "-R", *failed) == sorted(
+    assert beside_rounds(planned_jobs(pipeline, "-R", *failed)) == sorted(
         [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("analyze_sweep", ""),
          ("render_report", "")]
     )
@@ -187,8 +188,9 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     )
     config["defaults"]["workload"].update(num_prompts=200, output_len=64)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    console = (tmp_path / "console.txt").open("w")  # stderr into stdout: what the terminal shows, in order
     proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=console, stderr=subprocess.STDOUT)
     launch = work / "results" / "long" / "launch-1" / "launch.json"
     job_log = work / "results" / "long" / "launch-1" / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 180
@@ -207,6 +209,11 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
         time.sleep(0.2)
     assert _group_alive(pid) == [], "no rank of the server may outlive the interrupted job"
     assert not (work / "results" / "long" / "summary.json").exists()
+    # The console ends with the job's outcome line: no traceback, nothing of Snakemake's after it.
+    console.close()
+    shown = (tmp_path / "console.txt").read_text()
+    assert proc.returncode != 0 and "Traceback" not in shown, shown[-3000:]
+    assert shown.rstrip().splitlines()[-1] == "specsweep long launch-1: outcome: failed benchmark interrupted", shown
     # The job records the interrupt in its log, which Snakemake keeps. Its outcome.json survives only when
     # Snakemake handles the Ctrl-C first (it stops, leaving the job's outputs marked incomplete); a job that
     # ends first is a failed job, whose outputs Snakemake removes ("Removing output files of failed job").

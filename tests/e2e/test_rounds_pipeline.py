@@ -6,9 +6,9 @@ control, 6 requests a launch) cannot resolve a 10 % difference (fewer than
 the verdict's 10 requests a side, and one degree of freedom), so the
 judgement of round 1 asks for round 2; a later round resolves it. After
 each round, ``snakemake -n`` shows exactly the next round's jobs (its plan,
-its launches, its judgement) and no launch already measured. The burn-in is
-off here (the pipeline tests run it); the order of every round is its seeded
-permutation.
+its launches, its judgement) and no launch already measured. Two burn-in
+units run before round 1, and round 1's judgement keeps their record; the
+order of every round is its seeded permutation.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def rounds_config() -> dict:
     config["positive_control"] = {"of": "nospec", "slowdown": 0.5}
     config["smallest_effect"] = 0.10
     config["rounds"] = {"seed": 3, "max_launches": 4}
-    config["burn_in"] = {"enabled": False}
+    config["burn_in"] = {"enabled": True, "requests": 2, "min_units": 2, "max_units": 2}
     return config
 
 
@@ -88,6 +88,9 @@ def test_the_report_names_the_design_the_rounds_and_the_order(work):
     report = (work / "results" / "report.md").read_text()
     assert "Design: **sequential**" in report and "rounds.seed 3" in report
     assert "they ended by **resolved**" in report
+    assert "Burn-in: 2 unmeasured launches of nospec" in report
+    burn_in = json.loads((work / JUDGEMENT.format(1)).read_text())["burn_in"]
+    assert [u["unit"] for u in burn_in["units"]] == [1, 2] and burn_in["config"] == "nospec"
     plan2 = json.loads((work / "results/rounds/round-2/plan.json").read_text())
     assert [tuple(x) for x in plan2["order"]] == round_order([tuple(x) for x in plan2["order"]], 3, 2)
     # the launches started in each round's order

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from specsweep.analysis.metrics import PRIMARY_VERDICT
+from specsweep.analysis.rows import compare_rows, config_rows, explode_points
 from specsweep.analysis.stats import compare, pooled_noise
-from specsweep.report.render import compare_rows, config_rows, explode_points
-from specsweep.testing.workflow import copy_workflow, plain_default_config, planned_jobs, run_pipeline
+from specsweep.testing.workflow import beside_rounds, copy_workflow, plain_default_config, planned_jobs, run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -55,11 +55,14 @@ def _summaries(work: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((work / "results").glob("*/summary.json"))]
 
 
-def test_launches_ran_interleaved_with_the_control_last(sweep):
+def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
     launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/launch-*/launch.json")]
     ran = [(rec["plan_name"], rec["launch"]) for rec in sorted(launches, key=lambda r: r["started_at"])]
-    assert ran == [("nospec", "1"), ("again", "1"), ("same-d0", "1"), ("same-d1", "1"), ("again", "2"),
-                   ("nospec", "aa")]
+    plans = sorted((sweep / "results/rounds").glob("round-*/plan.json"), key=lambda p: int(p.parent.name[6:]))
+    planned = [tuple(x) for p in plans for x in json.loads(p.read_text())["order"]]
+    assert ran == planned
+    assert set(ran[:5]) == {("nospec", "1"), ("again", "1"), ("same-d0", "1"), ("same-d1", "1"), ("nospec", "aa")}
+    assert ran[5:] == [("again", "2")]
     report = (sweep / "results" / "report.md").read_text()
     assert "ran in the planned interleaved order" in report
     assert "Launches: 6 server launches of 4 configurations" in report
@@ -122,13 +125,13 @@ def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
     try:
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0]["env.SPECSWEEP_TEST_STEP_DELAY_S"]
                 .__setitem__(1, "0.06"))
-        assert planned_jobs(sweep) == sorted([
+        assert beside_rounds(planned_jobs(sweep)) == sorted([
             ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
             ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0].update(
             {"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S, "0.01"], "labels": ["d0", "d1", "d05"]}))
-        assert planned_jobs(sweep) == sorted([
+        assert beside_rounds(planned_jobs(sweep)) == sorted([
             ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""),
             ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
@@ -140,7 +143,7 @@ def test_one_more_launch_keeps_the_launches_already_measured(sweep):
     original = (sweep / "config.yaml").read_text()
     try:
         _edited(sweep, lambda c: c["configurations"]["again"].update(launches=3))
-        assert planned_jobs(sweep) == sorted([
+        assert beside_rounds(planned_jobs(sweep)) == sorted([
             ("benchmark_server", "again", "3"), ("summarize_config", "again", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
     finally:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.logcheck import FAILURES, NCCL_SIGNATURES, NOTES, NVSHMEM_SIGNATURES, SIGNATURES, prints_at
+from specsweep.engines.sglang.logcheck import (
+    FAILURES,
+    NCCL_SIGNATURES,
+    NOTES,
+    NVSHMEM_SIGNATURES,
+    SIGNATURES,
+    prints_at,
+)
 from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.parser_env import wheel_site as site_of
 from specsweep.testing.workflow import REPO

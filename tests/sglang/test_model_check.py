@@ -68,7 +68,8 @@ def test_real_weights_matrix_fails_on_a_missing_mount_and_on_a_config_json_only_
     errors = results["multimodal"]["errors"]
     assert len(errors) == 1, errors
     assert errors[0].startswith("configurations.multimodal.server_args.model-path: model directory "
-                                f"{weights}/kimi-k2.5: SGLang's get_processor raised OSError: Can't load image processor")
+                                f"{weights}/kimi-k2.5: SGLang's get_processor raised OSError: "
+                                "Can't load image processor")
     model, draft = results["multimodal"]["loaded"]
     assert model["architectures"] == ["KimiK25ForConditionalGeneration"] and model["multimodal"] is True
     assert draft["architectures"] == ["LlamaForCausalLMEagle3"]

@@ -156,7 +156,8 @@ def test_editing_one_configuration_submits_only_its_jobs(slurm_run, jobcomp_log)
     assert list(new) == [launch(slurm_run, "eagle3-shm")["slurm"]["job_id"]], new
     assert summary(slurm_run, "eagle3-shm")["status"] == "ok"
     for name, data in untouched.items():
-        assert (slurm_run / "results" / name / "launch-1" / "launch.json").read_bytes() == data, f"{name} must not rerun"
+        launch_json = slurm_run / "results" / name / "launch-1" / "launch.json"
+        assert launch_json.read_bytes() == data, f"{name} must not rerun"
 
 
 def _processes_of(job_id: str, pgid: int) -> list[str]:

@@ -26,3 +26,33 @@ def test_every_profile_named_exists(path):
     assert all(p.startswith("profiles/") for p in named), named  # a placeholder (`...`, `<x>`) is no pointer
     missing = [p for p in named if not (REPO / p.strip("`'\"")).is_dir()]
     assert missing == [], f"{path.relative_to(REPO)} names profiles that do not exist: {missing}"
+
+
+#: What ships and is read by users: the config files, the docs (a measurement record's own words: its
+#: README; the files it copied from a run, report.md and summary.csv, are quoted output and keep theirs),
+#: and the package.
+SHIPPED = [p for root in ("config", "docs", "specsweep") for p in sorted((REPO / root).rglob("*"))
+           if p.is_file() and p.suffix in {".py", ".md", ".yaml", ".yml", ".json", ".txt", ".sh"}
+           and not (p.parts[len(REPO.parts):][:2] == ("docs", "measurements") and p.name != "README.md")]
+#: Paths no user has: this project's working tree and notes outside the repository.
+OUTSIDE = re.compile(r"/work/|\bDOMAIN\.md\b|/root/|/home/[a-z]")
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
+def test_what_ships_names_no_path_outside_the_repository_and_no_seeds(path):
+    text = path.read_text(errors="replace")
+    found = [m.group(0) for m in re.finditer(r"\bseeds\b", text, flags=re.IGNORECASE)] + OUTSIDE.findall(text)
+    assert found == [], f"{path.relative_to(REPO)}: {found}"
+    if path.suffix == ".md":  # a relative link stays inside the checkout
+        for target in re.findall(r"\]\((?!https?:|#|mailto:)([^)#\s]+)", text):
+            resolved = (path.parent / target).resolve()
+            assert resolved.is_relative_to(REPO.resolve()), f"{path.relative_to(REPO)} links outside: {target}"
+
+
+def test_the_kimi_case_facts_live_in_the_projects_docs():
+    config = (REPO / "config/kimi-k25-8gpu.yaml").read_text()
+    assert "docs/sglang.md" in config.splitlines()[1]
+    case = (REPO / "docs/sglang.md").read_text()
+    facts = ("82 tok/s", "60 tok/s", "52 tok/s", "~25 ms communication", "2.46", "failed during CUDA graph capture")
+    for fact in facts:
+        assert fact in case, fact

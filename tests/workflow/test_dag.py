@@ -202,3 +202,14 @@ def test_a_build_context_not_staged_is_named_before_any_job(tmp_path):
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in out, out[-3000:]
     assert "specsweep: images.sglang-mscclpp.build_contexts.mscclpp_src: ../mscclpp_src is not a folder" in out
+
+
+def test_a_launch_the_plan_does_not_have_is_one_line(tmp_path):
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "results/nospec/launch-7/outcome.json"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in out and "Exception" not in out, out[-3000:]
+    [line] = [ln for ln in out.splitlines() if ln.startswith("specsweep: configuration")]
+    expected = "specsweep: configuration `nospec` has no launch-7: the loaded config plans launch-1, "
+    assert line.startswith(expected), line

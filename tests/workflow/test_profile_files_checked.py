@@ -1,4 +1,5 @@
-"""This checkout's Snakemake profiles: a typo in either one stops `snakemake -n`, naming file and key.
+"""This checkout's Snakemake profiles: a typo in the one a run uses stops `snakemake -n`, naming file and key;
+a stray copy under profiles/ that the run does not use stops nothing.
 
 Snakemake itself drops a mapping under an unknown key (``set-resource:``) and
 takes any resource name (``slurm_partiton``) without a word
@@ -7,16 +8,16 @@ takes any resource name (``slurm_partiton``) without a word
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from specsweep.plan.config import load_yaml_strict
 from specsweep.testing.workflow import REPO, copy_workflow
-from specsweep.workflow.profiles import profile_problems, workflow_profiles
+from specsweep.workflow.profiles import profile_problems, profiles_in_use, workflow_profiles
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1", "-n"]
 
@@ -57,7 +58,38 @@ def test_a_typo_in_each_profile_stops_a_dry_run(tmp_path, profile, old, new, key
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
-    result = subprocess.run(SNAKEMAKE + ["all"], cwd=work, capture_output=True, text=True, timeout=300)  # noqa: S603
+    chosen = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
+    result = subprocess.run(SNAKEMAKE + [*chosen, "all"], cwd=work, capture_output=True, text=True, timeout=300,
+                            check=False)
     out = result.stdout + result.stderr  # Snakemake prints a WorkflowError on stdout
     assert result.returncode != 0, out
     assert f"invalid configuration in profiles/{profile}/config.yaml:" in out and f"  - {key}: " in out, out
+
+
+def test_a_stray_profile_copy_the_run_does_not_use_stops_nothing(tmp_path):
+    work = copy_workflow(tmp_path)
+    stray = work / "profiles" / "default copy" / "config.yaml"
+    stray.parent.mkdir()
+    stray.write_text((work / "profiles/default/config.yaml").read_text().replace("\nresources:\n", "\nresource:\n"))
+    result = subprocess.run(SNAKEMAKE + ["all"], cwd=work, capture_output=True, text=True, timeout=300, check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0 and "default copy" not in out, out[-3000:]
+    # named on the command line, it is the profile in use, and checked
+    result = subprocess.run(SNAKEMAKE + ["--workflow-profile", "profiles/default copy", "all"], cwd=work,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode != 0 and "invalid configuration in profiles/default copy/config.yaml:" in \
+        result.stdout + result.stderr
+
+
+def test_the_profiles_in_use_are_read_as_snakemake_reads_its_command_line(tmp_path):
+    for name in ("default", "slurm", "default copy"):
+        (tmp_path / "profiles" / name).mkdir(parents=True)
+        (tmp_path / "profiles" / name / "config.yaml").write_text("cores: 1\n")
+    own = tmp_path / "mine.yaml"
+    own.write_text("cores: 1\n")
+    used = functools.partial(profiles_in_use, basedir=tmp_path, cwd=tmp_path)
+    assert used(["--cores", "1", "all"]) == [tmp_path / "profiles/default/config.yaml"]
+    assert used(["--workflow-profile", "profiles/slurm", "all"]) == [tmp_path / "profiles/slurm/config.yaml"]
+    assert used(["--workflow-profile=slurm"]) == [tmp_path / "profiles/slurm/config.yaml"]
+    assert used(["--workflow-profile", "none"]) == []
+    assert used(["--profile", "mine.yaml", "--workflow-profile", "none"]) == [own]

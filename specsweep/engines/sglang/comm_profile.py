@@ -42,7 +42,7 @@ def comm_profile(plan: Mapping[str, Any]) -> dict[str, Any]:
     spec = algo not in ("NONE", "")
     draft = _first(args, "speculative-num-draft-tokens")
     if draft is None and spec and _first(args, "speculative-num-steps") is not None:
-        draft = int(_first(args, "speculative-num-steps")) + 1  # topk 1: draft tokens = steps + 1 (DOMAIN.md)
+        draft = int(_first(args, "speculative-num-steps")) + 1  # topk 1: draft tokens = steps + 1 (docs/sglang.md)
     dtype = str(_first(args, "dtype") or "auto")
     deepep = str(_first(args, "moe-a2a-backend") or "none") == "deepep"
     # An EnvBool (sglang/srt/environ.py:799): read as environ.env_bool reads it.

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from specsweep.engines.argv import common_facts
+from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
-from specsweep.engines.sglang import launch
+from specsweep.engines.sglang import context, launch
+from specsweep.engines.sglang.args import tp_size
 from specsweep.engines.sglang.comm_profile import comm_profile
 from specsweep.engines.sglang.logcheck import variant_evidence
 from specsweep.engines.sglang.preflight import preflight_plans
@@ -31,10 +35,17 @@ class SGLangEngine:
     def address_args(self, host: str, port: int) -> list[str]:
         return launch.address_args(host, port)
 
+    def facts(self, server_args: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+        """What the flags mean (``contracts.plan.FACT_KEYS``). SGLang has no one all-reduce backend flag: which
+        communicator takes an all-reduce is its dispatch's choice at run time, which the log proves
+        (``variant_evidence``), so ``all_reduce_backend`` is None."""
+        return {**common_facts(server_args, env), "tp_size": tp_size(server_args), "all_reduce_backend": None}
+
     def preflight(
         self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
-        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix that runs python in the built image)."""
+        """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix
+        that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
         result = preflight_plans([plan], parser_python, images)[plan["name"]]
@@ -67,3 +78,7 @@ class SGLangEngine:
     def comm_profile(self, plan: dict) -> dict:
         """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""
         return comm_profile(plan)
+
+    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+        """The largest input + output a request may ask for, as SGLang derives it (``engines.sglang.context``)."""
+        return context.context_limit(plan, base)

@@ -7,7 +7,8 @@ variant and got NCCL measured NCCL; its number must not be reported as the
 variant's. The only witness is the server's own log, so:
 
 - :data:`SIGNATURES` holds SGLang's log lines for each variant being active or
-  falling back, each regex written from the format string in the 0.5.23 wheel
+  falling back, read from the variants' entries (``engines.variants``), each
+  regex written from the format string in the 0.5.23 wheel
   (``source``: file:line; ``literal``: a verbatim fragment of the format string;
   ``level``: the logging call that prints it), all checked against the wheel
   by a slow test, which also requires each to print at the server's log level
@@ -22,7 +23,8 @@ variant's. The only witness is the server's own log, so:
 - :data:`NCCL_SIGNATURES` the NCCL format strings :func:`parse_nccl` relies on,
   cited at NCCL v2.30.7-1 (the NCCL that torch 2.14.1 pins) and checked
   against the cited source fixture and the pinned ``libnccl.so.2``;
-- :data:`ALLREDUCE_PRECEDENCE` SGLang's dispatch order for one all-reduce:
+- :data:`ALLREDUCE_PRECEDENCE` SGLang's dispatch order for one all-reduce (the
+  entries' ``precedence``):
   when two requested variants would both serve it, the one SGLang gives the
   call is credited and the other is ``shadowed`` (it may still log "enabled");
 - :func:`parse_nccl` reads NCCL's ``NCCL INFO`` / ``NCCL WARN`` lines (version,
@@ -37,29 +39,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from specsweep.contracts.variants import Signature, log_line, requested_variants
+from specsweep.engines.variants import allreduce_precedence, log_signatures
 
-@dataclass(frozen=True)
-class Signature:
-    variant: str  # a variant name, or for FAILURES the failure's name
-    kind: str  # "active" | "fallback" | "note" | "failure"
-    pattern: re.Pattern[str]
-    source: str  # file:line in the sglang 0.5.23 wheel (NCCL: in NCCL v2.30.7-1)
-    literal: str  # verbatim fragment of the format string at ``source``
-    level: str = "warning"  # the call that prints it: logger.<level>, or "raise" (logged by the process's handler)
-    # Where the call at ``source`` formats its text from a constant defined elsewhere:
-    # (file:line of the constant, verbatim fragment of it); None when the text is at ``source``.
-    template: tuple[str, str] | None = None
-    # For a line printed both while starting and while serving: which of the two this signature names
-    # ("before_ready": before the server answered /ready; "after_ready": after); None for either.
-    when: str | None = None
-
-
-def _sig(variant: str, kind: str, pattern: str, source: str, literal: str, level: str = "warning",
-         template: tuple[str, str] | None = None, when: str | None = None) -> Signature:
-    return Signature(variant, kind, re.compile(pattern), source, literal, level, template, when)
+_sig = log_line
 
 
 #: Python logging levels by name; "raise" = an exception whose traceback the
@@ -75,107 +60,10 @@ def prints_at(level: str, server_log_level: str = DEFAULT_LOG_LEVEL) -> bool:
     return LEVELS[level] >= LEVELS[server_log_level.lower()]
 
 
-_DCOMM = "sglang/srt/distributed/device_communicators"
-# cls_name passed to can_use_custom_all_reduce_with_nvlink (custom_all_reduce.py:91, custom_all_reduce_v2.py:595)
-_CA = r"(?:CustomAllreduce|CustomAllReduceV2)"
-
-SIGNATURES: tuple[Signature, ...] = (
-    # --- custom all-reduce. CustomAllReduceV2 is the default (SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2,
-    # environ.py:1532) and, once its workspace is up (after can_use_custom_all_reduce_v2 passed,
-    # custom_all_reduce_v2.py:139), rank 0 logs its config at INFO (custom_all_reduce_v2.py:340-348).
-    # The legacy CustomAllreduce logs nothing when on: with it, a working custom all-reduce is unproven.
-    _sig("custom_allreduce", "active", r"All Reduce config: symmetric_memory = [\d.]+ MB",
-         f"{_DCOMM}/custom_all_reduce_v2.py:342", "All Reduce config: symmetric_memory = %.2f MB, ", "info"),
-    _sig("custom_allreduce", "fallback",
-         _CA + r" is disabled because it's not supported on more than two PCIe-only GPUs",
-         f"{_DCOMM}/custom_all_reduce_utils.py:494", "is disabled because it's not supported on"),
-    _sig("custom_allreduce", "fallback", _CA + r" is disabled due to an unsupported world size: \d+",
-         f"{_DCOMM}/custom_all_reduce_utils.py:469", "is disabled due to an unsupported world"),
-    _sig("custom_allreduce", "fallback", _CA + r" is disabled because your platform lacks GPU P2P capability",
-         f"{_DCOMM}/custom_all_reduce_utils.py:506", "is disabled because your platform lacks "),
-    _sig("custom_allreduce", "fallback", _CA + r" is disabled because this process group spans across nodes",
-         f"{_DCOMM}/custom_all_reduce_utils.py:462", "is disabled because this process group spans across nodes."),
-    _sig("custom_allreduce", "fallback", r"Setup Custom allreduce failed with",
-         "sglang/srt/distributed/parallel_state.py:515", "Setup Custom allreduce failed with"),
-    # --- MSCCL++
-    _sig("mscclpp", "active", r"Created MSCCL\+\+ communicator: group=\S+ world_size=\d+",
-         f"{_DCOMM}/pymscclpp.py:1123", "Created MSCCL++ communicator: group=%s world_size=%d device=%s ", "info"),
-    _sig("mscclpp", "fallback", r"PyMscclpp is unavailable because its dependencies failed to import",
-         f"{_DCOMM}/pymscclpp.py:1053", "PyMscclpp is unavailable because its dependencies failed to import: %s"),
-    _sig("mscclpp", "fallback", r"PyMscclpp is disabled due to an unsupported world size",
-         f"{_DCOMM}/pymscclpp.py:1077", "PyMscclpp is disabled due to an unsupported world"),
-    _sig("mscclpp", "fallback", r"PyMscclpp is disabled due to an unsupported group",
-         f"{_DCOMM}/pymscclpp.py:1089", "PyMscclpp is disabled due to an unsupported group %s."),
-    _sig("mscclpp", "fallback", r"PyMscclpp did not produce any usable tuned configurations",
-         f"{_DCOMM}/pymscclpp.py:1120", "PyMscclpp did not produce any usable tuned configurations."),
-    # --- torch symmetric memory (no INFO line when it is on)
-    _sig("torch_symm_mem", "fallback", r"TorchSymmMemCommunicator: Device capability .* not supported",
-         f"{_DCOMM}/torch_symm_mem.py:85", "TorchSymmMemCommunicator: Device capability %s not supported, "),
-    _sig("torch_symm_mem", "fallback", r"TorchSymmMemCommunicator: World size \d+ not supported",
-         f"{_DCOMM}/torch_symm_mem.py:92", "TorchSymmMemCommunicator: World size %d not supported, "),
-    _sig("torch_symm_mem", "fallback",
-         r"TorchSymmMemCommunicator: torch symmetric memory multicast operations are not supported",
-         f"{_DCOMM}/torch_symm_mem.py:118", "TorchSymmMemCommunicator: torch symmetric memory "),
-    # --- FlashInfer all-reduce + RMSNorm fusion
-    _sig("flashinfer_fusion", "active", r"FlashInfer AllReduce Fusion enabled and workspace initialized: backend=\S+",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:580",
-         "FlashInfer AllReduce Fusion enabled and workspace initialized: ", "info"),
-    _sig("flashinfer_fusion", "fallback", r"FlashInfer workspace preflight probe failed .*Skipping allreduce fusion",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:368", "FlashInfer workspace preflight probe failed (%s). "),
-    _sig("flashinfer_fusion", "fallback",
-         r"FlashInfer workspace preflight: cuMemCreate probe failed on at least one rank\. Skipping allreduce fusion",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:387",
-         "FlashInfer workspace preflight: cuMemCreate probe failed on at "),
-    _sig("flashinfer_fusion", "fallback", r"FlashInfer AllReduce fusion disabled: the \d+ ranks of this group",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:500",
-         "FlashInfer AllReduce fusion disabled: the %d ranks of this group are "),
-    _sig("flashinfer_fusion", "fallback", r"Failed to initialize FlashInfer workspace \(backend=\S+\): .*Disabling",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:593",
-         "Failed to initialize FlashInfer workspace (backend={backend}): "),
-    _sig("flashinfer_fusion", "fallback", r"FlashInfer allreduce fusion disabled globally",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:737", "FlashInfer allreduce fusion disabled globally because "),
-    _sig("flashinfer_fusion", "fallback", r"flashinfer\.comm (?:unified )?allreduce_fusion API is not available",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:132",
-         "flashinfer.comm allreduce_fusion API is not available (%s), "),
-    _sig("flashinfer_fusion", "fallback", r"FlashInfer comm not available, skipping workspace initialization",
-         "sglang/srt/layers/flashinfer_comm_fusion.py:475",
-         "FlashInfer comm not available, skipping workspace initialization"),
-    # (Not a fallback: "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs." is raised, and the
-    # server does not start; it is the failure flashinfer_fusion_arch below.)
-    # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1)
-    _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC all-reduce enabled \(world=\d+",
-         f"{_DCOMM}/pcie_ipc_ar.py:242", "FlashInfer PCIe-IPC all-reduce enabled (world=%d, workspace sized on ",
-         "info"),
-    _sig("pcie_ipc_allreduce", "fallback",
-         r"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has no pcie_ipc_comm",
-         f"{_DCOMM}/pcie_ipc_ar.py:228", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has "),
-    _sig("pcie_ipc_allreduce", "fallback", r"Deterministic inference is on; leaving PCIe-IPC all-reduce off",
-         f"{_DCOMM}/pcie_ipc_ar.py:92", "Deterministic inference is on; leaving PCIe-IPC all-reduce off. Its "),
-    _sig("pcie_ipc_allreduce", "fallback", r"Setup FlashInfer PCIe-IPC allreduce failed with",
-         "sglang/srt/distributed/parallel_state.py:501", "Setup FlashInfer PCIe-IPC allreduce failed with {e}."),
-    _sig("pcie_ipc_allreduce", "fallback",
-         r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: .*reductions stay on NCCL",
-         f"{_DCOMM}/pcie_ipc_ar.py:288", "FlashInfer PCIe-IPC workspace (max_numel=%d) failed: %s; "),
-    # (Not here: "FlashInfer PCIe-IPC all-reduce skipped: unsupported world size %d", pcie_ipc_ar.py:214, is
-    # logger.debug and never reaches an INFO log; preflight's pcie-ipc-tp rule says so before launch.)
-    # --- DeepEP (when on, nothing at INFO without --deepep-config; a missing package raises)
-    _sig("deepep", "active", r"Use DeepEP Config: ",
-         "sglang/srt/layers/moe/token_dispatcher/deepep.py:347", "Use DeepEP Config: {config_parsed}", "info"),
-    _sig("deepep", "fallback", r"DeepEP is not available\. Please install DeepEP package",
-         "sglang/srt/layers/moe/token_dispatcher/deepep.py:383",
-         "DeepEP is not available. Please install DeepEP package from ", "raise"),
-)
-
-# Further lines: partial use (kind "note": reported, not a fallback) and the PCIe-IPC
-# workspace really built (kind "active").
-NOTES: tuple[Signature, ...] = (
-    _sig("pcie_ipc_allreduce", "note", r"FlashInfer PCIe-IPC all-reduce serves bf16 only; \S+ reductions stay on NCCL",
-         f"{_DCOMM}/pcie_ipc_ar.py:121",
-         "FlashInfer PCIe-IPC all-reduce serves bf16 only; %s reductions stay on NCCL."),
-    _sig("pcie_ipc_allreduce", "active", r"FlashInfer PCIe-IPC workspace built \(world=\d+, max_numel=\d+",
-         f"{_DCOMM}/pcie_ipc_ar.py:299", "FlashInfer PCIe-IPC workspace built (world=%d, max_numel=%d, hidden=%d)",
-         "info"),
-)
+#: SGLang's log lines for each variant being active or falling back, and further lines (kind "note":
+#: partial use, reported, not a fallback): the variant entries' (``engines.variants``), SGLang's own.
+SIGNATURES: tuple[Signature, ...] = tuple(s for s in log_signatures("sglang", "sglang") if s.kind != "note")
+NOTES: tuple[Signature, ...] = tuple(s for s in log_signatures("sglang", "sglang") if s.kind == "note")
 
 _BREAKABLE = r"Fail when using backend: breakable for prefill runner\."
 _BREAKABLE_AT = "sglang/srt/model_executor/runner_backend_utils/breakable_cuda_graph/context.py:48"
@@ -223,18 +111,11 @@ FAILURES: tuple[Signature, ...] = (
          "sglang/srt/layers/moe/ep_moe/layer.py:296", '"forward_deepgemm_contiguous is deprecated"', "raise"),
 )
 
-# --- NVSHMEM (DeepEP's low-latency transport) ---------------------------------
-# DeepEP logs nothing in SGLang 0.5.23 when it runs (its only line, "Use DeepEP
-# Config", is rank 0's, only with --deepep-config, and not on the low_latency
-# path). What can prove it ran is NVSHMEM, which DeepEP's low-latency buffer
-# initialises: with NVSHMEM_DEBUG=INFO (subsystem INIT) it reports bringing up
-# IBGDA, the RDMA transport those kernels use even within one node; without
-# RDMA NICs it prints the failure to stderr whatever the debug level. Cited at
-# NVIDIA/nvshmem v3.4.5-0 (commit 131da55f643ac87c810ba0bc51d359258bf433a1), the
-# NVSHMEM torch 2.14.1 pins (nvidia-nvshmem-cu13==3.4.5), copied into
-# tests/fixtures/nvshmem/source-v3.4.5.txt and checked against the pinned
-# libnvshmem_host.so.3 by a slow test. Level "info" = NVSHMEM INFO (needs
-# NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT, always printed.
+# --- NVSHMEM (DeepEP's low-latency transport): the variant entries' lines that NVSHMEM prints, cited at
+# NVIDIA/nvshmem v3.4.5-0 (``engines.variants``, DeepEP's entry, says why they are its evidence), and the
+# failures below. Level "info" = NVSHMEM INFO (needs NVSHMEM_DEBUG=INFO); "stderr" = NVSHMEMI_ERROR_PRINT,
+# always printed; copied into tests/fixtures/nvshmem/source-v3.4.5.txt and checked against the pinned
+# libnvshmem_host.so.3 by a slow test.
 #
 # Why DeepEP failed without RDMA ("deepep_rdma"): where DeepGEMM's kernels load (so the early
 # assert at ep_moe/layer.py:167-177 passes), DeepEP's low-latency buffer brings NVSHMEM up
@@ -246,19 +127,16 @@ FAILURES: tuple[Signature, ...] = (
 # init swallows the error (init/init.cu:1103-1112) and the next NVSHMEM call exits the process
 # with "nvshmem initialization failed, exiting" (init/init.cu:1114-1122, NVSHMEMI_ERROR_EXIT:
 # exit(-1), no Python traceback).
-NVSHMEM_SIGNATURES: tuple[Signature, ...] = (
-    Signature("deepep", "active", re.compile(r"NVSHMEM INFO Successfully initialized the transport: IBGDA"),
-              "src/host/transport/transport.cpp:312",
-              '"Successfully initialized the transport: IBGDA. It will be used for device-side "', "info"),
-    Signature("deepep", "fallback", re.compile(r"init failed for transport: IBGDA"),
-              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr"),
+NVSHMEM_SIGNATURES: tuple[Signature, ...] = log_signatures("sglang", "nvshmem") + (
     Signature("deepep_rdma", "failure", re.compile(r"init failed for transport: IBGDA"),
-              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr"),
+              "src/host/transport/transport.cpp:282", '"init failed for transport: IBGDA"', "stderr",
+              library="nvshmem"),
     Signature("deepep_rdma", "failure", re.compile(r"Unable to initialize any transports"),
               "src/host/transport/transport.cpp:294", '"Unable to initialize any transports. returning error."',
-              "stderr"),
+              "stderr", library="nvshmem"),
     Signature("deepep_rdma", "failure", re.compile(r"nvshmem initialization failed, exiting"),
-              "src/host/init/init.cu:1119", '"nvshmem initialization failed, exiting \\n"', "stderr"),
+              "src/host/init/init.cu:1119", '"nvshmem initialization failed, exiting \\n"', "stderr",
+              library="nvshmem"),
 )
 
 # --- NCCL ------------------------------------------------------------------
@@ -301,7 +179,8 @@ NCCL_SIGNATURES: tuple[Signature, ...] = (
     Signature("channel", "nccl", _NCCL_CHANNEL, "src/graph/rings.cc:48", '"Channel %02d/%02d :"', "info"),
     Signature("transport", "nccl", _NCCL_VIA, "src/transport/p2p.cc:423",
               '"Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s"', "info"),
-    Signature("coll_channels", "nccl", _NCCL_COLL_CHANNELS, "src/init.cc:1646", '"%d coll channels, %d collnet channels',
+    Signature("coll_channels", "nccl", _NCCL_COLL_CHANNELS, "src/init.cc:1646",
+              '"%d coll channels, %d collnet channels',
               "info"),
     Signature("trees", "nccl", _NCCL_TREES, "src/init.cc:1497", '"Trees%s"', "info"),
     Signature("nccl_no_algorithm", "failure", _NCCL_NO_ALGO, "src/enqueue.cc:2063",
@@ -389,7 +268,8 @@ def _nccl_env_evidence(nccl: Mapping[str, Any], env: Mapping[str, str]) -> tuple
 
 
 #: SGLang 0.5.23's order for one TP all-reduce (``distributed/parallel_state.py:673``,
-#: ``GroupCoordinator.all_reduce``; ``:949-989``, ``_resolve_outplace_all_reduce_method``): a group tagged for FlashInfer's all-reduce
+#: ``GroupCoordinator.all_reduce``; ``:949-989``, ``_resolve_outplace_all_reduce_method``): a group tagged
+#: for FlashInfer's all-reduce
 #: (``--flashinfer-allreduce-fusion-backend``, ``_tag_groups_for_flashinfer_allreduce_only``)
 #: sends every 2-D tensor its fusion workspace fits (decode/verify sizes) to
 #: ``flashinfer_allreduce`` before anything else; then
@@ -397,13 +277,7 @@ def _nccl_env_evidence(nccl: Mapping[str, Any], env: Mapping[str, str]) -> tuple
 #: PCIe IPC only when MSCCL++ does not take the tensor, then MSCCL++, then torch
 #: symmetric memory. So of two variants that are both active, the earlier one
 #: here gets the call and the later one is shadowed.
-ALLREDUCE_PRECEDENCE: tuple[str, ...] = (
-    "flashinfer_fusion",
-    "mscclpp",
-    "custom_allreduce",
-    "pcie_ipc_allreduce",
-    "torch_symm_mem",
-)
+ALLREDUCE_PRECEDENCE: tuple[str, ...] = allreduce_precedence("sglang")  # the entries' ``precedence``
 PRECEDENCE_SOURCE = "sglang/srt/distributed/parallel_state.py:959-989 (_resolve_outplace_all_reduce_method)"
 
 
@@ -493,14 +367,6 @@ def variant_evidence(log: str, plan: Mapping[str, Any], ready: bool = False) -> 
         "failures": failures,
         "nccl": nccl,
     }
-
-
-def requested_variants(plan: Mapping[str, Any]) -> list[str]:
-    """The plan's ``variant`` as a sorted list (the config may give a string)."""
-    value = plan.get("variant") or []
-    if isinstance(value, str):
-        value = [value]
-    return sorted(set(value))
 
 
 def failure_names() -> list[str]:

@@ -4,7 +4,7 @@ SGLang's own parser (see :mod:`specsweep.engines.sglang.preflight`) catches unkn
 flags and bad values, but not combinations that parse fine and then fail
 minutes into startup on an 8-GPU host (or, worse, silently fall back). Each
 rule here encodes one such case, read from the 0.5.23 wheel or from the
-seeds' runs (the measured case in the README and docs/sglang.md), and its message names the
+Kimi-K2.5 case's runs (docs/sglang.md, "The case"), and its message names the
 configuration and the flag so that the fix is obvious.
 
 Rules read only the resolved plan (``server_args``, ``env``, ``image``,
@@ -23,26 +23,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from specsweep.contracts.variants import Finding, requested_variants
+from specsweep.engines.sglang.args import is_set as _is_set
+from specsweep.engines.sglang.args import tp_size
 from specsweep.engines.sglang.environ import env_bool
-from specsweep.engines.sglang.logcheck import failure_names, requested_variants
+from specsweep.engines.sglang.logcheck import failure_names
+from specsweep.engines.variants import VARIANTS, known_variants, plan_rules
 from specsweep.engines.volumes import host_path
 
-# Variant names the evidence check knows (``variant:`` in config.yaml).
-KNOWN_VARIANTS = frozenset(
-    {
-        "custom_allreduce",
-        "mscclpp",
-        "torch_symm_mem",
-        "flashinfer_fusion",
-        "deepep",
-        "pcie_ipc_allreduce",
-        "nccl_env",
-    }
-)
+# Variant names the evidence check knows (``variant:`` in config.yaml): the registry's for this engine.
+KNOWN_VARIANTS = known_variants("sglang")
 
 # Flags that 0.5.23 no longer accepts, with what replaced them. argparse's
 # prefix matching turns the first into "ambiguous option", which does not say
@@ -55,8 +48,10 @@ REMOVED_FLAGS: dict[str, str] = {
 MSCCLPP_TP_SIZES = frozenset({4, 8, 16, 32, 64})
 # SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: FlashInfer 0.7.2 PCIe-IPC kernels (pcie_ipc_ar.py).
 PCIE_IPC_TP_SIZES = frozenset({2, 4, 8})
-# Images built with the FlashInfer AR+RMSNorm fusion patch for SM120.
+# Images built with the FlashInfer AR+RMSNorm fusion patch for SM120: by name, or by the image target that
+# carries the variant (the registry's).
 FUSION_PATCHED_IMAGES = frozenset({"sglang-fi-fusion"})
+FUSION_TARGET = VARIANTS["flashinfer_fusion"].image_target
 FUSION_PATCH_MARKER = "flashinfer-fusion"
 # Architectures where SGLang itself gates the fusion on (SM90 / SM10x).
 FUSION_NATIVE_ARCHS = frozenset({"sm90", "sm100", "sm103"})
@@ -65,27 +60,6 @@ EAGLE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 # FAILURES and NCCL_SIGNATURES of kind "failure"), read from its table.
 FAILURE_NAMES = frozenset(failure_names())
 EAGLE_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule's verdict. ``error`` stops the configuration; ``warning`` is reported."""
-
-    severity: str  # "error" | "warning"
-    rule: str
-    message: str
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and value is not False
-
-
-def tp_size(server_args: Mapping[str, Any]) -> int:
-    """TP world size as SGLang reads it (``--tp-size``, alias ``--tensor-parallel-size``; default 1)."""
-    for key in ("tp-size", "tensor-parallel-size"):
-        if _is_set(server_args.get(key)):
-            return int(server_args[key])
-    return 1
 
 
 def _fusion_requested(sa: Mapping[str, Any]) -> bool:
@@ -101,7 +75,7 @@ def _image_is_fusion_patched(plan: Mapping[str, Any], images: Mapping[str, Any] 
     if image in FUSION_PATCHED_IMAGES:
         return True
     spec = (images or {}).get(image) or {}
-    if spec.get("target") == "fi-fusion":
+    if spec.get("target") == FUSION_TARGET:
         return True
     return any(FUSION_PATCH_MARKER in str(p) for p in spec.get("patches") or [])
 
@@ -230,7 +204,8 @@ def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, An
     )
     if rdma is False:
         return [Finding("error", "deepep-rdma", f"{what}; this target has rdma: false"
-                        + (" and nvlink: false, so no DeepEP mode can run here" if plan.get("nvlink") is False else ""))]
+                        + (" and nvlink: false, so no DeepEP mode can run here"
+                           if plan.get("nvlink") is False else ""))]
     return [Finding("warning", "deepep-rdma", f"{what}; this target's rdma is not known (set rdma: true/false): "
                     f"without RDMA NICs with GPUDirect RDMA the server fails at startup")]
 
@@ -371,7 +346,8 @@ def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                         "nccl-bare-tree",
                         f"configurations.{name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
                         f"all-gather, for which NCCL may find no algorithm (it failed in CUDA graph capture "
-                        f"in the seeds' runs); use 'allreduce:tree', or mark the configuration expect: failure "
+                        f"in the Kimi-K2.5 case's runs, docs/sglang.md); use 'allreduce:tree', "
+                        "or mark the configuration expect: failure "
                         f"with expect_signature: [nccl_no_algorithm, cuda_graph_capture_failed]",
                     )
                 )
@@ -433,7 +409,6 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
     variants that will predictably fall back on this target are warnings."""
     sa = plan.get("server_args") or {}
     env = plan.get("env") or {}
-    arch = (plan.get("gpu_arch") or "").lower()
     tp = tp_size(sa)
     findings: list[Finding] = []
     for v in requested_variants(plan):
@@ -445,34 +420,9 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                     f"configurations.{name}.variant: unknown variant {v!r}; known: {sorted(KNOWN_VARIANTS)}",
                 )
             )
-    variants = set(requested_variants(plan))
-    if "custom_allreduce" in variants and _is_set(sa.get("disable-custom-all-reduce")):
-        findings.append(
-            Finding(
-                "error",
-                "custom-ar-disabled",
-                f"configurations.{name}.server_args.disable-custom-all-reduce: variant custom_allreduce is "
-                f"requested but the flag disables it",
-            )
-        )
-    if "custom_allreduce" in variants and plan.get("nvlink") is False and tp > 2:
-        findings.append(
-            Finding(
-                "warning",
-                "custom-ar-pcie",
-                f"configurations.{name}.variant: custom_allreduce on {tp} PCIe-only GPUs disables itself in "
-                f"SGLang 0.5.23 and falls back to NCCL (expected status: fallback)",
-            )
-        )
-    if "torch_symm_mem" in variants and arch and not (arch.startswith("sm9") or arch.startswith("sm10")):
-        findings.append(
-            Finding(
-                "warning",
-                "symm-mem-arch",
-                f"configurations.{name}.server_args.enable-torch-symm-mem: torch symmetric memory needs SM90/SM10x "
-                f"and multicast; on {arch} SGLang warns and uses NCCL (expected status: fallback)",
-            )
-        )
+    # What each requested variant's own entry checks (engines.variants: its ``rules``).
+    for _variant, rule in plan_rules("sglang", requested_variants(plan)):
+        findings.extend(rule(name, plan, images))
     # A value SGLang cannot parse is refused with the config (plan.envcheck): SGLang would warn and run
     # with the default, off.
     pcie_ipc = env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")

@@ -15,6 +15,7 @@ from specsweep.analysis.formulas import (
 )
 from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import MS, OK
 
 WORKLOAD = {
@@ -38,7 +39,7 @@ def rec(i: int, output: list[int] | None, *, run: str = "r", key: str | None = N
 def plan(name: str, spec: bool = True, env: dict | None = None, temperature: float = 0.0) -> dict:
     args = {"speculative-algorithm": "EAGLE3"} if spec else {}
     return {"name": name, "engine": "reference", "image": None, "server_args": args, "env": env or {},
-            "workload": {**WORKLOAD, "temperature": temperature}}
+            "workload": {**WORKLOAD, "temperature": temperature}, "facts": engine_facts("reference", args, env)}
 
 
 OUT = [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12], [2, 2, 2, 2, 2, 2], [3, 1, 4, 1, 5, 9]]

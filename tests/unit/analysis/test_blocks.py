@@ -32,8 +32,9 @@ from specsweep.analysis import blocks as B
 from specsweep.analysis import stats as S
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.metrics import PRIMARY_VERDICT
-from specsweep.records import DEFAULT_POINT
 from specsweep.analysis.rows import config_rows, explode_points
+from specsweep.records import DEFAULT_POINT
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.workflow.closing import closing_lines
 
@@ -189,7 +190,8 @@ def test_the_trend_recovers_a_drift_within_rounds():
     sides = {n: _sample(v) for n, v in values.items()}
     got = B.trend(B.fit_point(sides, entries))
     assert got["named"] and got["slope_per_min"] == pytest.approx(math.expm1(slope), rel=0.1)
-    assert got["text"].startswith("the residuals drift +0.4") and "% per minute of start time within rounds" in got["text"]
+    assert got["text"].startswith("the residuals drift +0.4")
+    assert "% per minute of start time within rounds" in got["text"]
     assert B.trend(B.fit_point(sides, {n: _entries("1", "2", "3") for n in names}))["absent"] == \
         "a launch has no start time"
 
@@ -255,7 +257,8 @@ def main_sweeps() -> dict[str, np.ndarray]:
                 keep("blocked_power", B.power_of(slow, math.expm1(SLOW)))
             else:
                 noise = S.pooled_noise(list(sides.values()))
-                same, slow = S.compare(sides["copy2"], sides["base"], noise), S.compare(sides["slow"], sides["base"], noise)
+                same = S.compare(sides["copy2"], sides["base"], noise)
+                slow = S.compare(sides["slow"], sides["base"], noise)
                 aa = S.compare(sides["base"].select("aa"), sides["base"].select("1"), noise)
                 keep("old_power", B.power_of(slow, math.expm1(SLOW)))
             keep(f"{design}_same_called", _called(same))
@@ -356,7 +359,8 @@ def test_a_cold_start_is_flagged_by_the_cold_start_check():
 def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]]) -> dict:
     """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
     plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "NONE"}, "env": {}}
+            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
+            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
     files = []
     for k, (lid, (minute, factor)) in enumerate(launches.items()):
         run = f"{name}-{lid}"

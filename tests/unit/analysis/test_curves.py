@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from specsweep.analysis.curves import crossing, crossing_interval

@@ -10,6 +10,7 @@ from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_su
 from specsweep.analysis.stats import Noise, pooled_noise
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 
 MS = 1_000_000
 WORKLOAD = {
@@ -18,6 +19,7 @@ WORKLOAD = {
     "warmup": {"window": 2, "tolerance": 0.1, "min_windows": 2, "max_requests": 8},
 }
 PLAN = {"name": "cfg", "engine": "reference", "image": None, "server_args": {}, "workload": WORKLOAD,
+        "facts": engine_facts("reference"),
         "points": [{"name": "c1", "workload": WORKLOAD}, {"name": "c2", "workload": dict(WORKLOAD, concurrency=2)}]}
 
 
@@ -28,10 +30,10 @@ def records(run: str, point: str, gap_ms: float, seed: int) -> list[dict]:
             chunks = [t + 20 * MS]
             while len(chunks) < 17:
                 chunks.append(chunks[-1] + int(gap_ms * rng.uniform(0.99, 1.01) * MS))
-            out.append(new_record(run_id=run, point=point, request_id=f"{run}-{point}-{rep}{i}", phase="measured", repeat=rep,
-                                  index=i, endpoint="generate", input_len=8, output_len=17, send_ns=t, chunk_ns=chunks,
-                                  chunk_tokens=[1] * 17, end_ns=chunks[-1], http_status=200, completion_tokens=17,
-                                  status="ok"))
+            out.append(new_record(run_id=run, point=point, request_id=f"{run}-{point}-{rep}{i}", phase="measured",
+                                  repeat=rep, index=i, endpoint="generate", input_len=8, output_len=17, send_ns=t,
+                                  chunk_ns=chunks, chunk_tokens=[1] * 17, end_ns=chunks[-1], http_status=200,
+                                  completion_tokens=17, status="ok"))
             t = chunks[-1] + MS
     return out
 

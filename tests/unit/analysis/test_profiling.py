@@ -13,6 +13,7 @@ from specsweep.analysis.metrics import METRICS
 from specsweep.analysis.profiling import allreduce_check, profile_section, profile_warnings
 from specsweep.analysis.summary import build_summary
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.workflow import REPO
 
 KERNELS = REPO / "tests/fixtures/traces/kernels"
@@ -21,6 +22,7 @@ PROFILE_METRICS = [m.name for m in METRICS.values() if m.kind == "profile"]
 
 def plan(**profile) -> dict:
     return {"name": "cfg", "engine": "sglang", "image": "sglang", "server_args": {"speculative-algorithm": "EAGLE3"},
+            "facts": engine_facts("sglang", {"speculative-algorithm": "EAGLE3"}),
             "workload": {"seed": 0, "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 1, "max_requests": 0}},
             "profile": {"enabled": True, "requests": 2, **profile}}
 

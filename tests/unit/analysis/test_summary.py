@@ -10,6 +10,7 @@ import pytest
 from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION, build_summary, speculative_algorithm
 from specsweep.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from specsweep.records import new_record
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import MS, OK
 
 WORKLOAD = {
@@ -23,7 +24,8 @@ def plan(spec: str | None = "EAGLE3") -> dict:
     args = {"tp-size": 2}
     if spec is not None:
         args["speculative-algorithm"] = spec
-    return {"name": "cfg", "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD}
+    return {"name": "cfg", "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
+            "facts": engine_facts("reference", args)}
 
 
 def record(i: int, *, phase: str = "measured", run_id: str = "this", tokens: int = 8, verify: int | None = 4,
@@ -102,7 +104,8 @@ def test_failed_outcome_passes_through():
     outcome = {"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "code 1",
                "log_tail": "Traceback..."}
     s = build_summary(plan(), None, outcome, [], [], None)
-    assert (s["status"], s["stage"], s["reason"], s["log_tail"]) == ("failed", "launch", "server_exited", "Traceback...")
+    assert (s["status"], s["stage"], s["reason"], s["log_tail"]) == ("failed", "launch", "server_exited",
+                                                                      "Traceback...")
 
 
 def test_fallback_from_evidence():

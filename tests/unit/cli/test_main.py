@@ -46,9 +46,18 @@ def test_check_gives_file_and_line_of_invalid_yaml(tmp_path):
     assert f'"{path}", line 3' in result.stderr
 
 
+@pytest.mark.parametrize("text, kind", [("- nospec\n- eagle3-shm\n", "list"), ("just a string\n", "string")])
+def test_check_of_a_yaml_file_that_is_not_a_mapping_is_one_line(tmp_path, text, kind):
+    path = tmp_path / "notamap.yaml"
+    path.write_text(text)
+    line = _one_line_error(_cli("check", str(path)), str(path), f"got a YAML {kind}", "mapping")
+    assert line.startswith(f"specsweep check: {path}: ")
+
+
 def _outcome(results: Path, name: str, status: str, launch: str = "1") -> None:
     (results / name / f"launch-{launch}").mkdir(parents=True)
-    (results / name / f"launch-{launch}" / "outcome.json").write_text(json.dumps({"status": status, "run_id": "0" * 12}))
+    outcome = results / name / f"launch-{launch}" / "outcome.json"
+    outcome.write_text(json.dumps({"status": status, "run_id": "0" * 12}))
 
 
 def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, capsys, monkeypatch):
@@ -109,6 +118,21 @@ def test_check_outside_the_workflow_directory_says_where_to_run_it(tmp_path):
     assert "workflow's directory" in line and "Snakefile" in line
 
 
+def test_check_from_a_subdirectory_reads_model_paths_from_the_workflow_directory():
+    result = _cli("check", "../config.yaml", cwd=REPO / "docs")
+    assert result.returncode == 0, result.stderr
+    assert "no config.json" not in result.stderr and f"checked from {REPO}" in result.stderr
+
+
+def test_a_missing_relative_model_path_says_where_it_was_looked_for(tmp_path):
+    config = plain_default_config()  # relative model paths, in a directory that is no checkout
+    path = tmp_path / "elsewhere.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _cli("check", str(path), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"a relative path: looked for under {tmp_path}" in result.stderr, result.stderr
+
+
 def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["configurations"]["nospec"]["workload"] = {"num_prompts": 0}
@@ -118,7 +142,8 @@ def test_each_config_problem_is_a_line_of_its_own_naming_file_and_key(tmp_path):
     result = _cli("check", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 2 and all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
+    assert len(lines) == 2, lines
+    assert all(line.startswith(f"specsweep check: {path}: configurations.") for line in lines), lines
 
 
 def _broken(tmp_path: Path, kind: str) -> Path:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 
+import pytest
+
 from specsweep.images import build, tag
 from specsweep.testing.doubles import mini_repo
+from specsweep.workflow.jobs import build_image_job
 
 
 def _manifest(**kw):
@@ -75,3 +79,20 @@ def test_publish_with_state_restores_old_mtime(tmp_path):
     assert json.loads(state.read_text())["image_id"] == "sha256:new"
 
 
+def test_a_docker_without_buildx_ends_the_build_job_in_one_line(tmp_path, monkeypatch):
+    """A docker CLI of 23 or later without the buildx plugin (what `docker` says on such a host): the job says
+    which image, what is missing and where its log is, in one line (a SystemExit: no traceback)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text('#!/bin/sh\ncase "$1" in\n  buildx) echo "docker: unknown command: docker buildx" >&2; exit 1;;\n'
+                      '  version) echo 29.1.0;;\n  *) exit 1;;\nesac\n')
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    root, spec = mini_repo(tmp_path)
+    log = tmp_path / "build.log"
+    with pytest.raises(SystemExit) as info:
+        build_image_job("cpu", json.dumps(spec), "unused", root, tmp_path / "m.json", log, io.StringIO())
+    message = str(info.value.code)
+    assert "\n" not in message and message.startswith("specsweep: build_image cpu: no BuildKit-capable docker CLI")
+    assert "without buildx" in message and "docker-buildx-plugin" in message and f"(log {log})" in message

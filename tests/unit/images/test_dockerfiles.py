@@ -139,6 +139,8 @@ def test_reference_image_uses_cpu_torch_and_local_base():
     text = REFERENCE.read_text()
     assert "COPY --from=builder /opt/venv /opt/venv" in text
     assert "FROM ${BASE_IMAGE} AS runtime" in text
+
+
 def test_make_base_image_script_is_strict():
     text = (REPO / "scripts/make_base_image.sh").read_text()
     assert "set -euo pipefail" in text and "docker import" in text.replace('"$DOCKER" import', "docker import")
@@ -152,7 +154,8 @@ def test_sglang_two_bases_one_file():
     assert args["PYTHON"] == "python3.12"
     overlay = yaml.safe_load((REPO / "config/kimi-k25-8gpu-local-base.yaml").read_text())
     for name in ("sglang", "sglang-deepep", "sglang-fi-fusion"):
-        assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm", "PYTHON": "python3.11"}
+        assert overlay["images"][name]["build_args"] == {"BASE_IMAGE": "specsweep/debian:bookworm",
+                                                         "PYTHON": "python3.11"}
     text = SGLANG.read_text()
     assert "python3.1" not in "\n".join(line for line in _logical_lines(text) if not line.startswith("ARG ")), \
         "a python-version path outside the PYTHON arg"
@@ -188,8 +191,8 @@ def test_mscclpp_source_from_git_or_a_staged_context():
     assert args["MSCCLPP_SOURCE"] == "git"
     assert re.fullmatch(r"[0-9a-f]{40}", args["MSCCLPP_TREE"])
     assert "COPY _contexts/mscclpp_src /src" in text
-    for define in ("FETCHCONTENT_FULLY_DISCONNECTED=ON", "FETCHCONTENT_SOURCE_DIR_JSON=", "FETCHCONTENT_SOURCE_DIR_NANOBIND=",
-                   "FETCHCONTENT_SOURCE_DIR_DLPACK="):
+    for define in ("FETCHCONTENT_FULLY_DISCONNECTED=ON", "FETCHCONTENT_SOURCE_DIR_JSON=",
+                   "FETCHCONTENT_SOURCE_DIR_NANOBIND=", "FETCHCONTENT_SOURCE_DIR_DLPACK="):
         assert define in text, define
     script = (REPO / "scripts/stage_mscclpp_source.sh").read_text()
     assert f"PIN_MSCCLPP_COMMIT={args['MSCCLPP_COMMIT']}" in script

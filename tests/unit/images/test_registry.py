@@ -40,5 +40,3 @@ def test_push_missing_password_env_fails_loudly(tmp_path, monkeypatch):
     with pytest.raises(cli.DockerError, match="REG_PW"):
         registry.push_image({"name": "r", "tag": "specsweep/r:0", "image_id": "sha256:1"},
                           {"url": "h:1", "password_env": "REG_PW"}, tmp_path / "l", environ={})
-
-

@@ -74,8 +74,6 @@ def test_content_spec_json_drops_description():
     assert a == b
 
 
-
-
 def test_a_relative_build_context_is_relative_to_the_workflow_root_and_a_missing_one_is_named(tmp_path):
     root, spec = mini_repo(tmp_path)
     absolute = tags.image_tag("img", spec, root)

@@ -47,6 +47,18 @@ def test_a_dataset_with_fewer_distinct_prompts_than_num_prompts_is_refused_with_
     assert "prefix cache" in nospec and f"at most {distinct}" in nospec
 
 
+def test_a_dataset_of_identical_prompts_is_refused_and_the_plan_counts_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    data = tmp_path / "same.jsonl"
+    data.write_text('{"prompt": "Tell me about the weather today."}\n' * 20)
+    config = _config()
+    config["defaults"]["workload"].update(dataset={"format": "jsonl", "path": str(data)}, num_prompts=4)
+    errors, _ = _findings(config)
+    plans = resolve_plans(check_config(config, "t"), "t")
+    assert plans["nospec"]["prompts"]["distinct"] == 1
+    assert len(errors) == 3 and all("gives 1 distinct prompt(s)" in e and "num_prompts=4" in e for e in errors), errors
+
+
 def test_prompts_reused_across_rounds_only_are_a_warning(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     data = write_sharegpt(tmp_path / "few.json", 12)
@@ -97,7 +109,8 @@ def test_reference_engine_flag_errors_are_found_at_plan_time(monkeypatch):
     config["configurations"]["eagle3-shm"]["server_args"]["tp-sise"] = 2
     config["configurations"]["eagle3-gloo"]["server_args"]["speculative-num-steps"] = 5
     errors, _ = _findings(config)
-    assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo", "configurations.eagle3-shm"], errors
+    assert sorted(e.split(":")[0] for e in errors) == ["configurations.eagle3-gloo",
+                                                       "configurations.eagle3-shm"], errors
     assert any("--tp-sise" in e for e in errors)
     assert any("--speculative-num-draft-tokens must equal --speculative-num-steps + 1" in e for e in errors)
 
@@ -107,3 +120,17 @@ def test_an_external_server_has_no_flags_to_parse_at_plan_time():
     plans = resolve_plans(config)
     assert all(p["argv"] == [] for p in plans.values())
     assert start_findings(config, plans, resolve_labels(config)) == ([], [])
+
+
+def test_a_workload_longer_than_one_request_may_be_is_refused_naming_the_limit_and_its_source(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = _config()
+    config["defaults"]["workload"]["output_len"] = 4064  # + input_len 32 = 4096: beyond nospec's 4095
+    errors, _ = _findings(config)
+    assert len(errors) == 3, errors
+    [nospec] = [e for e in errors if e.startswith("configurations.nospec.")]
+    assert nospec.startswith("configurations.nospec.workload.output_len: input_len 32 + output_len 4064 = 4096 "
+                             "tokens, beyond the 4095 one request may ask for (specsweep/refengine/configs/tiny/"
+                             "config.json: max_position_embeddings 4096"), nospec
+    config["defaults"]["workload"]["output_len"] = 4060  # 4092: the most an EAGLE request may ask for
+    assert _findings(config) == ([], [])

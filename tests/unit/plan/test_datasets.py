@@ -68,7 +68,8 @@ def test_sharegpt_jsonl_reads_as_the_json_list(tmp_path):
 def test_plain_jsonl_of_prompts_and_of_messages_golden(tmp_path):
     path = write(tmp_path / "p.jsonl", '{"prompt": "plain text"}\n\n'
                  '{"messages": [{"role": "system", "content": "Be brief."}, '
-                 '{"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}]}\n')
+                 '{"role": "user", "content": [{"type": "text", "text": "Hi "}, '
+                 '{"type": "text", "text": "there"}]}]}\n')
     assert read_candidates(path, "jsonl") == [
         {"text": "plain text"},
         {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]},
@@ -121,6 +122,18 @@ def test_selection_is_deterministic_by_seed_measured_first_and_filters_short_pro
     # Fewer prompts than needed: they repeat in the same order, and the count of distinct ones says so.
     c, distinct = select_prompts(cands, BYTES, seed=0, **{**kw, "needed": 12})
     assert distinct == 5 and c[:5] == a and c[5:10] == a
+
+
+def test_identical_prompts_count_once_and_plans_record_the_unique_ones():
+    # 20 copies of one prompt and 2 others: 3 distinct prompts, whichever way the file repeats them.
+    cands = [{"text": "same prompt"}] * 20 + [{"text": "other one"}, {"text": "a third"}]
+    kw = dict(endpoint="completions", input_len=100, min_input_len=4, long_prompts="cut", needed=12, source="f")
+    chosen, distinct = select_prompts(cands, BYTES, seed=0, **kw)
+    assert distinct == 3 and len({json.dumps(p) for p in chosen}) == 3 and len(chosen) == 12
+    # Two prompts that differ only past input_len are one prompt once cut.
+    cut, distinct = select_prompts([{"text": "x" * 20 + "a"}, {"text": "x" * 20 + "b"}], BYTES, seed=0,
+                                   **{**kw, "input_len": 10, "needed": 4})
+    assert distinct == 1 and {p["text"] for p in cut} == {"x" * 10}
 
 
 def test_no_prompt_passing_the_filter_is_an_error_naming_file_and_allowed_values():
@@ -179,7 +192,9 @@ def test_identity_is_pinned_and_the_cache_is_keyed_by_stat(tmp_path, monkeypatch
     data = write_sharegpt(tmp_path / "s.json", 40)
     ident = resolve_prompts(entry_for(data), "refengine-bytes", write=True)
     assert ident["dataset"] == {"format": "sharegpt", "path": str(data), "size": data.stat().st_size}
-    assert ident["count"] == 3 * 2 + 32 and ident["distinct"] == 36  # 40 minus the 4 without a human turn
+    # 40 minus the 4 without a human turn, minus 2 that are equal to others once cut to input_len (32 bytes)
+    assert ident["count"] == 3 * 2 + 32 and ident["distinct"] == 34
+    assert len(set(Path(ident["file"]).read_text().splitlines())) == 34
     text = Path(ident["file"]).read_text()
     assert ident["sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert load_selection(ident) == [json.loads(line) for line in text.splitlines()]

@@ -36,7 +36,8 @@ def test_reference_servers_on_one_gpu_run_side_by_side():
     ([plan("llama", engine="sglang", gpus=1), plan("llama-eagle", engine="sglang", gpus=1)],
      ("['sglang'] servers (llama, llama-eagle) on one GPU: whether several fit needs the model's size, which the "
       "plan does not carry (SGLang sizes its KV pool from the memory free at its start); one at a time")),
-    ([plan("gpu", gpus=1), plan("cpu")], "servers on different devices (0, cpu): side-by-side needs one device for all"),
+    ([plan("gpu", gpus=1), plan("cpu")],
+     "servers on different devices (0, cpu): side-by-side needs one device for all"),
     ([plan("a", gpus=1, env={"CUDA_VISIBLE_DEVICES": "0"}), plan("b", gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"})],
      "servers on different devices (0, 1): side-by-side needs one device for all"),
     ([plan("img", runtime="docker"), plan("nospec")],

@@ -141,15 +141,22 @@ def test_a_clamped_accept_length_is_refused_at_plan_time_with_the_value_that_wou
 
 
 def test_the_accept_length_has_one_home():
-    """The summary, the grids' curves and the answer read the variable and its value through contracts.acceptance."""
-    from specsweep.analysis import answer, summary
-    from specsweep.analysis import grids as sweep
+    """The engines read the variable and its value through contracts.acceptance into the plan's facts; the
+    summary, the grids' curves and the answer read the facts (and the variable's name from the facts)."""
+    from specsweep.analysis import grids, summary
+    from specsweep.engines.argv import SIMULATE_ACC_LEN_SETTING, simulated_accept_length
+    from specsweep.testing.doubles import engine_facts
 
-    assert summary.SIMULATE_ENV is sweep.ACC_ENV is acceptance.SIMULATE_ACC_LEN
-    assert answer.SPECULATION_ENV == (acceptance.SIMULATE_ACC_LEN,)
-    assert sweep._acc_value({"plan": {"env": {"SGLANG_SIMULATE_ACC_LEN": "2,0"}}}) is None  # SGLang: off
-    assert sweep._acc_value({"plan": {"env": {"SGLANG_SIMULATE_ACC_LEN": "2.8"}}}) == 2.8
-    assert summary._simulated({"SGLANG_SIMULATE_ACC_LEN": "-1"}) is None
+    spec = {"speculative-algorithm": "EAGLE3"}
+    assert SIMULATE_ACC_LEN_SETTING == f"env.{acceptance.SIMULATE_ACC_LEN}"
+    assert simulated_accept_length(spec, {"SGLANG_SIMULATE_ACC_LEN": "2,0"}) is None  # SGLang: off
+    assert simulated_accept_length(spec, {"SGLANG_SIMULATE_ACC_LEN": "2.8"}) == 2.8
+    for engine in ("reference", "sglang"):
+        facts = engine_facts(engine, spec, {"SGLANG_SIMULATE_ACC_LEN": "2.8"})
+        assert grids._acc_value({"plan": {"facts": facts}}) == 2.8
+        assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "-1"}) is None
+        assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "2,0"}) is None
+        assert summary._simulated({"facts": facts}, {"SGLANG_SIMULATE_ACC_LEN": "2.8"}) == "SGLANG_SIMULATE_ACC_LEN=2.8"
     assert environ.table()["SGLANG_SIMULATE_ACC_LEN"]["type"] == "EnvFloat"
 
 

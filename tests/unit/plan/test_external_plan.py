@@ -31,7 +31,8 @@ def test_a_trailing_slash_and_a_path_prefix_are_kept_as_the_base_url():
     raw = _external()
     raw["defaults"]["url"] = "https://bench.example:8443/sglang/"
     plan = _plans(raw)["served"]
-    assert plan["url"] == "https://bench.example:8443/sglang" and (plan["host"], plan["port"]) == ("bench.example", 8443)
+    assert plan["url"] == "https://bench.example:8443/sglang"
+    assert (plan["host"], plan["port"]) == ("bench.example", 8443)
 
 
 def test_the_parser_env_is_not_an_input_of_an_external_sglang_plan():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from specsweep.contracts.layout import CONTROL
 from specsweep.files import canonical_json
 from specsweep.plan.config import ConfigError, check_config, check_sweep
-from specsweep.contracts.layout import CONTROL
-from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.plan.points import plan_points, point_name
 from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
+from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
 from specsweep.workflow import inputs
@@ -87,8 +87,8 @@ def test_launches_are_not_in_the_plan():
 
 def test_launch_order_runs_round_by_round_with_the_control_in_the_last_planned_round():
     order = planned_order({"a": 2, "b": 2, "base": 2, "c": 1}, "base", aa_control=True, seed=0)
-    assert set(order[:4]) == {("base", "1"), ("a", "1"), ("b", "1"), ("c", "1")}
-    assert set(order[4:]) == {("base", "2"), ("a", "2"), ("b", "2"), ("base", CONTROL)}
+    assert set(order[:5]) == {("base", "1"), ("a", "1"), ("b", "1"), ("c", "1"), ("base", CONTROL)}
+    assert set(order[5:]) == {("base", "2"), ("a", "2"), ("b", "2")}
     assert planned_order({"a": 1}, None, aa_control=True, seed=0) == [("a", "1")], "no baseline, no control"
     assert ("base", CONTROL) not in planned_order({"base": 1}, "base", aa_control=False, seed=0)
     assert inputs.schedule_of(planned_order({"a": 2, "base": 1}, "base", True, 0), ["a", "base"]) == \
@@ -109,7 +109,8 @@ def test_workflow_inputs_for_launches():
     order = round_order(rounds[1], 1, 2)
     first, second = (inputs.launch_priority_in(rounds, config, c, lid, 2) for c, lid in order)
     assert first > second
-    with pytest.raises(ValueError, match=r"has no launch '3'; planned launches: \['1', '2'\]"):
+    with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
+                                         r"launch-1, launch-2 \("):
         inputs.launch_priority_in(rounds, config, "a", "3", 2)
     files = inputs.summary_inputs(inputs.schedule_of_rounds(rounds, ["a", "base"]), "base")
     assert files["plan"] == ["results/base/plan.json"]
@@ -182,8 +183,8 @@ def test_launches_under_defaults_are_inherited_and_overridden():
     _, launches = resolve_sweep(check_config(config, "x"))
     assert launches == {"nospec": 2, "eagle3-gloo": 3, "eagle3-shm": 3}
     order = inputs.launch_order(config, launches)
-    assert set(order[:3]) == {("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1")}
-    assert ("nospec", CONTROL) in order[-3:] and order.count(("eagle3-shm", "3")) == 1
+    assert set(order[:4]) == {("nospec", "1"), ("eagle3-gloo", "1"), ("eagle3-shm", "1"), ("nospec", CONTROL)}
+    assert ("nospec", CONTROL) in order[:4] and order.count(("eagle3-shm", "3")) == 1
     assert ("nospec", "3") not in order
 
 
@@ -214,7 +215,8 @@ def test_summary_inputs_name_every_file_of_every_launch_the_nccl_directories_inc
     assert files["outcome"] == ["results/nospec/launch-1/outcome.json", "results/nospec/launch-aa/outcome.json"]
     assert files["nccl_logs"] == ["results/nospec/launch-1/nccl", "results/nospec/launch-aa/nccl"]
     shm = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "eagle3-shm")
-    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl", "results/eagle3-shm/launch-2/requests.jsonl"]
+    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl",
+                               "results/eagle3-shm/launch-2/requests.jsonl"]
     assert set(shm) == {"plan", *inputs.LAUNCH_FILES}
     # The agreement check compares with the baseline's first launch (none for the baseline itself).
     assert inputs.baseline_inputs(config, "eagle3-shm") == {

@@ -18,12 +18,14 @@ from specsweep.plan.rounds import (
 LAUNCHES = {"nospec": 2, "eagle3-gloo": 2, "eagle3-shm": 2, "eagle3-shm-slow10": 2}
 
 
-def test_every_planned_launch_runs_once_and_the_control_joins_the_last_planned_round():
+def test_every_planned_launch_runs_once_and_the_control_joins_round_one():
     order = planned_order(LAUNCHES, "nospec", True, seed=0)
     assert len(order) == len(set(order)) == 9
-    assert {lid for _, lid in order[:4]} == {"1"}
-    assert set(order[4:]) == {(c, "2") for c in LAUNCHES} | {("nospec", "aa")}
-    assert planned_rounds(LAUNCHES) == 2 and round_of("aa", 2) == 2 and round_of("1", 2) == 1
+    assert set(order[:5]) == {(c, "1") for c in LAUNCHES} | {("nospec", "aa")}
+    assert {lid for _, lid in order[5:]} == {"2"}
+    assert planned_rounds(LAUNCHES) == 2 and round_of("aa", 2) == 1 and round_of("2", 2) == 2
+    # raising the launches never moves the control (a measured one is kept)
+    assert round_of("aa", 5) == 1
 
 
 def test_the_order_is_a_function_of_seed_round_and_members_only():
@@ -39,18 +41,18 @@ def test_no_configuration_is_always_first_and_the_control_takes_every_place():
     firsts = collections.Counter()
     control_places = collections.Counter()
     for seed in range(400):
-        order = round_order(planned_members(LAUNCHES, "nospec", True, 2), seed, 2)
+        order = round_order(planned_members(LAUNCHES, "nospec", True, 1), seed, 1)
         firsts[order[0][0] if order[0][1] != "aa" else "aa"] += 1
         control_places[position_in_round(order, "nospec", "aa")] += 1
     assert set(control_places) == {1, 2, 3, 4, 5}
     assert all(40 <= n <= 120 for n in firsts.values()), firsts  # 80 expected for each of 5 first places
-    baseline_first = sum(round_order(planned_members(LAUNCHES, "nospec", True, 1), s, 1)[0][0] == "nospec"
+    baseline_first = sum(round_order(planned_members(LAUNCHES, "nospec", True, 2), s, 2)[0][0] == "nospec"
                          for s in range(400))
     assert 60 <= baseline_first <= 140  # 100 expected: 1 in 4
 
 
 def test_priorities_fall_along_the_round_order():
-    order = round_order(planned_members(LAUNCHES, "nospec", True, 2), 3, 2)
+    order = round_order(planned_members(LAUNCHES, "nospec", True, 1), 3, 1)
     prios = [priority_in_round(order, c, lid) for c, lid in order]
     assert prios == sorted(prios, reverse=True) and len(set(prios)) == len(prios)
     assert all(0 < p < 99 for p in prios)

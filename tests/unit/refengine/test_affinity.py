@@ -12,7 +12,8 @@ from specsweep.refengine.server import _num_threads
 def test_auto_pins_each_rank_to_its_own_cores_and_leaves_the_rest_to_the_client():
     p = plan_placement("auto", 2, "cpu", range(16), threads_per_rank=1)
     assert p.ranks == ((0,), (1,)) and p.client == tuple(range(2, 16))
-    assert p.describe() == "rank 0 on cores 0, rank 1 on cores 1; cores 2-15 left to the client and the rest of the host"
+    assert p.describe() == ("rank 0 on cores 0, rank 1 on cores 1; cores 2-15 left to the client and the rest of "
+                            "the host")
     even = plan_placement("auto", 2, "cpu", [3, 1, 2, 0, 7, 6, 5, 4], threads_per_rank=None)  # an even share
     assert even.ranks == ((0, 1, 2), (3, 4, 5)) and even.client == (6, 7) and even.cores_per_rank() == 3
     assert plan_placement("auto", 1, "cpu", [0, 1], None).ranks == ((0,),)  # TP=1 on 2 cores: 1 + the client's

@@ -11,8 +11,7 @@ import torch
 from specsweep.refengine.comm import make_communicator, prepare_spec
 from specsweep.refengine.config import load_config
 from specsweep.refengine.engine import Engine, Request
-from specsweep.refengine.faults import (LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s,
-                                        step_slowdown)
+from specsweep.refengine.faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
 from specsweep.refengine.model import TPModel
 from specsweep.refengine.worker import Driver
 from specsweep.serve.launch import LAUNCH_ENV as JOB_LAUNCH_ENV
@@ -84,7 +83,8 @@ def _compute_s(engine: Engine) -> float:
     return t["draft_s"] + t["verify_s"]  # the engine's own timers: the step's compute, without the pause
 
 
-def _step_times(engine: Engine, fraction: float, blocks: int, block: int = 6) -> tuple[list[float], list[float], list[float]]:
+def _step_times(engine: Engine, fraction: float, blocks: int, block: int = 6
+                ) -> tuple[list[float], list[float], list[float]]:
     """Wall times of engine steps in alternating blocks without and with the slowdown (the drift of a busy host
     cancels; within a block every slowed step follows a slowed one, as in a slowed launch), and for the slowed
     steps their wall time over their compute."""

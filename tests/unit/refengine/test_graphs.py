@@ -20,8 +20,17 @@ from specsweep.refengine import trace
 from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
 from specsweep.refengine.comm import make_communicator, prepare_spec
 from specsweep.refengine.config import load_config
-from specsweep.refengine.cudagraph import (GraphKey, GraphRunner, capture_batch_sizes, graph_key, kv_buckets,
-                                           make_plan, pack_inputs, pool_capacity, prefill_buckets)
+from specsweep.refengine.cudagraph import (
+    GraphKey,
+    GraphRunner,
+    capture_batch_sizes,
+    graph_key,
+    kv_buckets,
+    make_plan,
+    pack_inputs,
+    pool_capacity,
+    prefill_buckets,
+)
 from specsweep.refengine.engine import GRAPH_COMM_ABSENT, Request, _add_comm
 from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.server import rank_setup
@@ -367,7 +376,6 @@ def test_followers_get_no_logits() -> None:
 
 def test_h200_trace_fixture_is_what_its_readme_says() -> None:
     """The committed H200 trace (for trace analysis) holds two cycles of replayed graphs with our ranges."""
-    import collections
     import gzip
     import json
 

@@ -1,4 +1,5 @@
-"""Reference engine parts for realistic workloads: chat template, acceptance histogram, the test-only all-reduce fault."""
+"""Reference engine parts for realistic workloads: chat template, acceptance histogram, the test-only all-reduce
+fault."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _generate(engine: Engine, prompt: list[int], max_new: int) -> dict:
 
 
 def test_chat_template_golden():
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
     assert apply_chat_template(messages) == "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n"
     with pytest.raises(ValueError, match="non-empty list"):
         apply_chat_template([])

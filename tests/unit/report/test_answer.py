@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.answer import own_baselines
 from specsweep.analysis.summary import build_summary
 from specsweep.plan.resolve import own_baseline_problems
-from specsweep.analysis.answer import own_baselines
 from specsweep.report.figures import PLOT_FILES
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records, render_summaries
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 # A synthetic host where the model is exact: 20 all-reduces per forward, shm 50 us and gloo 500 us a call
 # (1 ms and 10 ms a forward) in the engine as in the micro-benchmark; decode compute 9 ms; a cycle's draft 3 ms
@@ -43,7 +44,7 @@ def _plan(name: str, backend: str, spec: bool) -> dict:
         args |= {"speculative-algorithm": "EAGLE3", "speculative-num-draft-tokens": 4}
         env |= {"SGLANG_SIMULATE_ACC_LEN": "2.0"}
     return {"name": name, "engine": "reference", "runtime": "local", "image": None, "gpus": 0, "server_args": args,
-            "env": env, "workload": WORKLOAD}
+            "env": env, "workload": WORKLOAD, "facts": engine_facts("reference", args, env)}
 
 
 def _summary(name: str, backend: str, spec: bool, seed: int) -> dict:
@@ -138,6 +139,7 @@ def test_several_points_give_one_deploy_block(summaries, tmp_path: Path):
 def test_tp1_says_communication_is_absent(tmp_path: Path):
     def tp1(s: dict) -> dict:
         s["plan"]["server_args"]["tp-size"] = 1
+        s["plan"]["facts"] = engine_facts("reference", s["plan"]["server_args"], s["plan"]["env"])
         s["profile"] = None
         return s
     summaries = [tp1(_summary("nospec-shm", "shm", False, 1)), tp1(_summary("eagle3-shm", "shm", True, 3))]

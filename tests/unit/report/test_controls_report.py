@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from specsweep.analysis.launches import LaunchFiles, build_config_summary
-from specsweep.records import DEFAULT_POINT
 from specsweep.analysis.rows import config_rows, explode_points
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records, render_summaries
+from specsweep.records import DEFAULT_POINT
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 #: The launch effect of each configuration's launch 1, 2 and aa: decode time x these factors (a spread of about 1 %).
 FACTORS = {"nospec": {"1": 1.00, "2": 1.012, "aa": 0.994}, "eagle3": {"1": 1.008, "2": 0.998},
@@ -28,8 +29,9 @@ LOUD = {"nospec": {"1": 1.0, "2": 1.06, "aa": 0.95}, "eagle3": {"1": 1.06, "2": 
 def config_summary(name: str, gap_ms: float, per_chunk: int, launches: list[str], seed: int,
                    factors: dict[str, float]) -> dict:
     spec = per_chunk > 1
+    args = {"speculative-algorithm": "EAGLE3" if spec else "NONE"}
     plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "EAGLE3" if spec else "NONE"}, "env": {}}
+            "server_args": args, "env": {}, "facts": engine_facts("reference", args)}
     files = []
     for k, lid in enumerate(launches):
         run = f"{name}-{lid}"

@@ -9,8 +9,8 @@ import pytest
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.report import plots, plots_parts
-from specsweep.report.plots import RATE_CI
 from specsweep.report.linked import Curve
+from specsweep.report.plots import RATE_CI
 from specsweep.report.results import warning_lines
 
 POINTS = ("c1", "c2", "c4")

@@ -9,6 +9,7 @@ from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import build_summary
 from specsweep.records import new_record
 from specsweep.report.figures import PLOT_FILES
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import OK, WORKLOAD, render_summaries
 from specsweep.testing.workflow import REPO
 
@@ -33,8 +34,10 @@ def records(run: str, gap_ms: float, per_chunk: int, spec: bool) -> list[dict]:
 
 
 def plan(name: str, spec: bool) -> dict:
-    return {"name": name, "engine": "reference", "image": None,
-            "server_args": {"speculative-algorithm": "EAGLE3"} if spec else {}, "workload": WORKLOAD}
+    args = {"speculative-algorithm": "EAGLE3"} if spec else {}
+    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
+            "facts": engine_facts("reference", args)}
+
 
 KERNELS = REPO / "tests/fixtures/traces/kernels"
 

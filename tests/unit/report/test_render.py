@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.summary import BaselineRun, build_summary
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records, render_summaries
-from specsweep.report.plots import _label
 from specsweep.analysis.rows import BREAK_EVEN_FORMULA as FORMULA
 from specsweep.analysis.rows import config_rows
+from specsweep.analysis.summary import BaselineRun, build_summary
 from specsweep.report.figures import PLOT_FILES
-
+from specsweep.report.plots import _label
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 
 def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: int) -> list[dict]:
@@ -23,7 +23,8 @@ def records(run: str, gap_ms: float, tokens_per_chunk: int, spec: bool, seed: in
 
 def plan(name: str, spec: bool) -> dict:
     args = {"speculative-algorithm": "EAGLE3"} if spec else {}
-    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD}
+    return {"name": name, "engine": "reference", "image": None, "server_args": args, "workload": WORKLOAD,
+            "facts": engine_facts("reference", args)}
 
 
 @pytest.fixture()

@@ -18,6 +18,7 @@ from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.summary import build_summary
 from specsweep.analysis.sweep import REPORT_FORMAT_VERSION, load_report, write_report
 from specsweep.report.render import render_report
+from specsweep.testing.doubles import engine_facts
 from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.closing import closing_lines
@@ -30,8 +31,9 @@ TOP_LEVEL = ("format_version", "baseline", "method", "smallest_effect", "verdict
 
 def _summary(name: str, gap_ms: float, per_chunk: int, seed: int) -> dict:
     spec = per_chunk > 1
-    plan = {"name": name, "engine": "reference", "image": None, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "EAGLE3"} if spec else {}}
+    args = {"speculative-algorithm": "EAGLE3"} if spec else {}
+    plan = {"name": name, "engine": "reference", "image": None, "workload": WORKLOAD, "server_args": args,
+            "facts": engine_facts("reference", args)}
     recs = sequential_records(name, gap_ms, per_chunk, spec, seed, jitter=0.02)
     return build_summary(plan, None, OK, [], recs, None)
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.summary import build_summary
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records, render_summaries
-from specsweep.report.export import tuner_algorithm, tuner_csv
-from specsweep.analysis.rows import config_rows
 from specsweep.analysis.grids import break_even_groups
-
+from specsweep.analysis.rows import config_rows
+from specsweep.analysis.summary import build_summary
+from specsweep.report.export import tuner_algorithm, tuner_csv
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 
 def records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed: int) -> list[dict]:
@@ -26,7 +26,7 @@ def summary(name: str, backend: str, acc: int | None, cycle_ms: float, seed: int
     args = {"speculative-algorithm": "EAGLE3" if spec else "NONE", "all-reduce-backend": backend, "tp-size": 2}
     env = {"SGLANG_SIMULATE_ACC_LEN": str(acc)} if spec else {}
     plan = {"name": name, "engine": "reference", "image": None, "server_args": args, "env": env, "gpus": 0,
-            "workload": WORKLOAD}
+            "workload": WORKLOAD, "facts": engine_facts("reference", args, env)}
     return build_summary(plan, None, OK, [], records(name, cycle_ms, acc or 1, spec, seed), None)
 
 

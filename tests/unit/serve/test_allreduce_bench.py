@@ -93,4 +93,3 @@ def test_served_dtype_follows_sglang_auto():
     assert served_dtype("config", {"torch_dtype": "float32"}) == "float16"  # model_config.py _get_and_verify_dtype
     assert served_dtype("config", {"torch_dtype": None}) == "float16"
     assert served_dtype("half", {}) == "float16" and served_dtype("float32", {}) == "float32"
-

@@ -1,4 +1,4 @@
-"""The server job's lines on the terminal: prefixed, progress rate-limited, each round's last line always."""
+"""The server job's lines on the terminal: prefixed, about four a launch, progress only after a long quiet."""
 
 from __future__ import annotations
 
@@ -20,31 +20,39 @@ def _record(tokens: int = 4, status: str = "ok") -> dict:
     return {"status": status, "completion_tokens": tokens if status == "ok" else None}
 
 
-def test_progress_reaches_the_terminal_at_most_every_interval_and_always_at_the_end_of_a_round():
+def test_a_round_is_silent_on_the_terminal_until_a_long_quiet_and_the_last_round_ends_with_its_totals():
     clock, term, log = _Clock(), io.StringIO(), io.StringIO()
-    console = Console(term, "eagle3-shm launch-1", every_s=5.0, clock=clock)
-    progress = _Progress(log, "measured 1/2", 10, every=1, console=console)
+    console = Console(term, "eagle3-shm launch-1", every_s=30.0, clock=clock)  # (the default is 60 s)
+    first = _Progress(log, "measured 1/2", 10, every=1, console=console)
     for i in range(10):
-        clock.t = i * 2.0  # a request every 2 s: 0, 2, 4, ... 18
-        progress.update(_record(status="error" if i == 3 else "ok"))
-    assert len(log.getvalue().splitlines()) == 10  # the log keeps every line
+        clock.t = i * 2.0  # a request every 2 s: 0 .. 18 s, never 30 s without a line
+        first.update(_record())
+    assert term.getvalue() == ""  # not the last round: its last line is in the log only
+    last = _Progress(log, "measured 2/2", 10, every=1, console=console, final_shown=True)
+    for i in range(10):
+        clock.t = 20.0 + i * 2.0  # 20 .. 38 s: 30 s without a line at t=30
+        last.update(_record(status="error" if i == 3 else "ok"))
+    assert len(log.getvalue().splitlines()) == 20  # the log keeps every line
     shown = term.getvalue().splitlines()
-    # first at once (t=0), then t=6, 12, 18 (>= 5 s apart), and the last (10/10) is t=18 itself
-    assert [line.split("] ")[1].split(" requests")[0] for line in shown] == ["1/10", "4/10", "7/10", "10/10"]
-    assert all(line.startswith("specsweep eagle3-shm launch-1: [measured 1/2] ") for line in shown)
+    assert [line.split("] ")[1].split(" requests")[0] for line in shown] == ["6/10", "10/10"]
+    assert all(line.startswith("specsweep eagle3-shm launch-1: [measured 2/2] ") for line in shown)
     assert "10/10 requests, 1 failed" in shown[-1] and "output tok/s running" in shown[-1]
 
 
-def test_each_round_has_its_own_interval_and_say_is_never_limited():
+def test_a_deferred_line_is_said_with_the_next_and_say_is_never_limited():
     clock, term = _Clock(), io.StringIO()
     console = Console(term, "nospec launch-aa", clock=clock)
-    console.progress("measured 1/2", "a")
-    console.progress("measured 2/2", "b")  # another round: shown at once
-    console.progress("measured 2/2", "c")  # same round, no time passed: dropped
+    console.say("launching")
+    console.defer("ready after 8.9 s")
+    console.progress("measured 1/2", "a")  # no silence: dropped
+    console.say("[warmup] steady after 8 requests")
+    console.progress("measured 2/2", "b", final=True)
     console.say("outcome: ok")
     console.point("c2").say("ready")
     assert term.getvalue().splitlines() == [
-        "specsweep nospec launch-aa: a", "specsweep nospec launch-aa: b", "specsweep nospec launch-aa: outcome: ok",
+        "specsweep nospec launch-aa: launching",
+        "specsweep nospec launch-aa: ready after 8.9 s; [warmup] steady after 8 requests",
+        "specsweep nospec launch-aa: b", "specsweep nospec launch-aa: outcome: ok",
         "specsweep nospec launch-aa c2: ready"]
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from specsweep.images import cli
 from specsweep.contracts.plan import Plan
+from specsweep.images import cli
 from specsweep.serve import container, launch
-from specsweep.testing.doubles import plan_dict
-from specsweep.testing.doubles import DockerRecorder
+from specsweep.testing.doubles import DockerRecorder, plan_dict
 
 
 def _plan(**overrides):
@@ -21,7 +20,8 @@ def _plan(**overrides):
 
 
 def test_run_argv_cpu_golden():
-    argv = container.run_argv(_plan(), "specsweep/reference:0123456789ab", "127.0.0.1", 41234, 30000, "specsweep-eagle3-shm")
+    argv = container.run_argv(_plan(), "specsweep/reference:0123456789ab", "127.0.0.1", 41234, 30000,
+                              "specsweep-eagle3-shm")
     assert argv == [
         "docker", "run", "--rm",
         "--name", "specsweep-eagle3-shm",
@@ -81,7 +81,8 @@ def test_run_argv_rdma_golden(tmp_path):
     ]
     # rdma false or unknown: as before (a published port, no devices).
     for rdma in (False, None):
-        argv = container.run_argv(dict(plan, rdma=rdma), "i", "127.0.0.1", 30001, 30000, "c1", rdma_device_paths=devices)
+        argv = container.run_argv(dict(plan, rdma=rdma), "i", "127.0.0.1", 30001, 30000, "c1",
+                                  rdma_device_paths=devices)
         assert "--network" not in argv and "--device" not in argv and "-p" in argv
     # What the host has: uverbs* and rdma_cm, nothing else of /dev/infiniband.
     for name in ("uverbs1", "uverbs0", "rdma_cm", "umad0", "issm0"):

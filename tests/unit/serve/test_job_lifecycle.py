@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.analysis.rows import config_rows
 from specsweep.analysis.summary import build_summary
 from specsweep.files import read_json, read_jsonl
 from specsweep.records import MixedRunsError, run_id_of_log
-from specsweep.report.render import config_rows
 from specsweep.serve import guard, lock
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.testing.doubles import plan_dict

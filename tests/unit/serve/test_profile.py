@@ -25,6 +25,7 @@ from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.jobs import one_run_id, profile_run_ids
 
+
 def test_reset_writes_off_records_and_clears_old_traces(tmp_path):
     pj, bj = tmp_path / "profile.json", tmp_path / "allreduce_bench.json"
     (tmp_path / "profile").mkdir()
@@ -58,7 +59,8 @@ def test_a_job_that_never_got_the_host_leaves_its_own_profile_files(tmp_path):
     out = tmp_path / "r"
     (out / "logs").mkdir(parents=True)
     names = ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json")
-    paths = JobPaths(*(out / n for n in names), profile=out / "profile.json", allreduce_bench=out / "allreduce_bench.json")
+    paths = JobPaths(*(out / n for n in names), profile=out / "profile.json",
+                     allreduce_bench=out / "allreduce_bench.json")
     for path in (paths.profile, paths.allreduce_bench):
         path.write_text(json.dumps({"format_version": 2, "enabled": True, "run_id": "previous", "status": "ok"}))
     settings = lock.LockSettings(tmp_path / "locks", wait_s=0.5)
@@ -110,8 +112,8 @@ def test_bench_argv_local_and_docker():
     comm = get_engine("reference").comm_profile(ref_plan())
     args = prof.bench_script_args(comm, concurrency=2, iters=50)
     assert args == ["--runner", "refengine", "--backend", "shm", "--world-size", "2", "--device", "cpu",
-                    "--timing", "in_forward", "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32", "--tokens", "8",
-                    "--iters", "50"]
+                    "--timing", "in_forward", "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32",
+                    "--tokens", "8", "--iters", "50"]
     local = prof.bench_argv(Plan.from_dict(ref_plan()), args, None, None)
     assert local[:3] == [sys.executable, "-P", str(prof.BENCH_SCRIPT)] and local[3:] == args
     plan = ref_plan(runtime="docker", image="sglang", gpus=8, env={"NCCL_ALGO": "Ring"},
@@ -128,13 +130,14 @@ def test_bench_argv_local_and_docker():
 def test_micro_benchmark_stage_writes_its_result(tmp_path):
     plan = ref_plan()
     out = tmp_path / "allreduce_bench.json"
-    rec = prof.run_allreduce_bench(Plan.from_dict(plan), plan["profile"], out, None,
-                                   server_environment(plan["env"], {**os.environ, "PYTHONPATH": str(REPO)}), io.StringIO())
+    env = server_environment(plan["env"], {**os.environ, "PYTHONPATH": str(REPO)})
+    rec = prof.run_allreduce_bench(Plan.from_dict(plan), plan["profile"], out, None, env, io.StringIO())
     assert rec == read_json(out)
     assert rec["status"] == "ok", rec
     assert rec["result"]["sizes"][0]["bytes"] == 256 * 4 * 4 and rec["result"]["backend"] == "shm"
     assert rec["seconds"] > 0
-    skipped = prof.run_allreduce_bench(Plan.from_dict(ref_plan(tp=1)), SETTINGS, out, None, dict(os.environ), io.StringIO())
+    skipped = prof.run_allreduce_bench(Plan.from_dict(ref_plan(tp=1)), SETTINGS, out, None, dict(os.environ),
+                                       io.StringIO())
     assert skipped["status"] == "skipped" and "tp-size 1" in skipped["reason"]
 
 

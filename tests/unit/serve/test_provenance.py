@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.engines.variants import packages as variant_packages
 from specsweep.serve import provenance
 from specsweep.testing.workflow import REPO
 
@@ -53,12 +54,16 @@ def test_env_of_another_process_is_read_from_proc():
 
 
 def test_piped_into_python_stdin(tmp_path):
-    """The way the orchestrator runs it inside a container: `python - --pid N` with the source on stdin."""
-    proc = subprocess.run([sys.executable, "-", "--pid", str(os.getpid())], input=SOURCE.read_text(),
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, check=True)
+    """The way the orchestrator runs it inside a container: `python - --pid N --packages {...}` with the source
+    on stdin; the packages are the backend variants' (their registry entries), besides the script's own."""
+    packages = {k: list(v) for k, v in variant_packages().items()}
+    proc = subprocess.run([sys.executable, "-", "--pid", str(os.getpid()), "--packages", json.dumps(packages)],
+                          input=SOURCE.read_text(), capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          check=True)
     out = json.loads(proc.stdout)
     assert out["format_version"] == provenance.FORMAT_VERSION and out["pid"] == os.getpid()
-    assert set(out["packages"]) >= {"sglang", "torch", "flashinfer", "mscclpp", "deep_ep", "sglang-kernel"}
+    assert set(out["packages"]) == set(provenance.PACKAGES) | set(packages)
+    assert set(out["packages"]) >= {"sglang", "torch", "flashinfer", "mscclpp", "deep_ep", "sglang-kernel", "nccl"}
     if out["gpus"] is None:
         assert out["gpus_reason"] and out["topology_reason"]
 

@@ -16,16 +16,17 @@ import pytest
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.analysis.summary import build_summary
 from specsweep.report.summary_csv import CSV_COLUMNS
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records, render_summaries
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.workflow import closing
 from specsweep.workflow.closing import closing_lines, print_closing
 
 
-
 def _summary(name: str, gap_ms: float, per_chunk: int, seed: int, outcome: dict = OK) -> dict:
     spec = per_chunk > 1
-    plan = {"name": name, "engine": "reference", "image": None, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "EAGLE3"} if spec else {}}
+    args = {"speculative-algorithm": "EAGLE3"} if spec else {}
+    plan = {"name": name, "engine": "reference", "image": None, "workload": WORKLOAD, "server_args": args,
+            "facts": engine_facts("reference", args)}
     recs = sequential_records(name, gap_ms, per_chunk, spec, seed, jitter=0.02) if outcome is OK else []
     return build_summary(plan, None, outcome, [], recs, None)
 

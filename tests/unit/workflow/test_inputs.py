@@ -34,7 +34,8 @@ def test_push_target(tmp_path):
 
 def test_rule_inputs_are_explicit_and_content_based():
     config = yaml.safe_load((REPO / "config/docker-cpu.yaml").read_text())
-    assert inputs.image_tag_params(config, REPO, "reference") == image_tag("reference", config["images"]["reference"], REPO)
+    assert inputs.image_tag_params(config, REPO, "reference") == image_tag("reference", config["images"]["reference"],
+                                                                            REPO)
     assert '"description"' not in inputs.image_spec_json(config, "reference")
     assert inputs.image_manifests(config) == ["results/images/reference.json"]
     assert '"url":"127.0.0.1:5000"' in inputs.registry_json(config)

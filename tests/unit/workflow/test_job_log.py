@@ -30,7 +30,8 @@ runpy.run_path(script, init_globals={"snakemake": smk}, run_name="__main__")
 def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+                           str(out), "{not json"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          check=False)
     assert proc.returncode != 0
     text = log.read_text()
     assert "Traceback (most recent call last)" in text
@@ -43,7 +44,8 @@ def test_a_failing_script_leaves_its_traceback_in_its_log_and_fails(tmp_path: Pa
 def test_a_script_that_succeeds_logs_as_before(tmp_path: Path) -> None:
     log, out = tmp_path / "resolve_plan.log", tmp_path / "plan.json"
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(REPO / "scripts/resolve_plan.py"), str(log),
-                           str(out), json.dumps(plan_dict(name="base"))], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+                           str(out), json.dumps(plan_dict(name="base"))], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert log.read_text() == "plan base written\n"
     assert out.exists()
@@ -77,3 +79,15 @@ def test_every_script_runs_in_job_log() -> None:
             continue
         assert "with job_log(snakemake.log[0]" in text, script.name
         assert "sys.stderr =" not in text, script.name
+
+
+def test_a_ctrl_c_ends_the_job_without_a_traceback(tmp_path: Path) -> None:
+    """The job has torn down and said its outcome: one line in its log, exit status 130, nothing on the console."""
+    log = tmp_path / "job.log"
+    code = ("import os, signal, sys; from specsweep.workflow.jobs import job_log\n"
+            f"with job_log({str(log)!r}) as log:\n"
+            "    print('outcome: failed launch interrupted', file=log)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 130 and proc.stderr == "", proc.stderr
+    assert log.read_text() == "outcome: failed launch interrupted\ninterrupted (SIGINT): the job stopped here\n"

@@ -9,7 +9,6 @@ import yaml
 from specsweep.testing.workflow import REPO
 
 
-
 def profile(name: str) -> dict:
     return yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specsweep.engines.sglang import rules
 from specsweep.analysis.summary import expected_failure
+from specsweep.engines.sglang import rules
 from specsweep.engines.sglang.logcheck import (
     ALLREDUCE_PRECEDENCE,
     FAILURES,

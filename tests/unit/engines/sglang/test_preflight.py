@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.engine import SGLangEngine
+from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.rules import check_plan
 from specsweep.testing.parser_env import assert_only_unmounted_weights, labelled_plans, preflight_config_set
 from specsweep.testing.parser_env import parser_python as build_parser_python
@@ -163,7 +163,8 @@ def test_deepep_low_latency_needs_rdma_nics(gpu_plans):
 
 def test_known_failure_names_its_signature(gpu_plans):
     tree = gpu_plans[1]["nccl-tree-bare"]
-    assert tree["expect"] == "failure" and tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
+    assert tree["expect"] == "failure"
+    assert tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
     assert _errors(tree) == []
     assert any("needs the failure it is known for" in e
                for e in _errors(_plan(gpu_plans, "nccl-tree-bare", expect_signature=[])))
@@ -243,7 +244,8 @@ def test_env_booleans_are_read_as_sglang_reads_them(gpu_plans):
     assert [env_bool(v) for v in ("0", "false", "no", "N")] == [False] * 4
     assert env_bool("on") is None and env_bool(" 1") is None  # nothing stripped
     for on in ("yes", "y"):
-        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3, env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
+        plan = _plan(gpu_plans, "pcie-ipc", server_args={"tp-size": 3}, gpus=3,
+                     env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": on})
         assert [f.severity for f in _findings(plan, "pcie-ipc-tp")] == ["warning"], on
     problems = env_problems({"configurations": {"pcie-ipc": {"env": {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "on"}}}})
     assert problems == [

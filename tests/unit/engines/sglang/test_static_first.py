@@ -8,14 +8,22 @@ environment that cannot be built ends in a message that says how to resume.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_dir, wheels_dir
+from specsweep.__main__ import parser_env_notice
+from specsweep.engines.sglang.preflight import (
+    DEFAULT_REQUIREMENTS,
+    ParserEnvError,
+    ensure_parser_env,
+    parser_env_dir,
+    parser_env_size,
+    wheels_dir,
+)
 from specsweep.testing.workflow import REPO, copy_workflow
 
 NO_DRAFT = """\
@@ -34,8 +42,8 @@ def test_check_stops_on_a_static_error_before_building_the_parser_env(tmp_path):
     overlay.write_text(NO_DRAFT)
     venv = tmp_path / "parser-env"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "specsweep", "check", *MATRIX, str(overlay), "--parser-env", str(venv)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "specsweep", "check", *MATRIX, str(overlay),
+                           "--parser-env", str(venv)], cwd=REPO, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr  # a problem of the configuration (the CLI's exit status 2)
     assert f"specsweep check: {' + '.join([*MATRIX, str(overlay)])}: {DRAFT_ERROR}" in proc.stderr.splitlines()
@@ -95,3 +103,31 @@ def test_check_ends_a_failed_build_with_one_message(tmp_path):
     assert f"building SGLang's parser environment in {venv}" in proc.stderr
     assert "error: SGLang's parser environment: downloading the pinned packages" in proc.stderr
     assert "Traceback" not in proc.stderr.split("last lines of")[0]
+
+
+def test_preflight_of_a_config_without_sglang_builds_nothing(tmp_path):
+    venv = tmp_path / "parser-env"
+    proc = subprocess.run([sys.executable, "-m", "specsweep", "preflight", "config.yaml", "--parser-env", str(venv)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "no SGLang configuration" in proc.stderr and "building" not in proc.stderr
+    assert not venv.exists() and not wheels_dir(venv).exists()
+    assert all(r["ok"] for r in json.loads(proc.stdout).values())
+
+
+def test_check_without_the_parser_env_builds_nothing_and_says_what_it_skipped(tmp_path):
+    venv = tmp_path / "parser-env"
+    proc = subprocess.run([sys.executable, "-m", "specsweep", "check", *MATRIX, "--parser-env", str(venv),
+                           "--no-parser-env"], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "building" not in proc.stderr and not venv.exists() and not wheels_dir(venv).exists()
+    assert "SGLang's own parser and model check skipped (--no-parser-env)" in proc.stderr
+    assert proc.stdout.count("sglang.launch_server") >= 10
+
+
+def test_the_build_notice_says_how_big_where_and_how_to_skip(tmp_path):
+    venv = tmp_path / "parser-env"
+    notice = parser_env_notice(venv, DEFAULT_REQUIREMENTS, ["a", "b", "c", "d"])
+    assert f"in {venv} " in notice and parser_env_size(DEFAULT_REQUIREMENTS) in notice
+    assert "GB to download" in notice and "GB on disk" in notice
+    assert "4 SGLang configuration(s) (a, b, c and 1 more)" in notice and "--no-parser-env" in notice
