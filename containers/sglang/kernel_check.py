@@ -260,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.require_mount and not os.path.ismount(args.require_mount):
         print(f"kernel_check: {args.require_mount} is not a mount point (no kernel cache mounted)", file=sys.stderr)
         return 2
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    version_text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    version = version_text.strip().splitlines()[-1]
     with tempfile.TemporaryDirectory() as scratch:
         extra_env, driver = driver_or_stub(pathlib.Path(scratch) / "driver")
         results = [entry for arch in archs for entry in run_arch(wanted, arch, extra_env)]

@@ -40,8 +40,8 @@ def test_keyed_by_image_tag_and_arch_cold_then_warm(tmp_path):
     assert (other["host_dir"], other["gpu_arch_from"], other["warm"]) == \
         (str(tmp_path / "sglang-2e7ff668e928" / "sm120"), "plan gpu_arch", False)
     rebuilt = dict(MANIFEST, tag="specsweep/sglang:0123456789ab")
-    assert kernel_cache.prepare(rebuilt, tmp_path, runtime="docker", plan_arch=None,
-                                detected_arch=None)["host_dir"] == str(tmp_path / "sglang-0123456789ab" / "unknown-arch")
+    unknown = kernel_cache.prepare(rebuilt, tmp_path, runtime="docker", plan_arch=None, detected_arch=None)
+    assert unknown["host_dir"] == str(tmp_path / "sglang-0123456789ab" / "unknown-arch")
 
 
 def test_nothing_is_mounted_without_a_label_a_container_or_a_root(tmp_path):
