@@ -103,7 +103,7 @@ from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
 from specsweep.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from specsweep.plan.design import why_not_side_by_side
 from specsweep.records import EXTERNAL_RUNTIME, new_run_id, run_header
-from specsweep.serve import guard, phases, sidebyside
+from specsweep.serve import guard, kernel_cache, phases, sidebyside
 from specsweep.serve import profile as profiling
 from specsweep.serve.console import job_console
 from specsweep.serve.container import checkout_id
@@ -246,6 +246,7 @@ class _Runner:
         prompts = phases.point_prompts(job)
         phases.check_target(job)
         self.record(phases.prepare_runtime(job))
+        cache = self.record(phases.kernel_caches(job))["kernel_cache"]
         if side:
             assert job.round is not None and job.round_plan_path is not None
             self.side = sidebyside.SideBySide(job, job.round, job.round_plan_path)
@@ -258,7 +259,7 @@ class _Runner:
         # micro-benchmark
         volumes = phases.micro_benchmark(job, on_start=reap.watch_group)
         # launch
-        launch = phases.server_launch(job, volumes)
+        launch = phases.server_launch(job, [*volumes, *kernel_cache.volumes(cache)])
         self.record(launch.record(job))
         log_file = stack.enter_context(phases.server_log(job))
         self.server = server = phases.new_server(job, launch, log_file, tuple(lock.fds))

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from specsweep.contracts.plan import Plan, Point
 from specsweep.contracts.rounds import RoundPlan
 from specsweep.records import DEFAULT_POINT
-from specsweep.serve import guard
+from specsweep.serve import guard, kernel_cache
 from specsweep.serve.console import Console
 from specsweep.serve.container import run_labels
 from specsweep.serve.launch import server_environment
@@ -47,10 +47,13 @@ class JobHost:
     #: The terminal Snakemake runs in: a waiting job says so, and the job shows its stage and progress there
     #: (``serve.console``), besides its log.
     notice: TextIO | None = None
+    #: Host root of the kernel caches mounted into containers (``serve.kernel_cache``); None: none mounted.
+    kernel_cache_root: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], workdir: Path, notice: TextIO | None = None) -> "JobHost":
-        """``SPECSWEEP_LOCK_DIR``, ``SPECSWEEP_LOCK_WAIT_S``, ``SPECSWEEP_GUARD_INTERVAL_S``."""
+        """``SPECSWEEP_LOCK_DIR``, ``SPECSWEEP_LOCK_WAIT_S``, ``SPECSWEEP_GUARD_INTERVAL_S``,
+        ``SPECSWEEP_KERNEL_CACHE_DIR`` (``kernel_cache.default_root``)."""
         raw = environ.get("SPECSWEEP_GUARD_INTERVAL_S")
         try:
             interval = float(raw) if raw else guard.DEFAULT_INTERVAL_S
@@ -59,7 +62,7 @@ class JobHost:
         if interval <= 0:
             raise ValueError(f"SPECSWEEP_GUARD_INTERVAL_S={raw!r}: expected seconds (a number > 0)")
         return cls(lock=LockSettings.from_environ(environ), workdir=Path(workdir), guard_interval_s=interval,
-                   notice=notice)
+                   notice=notice, kernel_cache_root=kernel_cache.default_root(environ))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ The phases, in the runner's order (docs/design.md, "The server job"):
 
 * host: ``host_lock``, then ``own_files`` (the job's files are this run's);
   ``point_prompts``; ``check_target`` (volumes, RDMA devices),
-  ``prepare_runtime``, ``quiet_host``, ``gpus_in_use`` / ``refuse_busy_gpus``;
+  ``prepare_runtime``, ``kernel_caches``, ``quiet_host``, ``gpus_in_use`` / ``refuse_busy_gpus``;
 * micro-benchmark: ``micro_benchmark`` (``serve.profile``, before the server);
 * launch: ``server_launch`` (argv), ``new_server``, ``start_server``,
   ``await_ready``, ``read_server_info``, ``read_provenance``; for
@@ -48,7 +48,7 @@ from specsweep.files import write_text_atomic
 from specsweep.images.cli import DockerError
 from specsweep.plan.datasets import DatasetError, load_selection
 from specsweep.records import run_header
-from specsweep.serve import client, guard
+from specsweep.serve import client, guard, kernel_cache
 from specsweep.serve import profile as profiling
 from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, uses_host_network
 from specsweep.serve.jobspec import Job, JobHost, JobPaths
@@ -149,6 +149,21 @@ def prepare_runtime(job: Job) -> dict[str, Any]:
         raise LaunchError(Stage.LAUNCH, Reason.IMAGE_UNAVAILABLE, str(exc)) from exc
     print(f"{job.plan.runtime} runtime prepared: {prepared}", file=job.log, flush=True)
     return dict(prepared)
+
+
+def kernel_caches(job: Job) -> dict[str, Any]:
+    """The image's JIT caches on a host directory (``serve.kernel_cache``): launch.json's ``kernel_cache``,
+    whose ``volume`` the launch mounts."""
+    manifest = job.image_manifest
+    wanted = job.plan.runtime == "docker" and job.host.kernel_cache_root is not None \
+        and kernel_cache.container_dir(manifest) is not None
+    detected = kernel_cache.detect_arch() if wanted and job.plan.gpus > 0 else None
+    record = kernel_cache.prepare(manifest, job.host.kernel_cache_root, runtime=job.plan.runtime,
+                                  plan_arch=job.plan.target.get("gpu_arch"), detected_arch=detected)
+    if record.get("mounted"):
+        print(f"kernel cache: {record['host_dir']} -> {record['container_dir']} "
+              f"({'warm' if record['warm'] else 'cold'}: {record['files_before']} files)", file=job.log, flush=True)
+    return {"kernel_cache": record}
 
 
 def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",

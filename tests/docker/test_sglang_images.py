@@ -106,9 +106,13 @@ def test_built_by_the_rule_on_the_local_base_sharing_the_dependency_layers(image
     stock = layers["sglang"]
     base = cli.image_inspect("specsweep/debian:bookworm")["RootFS"]["Layers"]
     assert stock[: len(base)] == base
+    # stock's last layer is the jit stage's RUN (3 kB: header links and record.json); BuildKit ran it again
+    # for some targets here (the same files, other times: docs/measurements/2026-12-06-sglang-images-toolchain/),
+    # so the variants are held to every layer before it: base, apt, venv, dependencies, the toolchain (281 MB)
+    shared = stock[:-1]
     for name in (n for n in IMAGES if VARIANT[n] != "stock"):
-        # the variant is stock's layers (base, apt, venv, dependencies) plus its own
-        assert layers[name][: len(stock)] == stock, name
+        # the variant is stock's layers plus its own
+        assert layers[name][: len(shared)] == shared, name
         assert 1 <= len(layers[name]) - len(stock) <= 2, (name, len(layers[name]), len(stock))
     for name, m in images.items():
         assert m["base_image"] == "specsweep/debian:bookworm"

@@ -205,3 +205,36 @@ def test_sglang_closure_is_pinned():
     pins = dict(ln.split("==") for ln in lines)
     assert pins["sglang"] == SGLANG_PINS["SGLANG_VERSION"] and pins["torch"] == SGLANG_PINS["TORCH_VERSION"]
     assert "--constraint /tmp/constraints.txt" in SGLANG.read_text()
+
+
+def _stage_of(text: str, name: str) -> str:
+    """The lines of stage ``name`` (up to the next FROM)."""
+    m = re.search(rf"^FROM\s+\S+\s+AS\s+{re.escape(name)}\n(.*?)(?=^FROM\s|\Z)", text, re.M | re.S)
+    assert m, name
+    return m.group(1)
+
+
+def test_every_published_sglang_target_carries_the_kernel_toolchain_and_names_its_cache():
+    """SGLang 0.5.23 and FlashInfer 0.7.2 compile kernels with nvcc on first use: every target is built on
+    the `jit` stage, which copies the cuda-toolchain stage (the base's toolkit or the pinned wheels), puts its
+    nvcc on PATH with CUDA_HOME, and keeps both libraries' caches under the directory its label names (where
+    serve.kernel_cache mounts a host directory)."""
+    from specsweep.serve.kernel_cache import KERNEL_CACHE_LABEL
+
+    text = SGLANG.read_text()
+    for target in ("stock", "mscclpp", "deepep", "fi-fusion"):
+        assert re.search(rf"^FROM jit AS {target}$", text, re.M), target
+    assert re.search(r"^FROM deps AS jit$", text, re.M)
+    froms = [m.group(1) for m in re.finditer(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.M)]
+    assert froms.index("cuda-toolchain") < froms.index("jit")  # COPY --from names an earlier stage
+    jit = _stage_of(text, "jit")
+    assert "COPY --from=cuda-toolchain /opt/cuda-toolchain/ /opt/cuda-toolchain/" in jit
+    code = "\n".join(_logical_lines(jit))
+    assert "CUDA_HOME=/opt/cuda-toolchain/cuda" in code
+    assert "PATH=/opt/cuda-toolchain/cuda/bin:${PATH}" in code
+    assert "SGLANG_JIT_CACHE_DIR=${KERNEL_CACHE_DIR}/sglang" in code
+    assert "FLASHINFER_WORKSPACE_BASE=${KERNEL_CACHE_DIR}/flashinfer" in code
+    assert f'{KERNEL_CACHE_LABEL}="${{KERNEL_CACHE_DIR}}"' in code
+    assert 'io.specsweep.kernels.prebuilt="none"' in code
+    assert "containers/sglang/kernel_record.py" in code and "/opt/cuda-toolchain/record.json" in code
+    assert _arg_defaults(text)["KERNEL_CACHE_DIR"].startswith("/")
