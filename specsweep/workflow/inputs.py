@@ -378,8 +378,9 @@ def burn_in_params(config: Mapping[str, Any]) -> str:
 def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgement_of: Any,
                 upto: int | None = None) -> list[list[tuple[str, str]]]:
     """``workflow.rounds.walk_rounds`` with this config's baseline and A/A control."""
+    extra = RoundSettings.from_config(config).max_launches is not None
     return rounds_mod.walk_rounds(launches, config.get("baseline"), bool(config.get("aa_control", True)),
-                                  judgement_of, upto)
+                                  judgement_of, upto, extra)
 
 
 round_path = rounds_mod.round_path

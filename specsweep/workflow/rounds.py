@@ -63,11 +63,14 @@ def round_path(round_no: int | str, leaf: str) -> str:
 
 
 def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
-                judgement_of: Callable[[int], str], upto: int | None = None) -> list[list[tuple[str, str]]]:
+                judgement_of: Callable[[int], str], upto: int | None = None,
+                extra_rounds: bool = True) -> list[list[tuple[str, str]]]:
     """The members of every round, round 1 first: the planned rounds, then the rounds the judgements
     asked for; with ``upto``, only rounds 1..upto (fewer when the sweep ended before). ``judgement_of(r)``
     is the path of round r's judgement (in a Snakefile: ``checkpoints.judge_round.get(round=r).output[0]``,
-    which stops the DAG where a judgement is missing and schedules the job that writes it)."""
+    which stops the DAG where a judgement is missing and schedules the job that writes it). Without
+    ``extra_rounds`` (no budget for them) the planned rounds are all there is and no judgement is read,
+    so that ``-n`` sees every job exactly, with no checkpoint in the way."""
     rounds: list[list[tuple[str, str]]] = []
     r = 1
     members = planned_members(launches, baseline, aa_control, 1)
@@ -79,6 +82,8 @@ def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: b
             r += 1
             members = planned_members(launches, baseline, aa_control, r)
             continue
+        if not extra_rounds:
+            break
         judgement = read_json(judgement_of(r))
         if not judgement.get("continue"):
             break

@@ -67,3 +67,12 @@ def test_failed_or_contaminated_configurations_are_named_and_keep_no_round_going
     got = decide(2, 2, RoundSettings(max_launches=6), [_c("b", "contaminated", None, False)], "base", None, 3.0,
                  [], 0.1)
     assert not got["continue"] and got["ended_by"] == NOT_COMPARABLE
+
+
+def test_without_extra_rounds_no_judgement_is_read():
+    """No budget for extra rounds: the planned rounds are all there is, and the walk reads no judgement (so
+    ``-n`` plans every job exactly, with no checkpoint in the way)."""
+    def never(r):
+        raise AssertionError(f"judgement {r} read")
+    rounds = walk_rounds({"base": 2, "a": 2}, "base", True, never, extra_rounds=False)
+    assert [len(r) for r in rounds] == [3, 2]
