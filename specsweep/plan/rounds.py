@@ -58,14 +58,14 @@ class RoundSettings:
     and the budget of extra rounds (None: the planned launches only)."""
 
     seed: int = 0
-    design: str = "auto"
+    design: str = SEQUENTIAL
     max_launches: int | None = None
     max_minutes: float | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RoundSettings":
         own = dict(config.get("rounds") or {})
-        return cls(seed=int(own.get("seed", 0)), design=str(own.get("design", "auto")),
+        return cls(seed=int(own.get("seed", 0)), design=str(own.get("design", SEQUENTIAL)),
                    max_launches=own.get("max_launches"), max_minutes=own.get("max_minutes"))
 
     def as_dict(self) -> dict[str, Any]:
