@@ -211,6 +211,6 @@ def closing_summary():
 def check_workflow_profiles():
     """Once the rules exist, the profiles this run uses (keys Snakemake would drop, resource typos)."""
     try:
-        check_profiles(Path(workflow.basedir), [rule.name for rule in workflow.rules], sys.argv[1:])
+        check_profiles(Path(workflow.basedir), [each.name for each in workflow.rules], sys.argv[1:])
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
