@@ -158,11 +158,11 @@ def aa_lines(aa: Mapping[str, Any]) -> str:
         return "A/A control: none (no baseline): no verdict is called.\n\n"
     if not any(p["result"] for p in aa["points"]):
         why = "disabled (aa_control: false)" if not aa["planned"] else "no control launch ended ok"
-        return f"A/A control: {why}: the same configuration was not launched twice at the end of the sweep.\n\n"
+        return f"A/A control: {why}: the same configuration was not launched twice.\n\n"
     out = io.StringIO()
     # An external baseline is never relaunched: its control is a later round against the same server.
-    again = ("measured again at the end of the sweep, in a later round against the same running server (not "
-             "relaunched)" if aa["external"] else "launched again at the end of the sweep")
+    again = ("measured again at a random place of round 1 against the same running server (not "
+             "relaunched)" if aa["external"] else "launched again at a random place of round 1")
     twice = "measured twice" if aa["external"] else "launched twice"
     for p in aa["points"]:
         where = "" if p["point"] == "default" else f" at point {p['point']}"

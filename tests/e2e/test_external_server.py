@@ -82,7 +82,7 @@ def test_the_report_is_a_normal_one_and_says_what_does_not_apply(pipeline, serve
     assert 1.0 <= point["metrics"]["accept_length"]["value"] <= 4.0
     report = (pipeline / "results" / "report.md").read_text()
     assert "Launch noise and the host lock do not apply" in report
-    assert "served measured again at the end of the sweep, in a later round against the same running server" in report
+    assert "served measured again at a random place of round 1 against the same running server" in report
     assert (pipeline / "results" / "summary.csv").read_text().count("\nserved,") == 1
 
 
