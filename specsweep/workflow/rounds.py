@@ -43,7 +43,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from specsweep.contracts.layout import LAUNCH_FILES
 from specsweep.contracts.vocabulary import CALLED, Expect, Status
 from specsweep.files import read_json, write_json_atomic
 from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
@@ -94,11 +93,6 @@ def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: b
 
 def members_of_round(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int) -> list[tuple[str, str]]:
     return list(rounds[round_no - 1]) if round_no <= len(rounds) else []
-
-
-def launch_paths(config: str, launch: str) -> dict[str, str]:
-    """One launch's files, by the name of benchmark_server's output."""
-    return {kind: f"results/{config}/launch-{launch}/{leaf}" for kind, leaf in LAUNCH_FILES.items()}
 
 
 def write_round_plan(round_no: int, members: Sequence[Sequence[str]], design: str, why: str,
@@ -204,20 +198,15 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     summarize_config builds it, and judged exactly as the report judges it.
     """
     from specsweep.analysis.rows import compare_primary, config_rows, explode_points  # the report's own verdicts
+    from specsweep.workflow.inputs import schedule_of_rounds, summary_inputs  # summarize_config's own inputs
     from specsweep.workflow.jobs import summary_of_files
 
     settings = RoundSettings(**params["rounds"])
-    launches_of: dict[str, list[str]] = {}
-    for members in rounds[:round_no]:
-        for config, launch in members:
-            launches_of.setdefault(config, []).append(launch)
+    launches_of = schedule_of_rounds(rounds[:round_no], sorted({c for r in rounds[:round_no] for c, _ in r}))
     summaries = []
     quiet = io.StringIO()
-    for config, ids in sorted(launches_of.items()):
-        ids = sorted(ids, key=lambda lid: (lid == "aa", int(lid) if lid.isdigit() else 0))
-        inputs: dict[str, Any] = {"plan": [f"results/{config}/plan.json"]}
-        for kind in LAUNCH_FILES:
-            inputs[kind] = [launch_paths(config, lid)[kind] for lid in ids]
+    for config in launches_of:
+        inputs = summary_inputs(launches_of, config)
         labels = json.dumps((params.get("labels") or {}).get(config) or {})
         summary = summary_of_files(inputs, quiet, "{}", labels)
         summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, Expect.OK)
