@@ -11,9 +11,10 @@ rule benchmark_server:
         unpack(server_inputs),
         # the burn-in before round 1 (a temp file; none for later rounds or when it is off)
         unpack(burn_in_input),
+        # the round's plan, side by side only (a sequential launch's order is its job priority)
+        unpack(round_plan_input),
         plan="results/{config}/plan.json",
         preflight="results/{config}/preflight.json",
-        round_plan=round_plan_input,
     output:
         launch="results/{config}/launch-{launch}/launch.json",
         server_log="results/{config}/launch-{launch}/server.log",

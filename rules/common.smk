@@ -122,8 +122,8 @@ def launch_priority(wildcards):
 
 
 def round_plan_input(wildcards):
-    # ancient: a round plan rewritten (a configuration added) reruns no launch already measured.
-    return ancient(sw.round_path(launch_round(wildcards), "plan.json"))
+    # Side by side only: the round's plan, ancient() (specsweep.workflow.inputs.round_plan_input says why).
+    return {k: ancient(v) for k, v in sw.round_plan_input(DESIGN, launch_round(wildcards)).items()}
 
 
 def burn_in_input(wildcards):

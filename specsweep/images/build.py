@@ -38,8 +38,15 @@ VOLATILE_MANIFEST_KEYS = frozenset({"created", "build_seconds", "reused", "build
 DEFAULT_PROXY_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
-def _git_revision(root: Path) -> str:
-    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+def git_revision(root: Path) -> str:
+    """The checkout's HEAD, or ``unknown`` (no git, or a copy without .git). ``safe.directory`` for this
+    one read: a checkout owned by another user (a CI runner's, read as root) is otherwise refused by git
+    (>= 2.35.2, "detected dubious ownership"); the label is provenance, nothing runs from it."""
+    try:
+        proc = subprocess.run(["git", "-c", f"safe.directory={root}", "-C", str(root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True)
+    except FileNotFoundError:
+        return "unknown"
     return proc.stdout.strip() if proc.returncode == 0 else "unknown"
 
 
@@ -51,7 +58,7 @@ def provenance_args(root: Path, source_url: str | None = None) -> dict[str, str]
     """Label-only build args: source, revision, version, created."""
     return {
         "SOURCE_URL": source_url or "https://github.com/specsweep/specsweep",
-        "REVISION": _git_revision(root),
+        "REVISION": git_revision(root),
         "VERSION": __version__,
         "CREATED": _utc_now(),
     }

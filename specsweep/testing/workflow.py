@@ -106,10 +106,11 @@ def run_pipeline(work: Path, config: Mapping[str, Any] | None = None, config_pat
     return work
 
 
-def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE) -> list[tuple[str, str, str]]:
-    """(rule, config, launch) of every job ``snakemake -n all`` would execute in ``work``, sorted
-    (``""`` where a job has no such wildcard)."""
-    result = run([*snakemake, "-n", "all", *extra], work)
+def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE,
+                 targets: Sequence[str] = ("all",)) -> list[tuple[str, str, str]]:
+    """(rule, config, launch) of every job ``snakemake -n <targets>`` (``all``) would execute in ``work``,
+    sorted (``""`` where a job has no such wildcard)."""
+    result = run([*snakemake, "-n", *targets, *extra], work)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):

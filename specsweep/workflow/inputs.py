@@ -414,6 +414,19 @@ def server_slots(design: tuple[str, str]) -> int:
     return 0 if design[0] == plan_rounds.SIDE_BY_SIDE else 1
 
 
+def round_plan_input(design: tuple[str, str], round_no: int) -> dict[str, str]:
+    """The round's plan as a launch's input: side by side only, where the launch reads its partners and
+    turns from it (the Snakefile marks it ancient(): a plan rewritten when a configuration is added reruns
+    no launch already measured). A sequential launch takes none: its place in the round is its job priority
+    (``launch_priority_in``), and an edge from a job that reruns (plan_round, when a configuration is added)
+    through an ancient() file makes Snakemake 9 drop the jobs below it, the asked-for target included
+    (dag.py update_needrun masks them and its BFS skips ancient edges; snakemake/snakemake#4166, and
+    rules/images.smk). So adding a configuration and asking for its summary runs its launches."""
+    if design[0] != plan_rounds.SIDE_BY_SIDE:
+        return {}
+    return {"round_plan": round_path(round_no, "plan.json")}
+
+
 def burn_in_input(burn_in_config_name: str | None, round_no: int) -> dict[str, str]:
     return {"burn_in": BURN_IN_PATH} if burn_in_config_name is not None and round_no == 1 else {}
 

@@ -35,6 +35,7 @@ def profiled(tmp_path_factory, request) -> Path:
     path = work / "config/docker-cpu.yaml"
     config = yaml.safe_load(path.read_text())
     config["defaults"]["workload"].update(SMALL)
+    config["burn_in"] = {"enabled": False}  # about profiling, not the host's warm-up
     config["configurations"]["eagle3-shm"]["profile"] = {"enabled": True, "requests": 1, "allreduce_iters": 50}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2",

@@ -43,6 +43,12 @@ IMAGES = tuple(VARIANT)
 PATCH = REPO / "containers/patches/sglang-0.5.23-flashinfer-fusion-sm120.patch"
 # What the Dockerfile's deps stage pins (sglang 0.5.23's Requires-Dist) and the
 # labels must say; read back from the installed distributions below.
+# What the revision label must say: git's own answer for this checkout, else `unknown` (an export).
+_HEAD = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(REPO), "rev-parse", "HEAD"],  # noqa: S607
+                       capture_output=True, text=True)
+REVISION = _HEAD.stdout.strip() if _HEAD.returncode == 0 else "unknown"
+assert REVISION == "unknown" or re.fullmatch(r"[0-9a-f]{40}", REVISION), REVISION
+
 PINS = {"sglang": "0.5.23", "torch": "2.14.1", "flashinfer-python": "0.7.2",
         "sglang-kernel": "0.4.10", "sgl-deep-ep": "0.1.2.post1"}
 LABELS = {"sglang": "io.specsweep.sglang.version", "torch": "io.specsweep.torch.version",
@@ -126,7 +132,8 @@ def test_labels_carry_the_versions_that_are_installed(images):
         assert labels["io.specsweep.python"] == "python3.11"
         assert labels["org.opencontainers.image.base.name"] == "specsweep/debian:bookworm"
         assert labels["org.opencontainers.image.title"] == f"specsweep-sglang-{VARIANT[name]}"
-        assert re.fullmatch(r"[0-9a-f]{40}", labels["org.opencontainers.image.revision"]), labels  # git HEAD
+        # The checkout's HEAD (or `unknown` where this checkout is no git repository: CI may test an export).
+        assert labels["org.opencontainers.image.revision"] == REVISION, labels
         assert labels["io.specsweep.content-tag"] == m["tag"]
         for dist, key in LABELS.items():
             assert labels[key] == PINS[dist], (name, key)

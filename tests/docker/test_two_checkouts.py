@@ -51,6 +51,7 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
     config["configurations"] = {config_name: config["configurations"]["nospec"]}
     config["baseline"] = config_name
     config["aa_control"] = False  # one launch: this test is about two checkouts, not replication
+    config["burn_in"] = {"enabled": False}  # the wait it checks is launch-1's, not a burn-in unit's
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, SPECSWEEP_LOCK_DIR=str(tmp_path / "locks"))
     run_b = subprocess.Popen([sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores",

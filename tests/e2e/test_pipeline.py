@@ -93,6 +93,23 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
         (pipeline / "config.yaml").write_text(original)
 
 
+def test_a_configuration_added_later_runs_when_its_summary_is_asked_for(pipeline):
+    """The round's plan is rewritten (a new member) but no launch waits on it through an ancient() edge,
+    which would make Snakemake drop the asked-for summary (specsweep.workflow.inputs.round_plan_input)."""
+    original = (pipeline / "config.yaml").read_text()
+    try:
+        config = yaml.safe_load(original)
+        config["configurations"]["added"] = {"description": "added after the sweep ran", "extends": "nospec",
+                                             "workload": {"num_prompts": 2}}
+        (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        jobs = wf.planned_jobs(pipeline, targets=["results/added/summary.json"])
+        assert sorted(rule for rule, _, _ in jobs) == [
+            "benchmark_server", "preflight_config", "resolve_plan", "summarize_config"], jobs
+        assert {name for _, name, _ in jobs} == {"added"}, "no launch already measured reruns"
+    finally:
+        (pipeline / "config.yaml").write_text(original)
+
+
 def test_reordering_keys_and_editing_descriptions_rerun_no_benchmark(pipeline):
     original = (pipeline / "config.yaml").read_text()
     try:
