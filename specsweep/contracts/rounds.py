@@ -42,6 +42,14 @@ class Design(StrEnum):
         return repr(self.value)
 
 
+#: Why a race ended with an answer (a judgement's ``ended_by``; ``workflow.rounds``, ``analysis.race``): one
+#: configuration left, or every one left within ``smallest_effect`` of the best. A race the budget ended has
+#: a best so far, not an answer.
+ONE_LEFT = "one left"
+TIE = "tie"
+RACE_ANSWERED = (ONE_LEFT, TIE)
+
+
 _KEYS = ("format_version", "round", "design", "why", "seed", "order")
 _OPTIONAL = ("budget",)
 

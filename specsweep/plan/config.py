@@ -187,6 +187,10 @@ def semantic_problems(config: Mapping) -> list[str]:
         cycle = _extends_cycle(configurations, name)
         if cycle:
             problems.append(f"configurations.{name}.extends: cycle {' -> '.join(cycle)}")
+    rounds = config.get("rounds") or {}
+    if rounds.get("mode") == "race" and rounds.get("max_launches") is None:
+        problems.append("rounds.max_launches: a race (rounds.mode: race) needs a budget of launches per "
+                        "configuration; allowed: an integer >= the planned `launches`")
     return problems
 
 

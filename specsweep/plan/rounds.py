@@ -51,26 +51,40 @@ SIDE_BY_SIDE = Design.SIDE_BY_SIDE.value
 SEQUENTIAL = Design.SEQUENTIAL.value
 DESIGNS = ("auto", SIDE_BY_SIDE, SEQUENTIAL)
 
+#: What the rounds after the planned ones are for (``rounds.mode``): ``sweep`` measures every
+#: configuration until each comparison with the baseline is answered; ``race`` keeps only the
+#: configurations not yet shown slower than the best (``analysis.race``) until one is left, the rest tie
+#: with it, or the budget is spent.
+SWEEP = "sweep"
+RACE = "race"
+MODES = (SWEEP, RACE)
+
 
 @dataclass(frozen=True)
 class RoundSettings:
     """``rounds:`` of the config (schemas/config.schema.yaml): the order's seed, the design asked for,
-    and the budget of extra rounds (None: the planned launches only)."""
+    the budget of extra rounds (None: the planned launches only) and what they are for (``mode``)."""
 
     seed: int = 0
     design: str = SEQUENTIAL
     max_launches: int | None = None
     max_minutes: float | None = None
+    mode: str = SWEEP
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RoundSettings":
         own = dict(config.get("rounds") or {})
         return cls(seed=int(own.get("seed", 0)), design=str(own.get("design", SEQUENTIAL)),
-                   max_launches=own.get("max_launches"), max_minutes=own.get("max_minutes"))
+                   max_launches=own.get("max_launches"), max_minutes=own.get("max_minutes"),
+                   mode=str(own.get("mode", SWEEP)))
+
+    @property
+    def race(self) -> bool:
+        return self.mode == RACE
 
     def as_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "design": self.design, "max_launches": self.max_launches,
-                "max_minutes": self.max_minutes}
+                "max_minutes": self.max_minutes, "mode": self.mode}
 
 
 def planned_rounds(launches: Mapping[str, int]) -> int:

@@ -26,6 +26,13 @@ verdict against the baseline and the positive control's against its twin.
 The A/A control is not one of them: it is the check that identical setups
 are not called different, whatever the number of rounds.
 
+With ``rounds.mode: race`` (``analysis.race``) the rounds after the planned ones
+are a race: from the last planned round on, each judgement drops every
+survivor the verdicts call slower than the current best, and the race ends
+when one is left (``one left``), when every other survivor ties with the best
+within ``smallest_effect`` (``tie``), or when the budget is spent (``budget``);
+otherwise the next round holds the survivors, and only them.
+
 Snakemake sees the next round only once the judgement exists (a checkpoint),
 so ``-n`` after a round shows that round's jobs and nothing already measured;
 a launch once measured is never rerun by a later round.
@@ -34,6 +41,8 @@ Format history of results/rounds/round-<r>/judgement.json:
   1  round, continue, ended_by (null while going on), why, next (the next round's members, or null),
      comparisons (each: config, against, verdict, ratio, detectable, open), launches, elapsed_min,
      burn_in (the burn-in record before round 1, round 1 only; else null).
+  2  mode (sweep or race), race (a race's standings after the round, ``analysis.race.standings``; null in a
+     sweep).
 """
 
 from __future__ import annotations
@@ -43,17 +52,20 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+from specsweep.contracts import rounds as rounds_words
+from specsweep.contracts.layout import CONTROL
 from specsweep.contracts.vocabulary import CALLED, Expect, Status
 from specsweep.files import read_json, write_json_atomic
 from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
 
-JUDGEMENT_FORMAT_VERSION = 1
+JUDGEMENT_FORMAT_VERSION = 2
 
 #: Why a sweep's rounds ended (``judgement["ended_by"]``).
 RESOLVED = "resolved"
 BUDGET = "budget"
 PLANNED = "planned rounds"
 NOT_COMPARABLE = "nothing comparable"
+ONE_LEFT, TIE = rounds_words.ONE_LEFT, rounds_words.TIE
 
 
 def round_path(round_no: int | str, leaf: str) -> str:
@@ -142,13 +154,55 @@ def comparisons(rows: Sequence[Mapping[str, Any]], baseline: str | None, control
     return out
 
 
+def _budget_spent(round_no: int, settings: RoundSettings, elapsed_min: float | None, still: str
+                  ) -> dict[str, Any] | None:
+    """The decision to stop when the budget is spent (``still``: what is left open, in words), else None."""
+    if settings.max_launches is not None and round_no >= settings.max_launches:
+        return {"continue": False, "ended_by": BUDGET,
+                "why": f"the budget of {settings.max_launches} launches per configuration is spent; {still}"}
+    if settings.max_minutes is not None and elapsed_min is not None and elapsed_min >= settings.max_minutes:
+        return {"continue": False, "ended_by": BUDGET,
+                "why": f"the budget of {settings.max_minutes:g} min is spent ({elapsed_min:.1f} min); {still}"}
+    return None
+
+
+def decide_race(round_no: int, settings: RoundSettings, race: Mapping[str, Any], elapsed_min: float | None,
+                effect: float) -> dict[str, Any]:
+    """The decision of a race after round ``round_no`` (``race``: ``analysis.race.standings`` of the round):
+    one left, a tie, the budget spent, or the next round of the survivors."""
+    left, best = list(race["survivors"]), race.get("best")
+    gone = [f"{c} (slower than {best})" for c in race.get("dropped") or []]
+    gone += [f"{c} (failed)" for c in race.get("failed") or []]
+    dropped = f"; dropped after round {round_no}: " + ", ".join(gone) if gone else ""
+    if not left:
+        return {"continue": False, "ended_by": NOT_COMPARABLE,
+                "why": f"no configuration is left to race after round {round_no}{dropped}"}
+    if len(left) == 1:
+        return {"continue": False, "ended_by": ONE_LEFT,
+                "why": f"{left[0]} is the one configuration left after round {round_no}{dropped}"}
+    if race.get("tied"):
+        return {"continue": False, "ended_by": TIE,
+                "why": f"{', '.join(left)} are within {effect:.0%} of {best} (a tie) after round {round_no}{dropped}"}
+    spent = _budget_spent(round_no, settings, elapsed_min, f"still racing: {', '.join(left)} (best so far: {best})")
+    if spent is not None:
+        return {**spent, "why": spent["why"] + dropped}
+    return {"continue": True, "ended_by": None,
+            "why": f"still racing: {', '.join(left)} (best so far: {best}){dropped}; round {round_no + 1} of at "
+                   f"most {settings.max_launches}",
+            "next": [[name, str(round_no + 1)] for name in sorted(left)]}
+
+
 def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared: Sequence[Mapping[str, Any]],
            baseline: str | None, control: Mapping[str, Any] | None, elapsed_min: float | None,
-           next_planned: Sequence[tuple[str, str]], effect: float) -> dict[str, Any]:
-    """The decision after round ``round_no`` (module docstring), without the comparisons' details."""
+           next_planned: Sequence[tuple[str, str]], effect: float, race: Mapping[str, Any] | None = None
+           ) -> dict[str, Any]:
+    """The decision after round ``round_no`` (module docstring), without the comparisons' details; in a race
+    (``race``: the round's standings), ``decide_race``'s after the planned rounds."""
     if round_no < rounds_planned:
         return {"continue": True, "ended_by": None, "why": f"planned round {round_no} of {rounds_planned}",
                 "next": [list(m) for m in next_planned]}
+    if settings.race and race is not None:
+        return decide_race(round_no, settings, race, elapsed_min, effect)
     still = [c for c in compared if c["open"]]
     excluded = [c for c in compared if c["verdict"] in (Status.FAILED, Status.CONTAMINATED)]
     left_out = ("; not compared: " + ", ".join(f"{c['config']} ({c['verdict']})" for c in excluded)
@@ -165,14 +219,9 @@ def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared
         return {"continue": False, "ended_by": PLANNED,
                 "why": f"the {rounds_planned} planned rounds ran and no extra rounds were asked for "
                        f"(rounds.max_launches); still open at {effect:.0%}: {names}"}
-    if round_no >= settings.max_launches:
-        return {"continue": False, "ended_by": BUDGET,
-                "why": f"the budget of {settings.max_launches} launches per configuration is spent; "
-                       f"still open at {effect:.0%}: {names}"}
-    if settings.max_minutes is not None and elapsed_min is not None and elapsed_min >= settings.max_minutes:
-        return {"continue": False, "ended_by": BUDGET,
-                "why": f"the budget of {settings.max_minutes:g} min is spent ({elapsed_min:.1f} min); "
-                       f"still open at {effect:.0%}: {names}"}
+    spent = _budget_spent(round_no, settings, elapsed_min, f"still open at {effect:.0%}: {names}")
+    if spent is not None:
+        return spent
     wanted = {baseline} | {c["config"] for c in still}
     if control and control.get("name") in wanted:
         wanted.add(control.get("of"))
@@ -197,6 +246,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.
     """
+    from specsweep.analysis.race import judge_rows  # the race's standings, by the same verdicts
     from specsweep.analysis.rows import compare_primary, config_rows, explode_points  # the report's own verdicts
     from specsweep.workflow.inputs import schedule_of_rounds, summary_inputs  # summarize_config's own inputs
     from specsweep.workflow.jobs import summary_of_files
@@ -218,10 +268,15 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     compared = comparisons(rows, baseline, control, effect, compare_primary)
     elapsed = elapsed_minutes(summaries)
     next_planned = planned_members(params["launches"], baseline, bool(params.get("aa_control")), round_no + 1)
-    decision = decide(round_no, planned_rounds(params["launches"]), settings, compared, baseline, control, elapsed,
-                      next_planned, effect)
-    judgement = {"format_version": JUDGEMENT_FORMAT_VERSION, "round": round_no, **decision,
-                 "next": decision.get("next"), "comparisons": compared,
+    rounds_planned = planned_rounds(params["launches"])
+    race = None
+    if settings.race:
+        racing = sorted({c for c, lid in rounds[round_no - 1] if lid != CONTROL})
+        race = judge_rows(rows, racing, effect, round_no, dropping=round_no >= rounds_planned)
+    decision = decide(round_no, rounds_planned, settings, compared, baseline, control, elapsed,
+                      next_planned, effect, race)
+    judgement = {"format_version": JUDGEMENT_FORMAT_VERSION, "round": round_no, "mode": settings.mode, **decision,
+                 "next": decision.get("next"), "race": race, "comparisons": compared,
                  "launches": {c: ids for c, ids in sorted(launches_of.items())},
                  "elapsed_min": elapsed,
                  "burn_in": read_json(burn_in_path) if burn_in_path else None}

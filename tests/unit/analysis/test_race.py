@@ -1,0 +1,155 @@
+"""A race (``analysis.race``, ``workflow.rounds.decide_race``) on synthetic launch records of known speeds:
+who is dropped, when the survivors tie, what ends the race, and the answer report.json gives."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from specsweep.analysis.launches import LaunchFiles, build_config_summary
+from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, TIED, WON, judge_rows, race_record
+from specsweep.analysis.rows import config_rows, explode_points
+from specsweep.plan.rounds import RACE, RoundSettings
+from specsweep.records import DEFAULT_POINT
+from specsweep.testing.doubles import engine_facts
+from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.workflow.rounds import BUDGET, NOT_COMPARABLE, ONE_LEFT, TIE, decide, decide_race
+
+RACE_SETTINGS = RoundSettings(max_launches=4, mode=RACE)
+
+
+def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]], jitter: float = 0.02) -> dict:
+    """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
+    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
+            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
+            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
+    files = []
+    for k, (lid, (minute, factor)) in enumerate(launches.items()):
+        run = f"{name}-{lid}"
+        records = [dict(r, point=DEFAULT_POINT) for r in
+                   sequential_records(run, gap_ms * factor, 1, False, 100 + k + 7 * len(name), jitter=jitter)]
+        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
+                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 1.7e9 + 60 * minute,
+                                          "ended_at": 1.7e9 + 60 * minute + 50}, run_id=run))
+    return build_config_summary(plan, files, lambda _: None)
+
+
+def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
+               jitter: float = 0.02) -> list[dict]:
+    """The report's rows of configurations whose decode time is ``1 + slowdown`` x the fastest's, each
+    launched in rounds 1..``rounds[name]`` (in a random order per round), each launch off by a log-normal
+    factor of SD ``launch_sd``."""
+    rng = np.random.default_rng(seed)
+    starts: dict[str, dict[str, tuple[float, float]]] = {n: {} for n in slowdowns}
+    minute = 0
+    for r in range(1, max(rounds.values()) + 1):
+        for name in rng.permutation(sorted(n for n in slowdowns if rounds[n] >= r)):
+            starts[name][str(r)] = (minute, math.exp(rng.normal(0, launch_sd)))
+            minute += 1
+    summaries = [_summary(n, 12.0 * (1 + slowdowns[n]), s, jitter) for n, s in starts.items()]
+    rows, _ = config_rows(explode_points(summaries), None, 0.05)
+    return rows
+
+
+def test_a_survivor_shown_slower_than_the_best_is_dropped_and_the_others_race_on():
+    rows = sweep_rows({"a": 0.0, "b": 0.01, "slow": 0.4}, {"a": 2, "b": 2, "slow": 2}, 0.01)
+    got = judge_rows(rows, ["a", "b", "slow"], 0.05, 2)
+    assert got["best"] in ("a", "b") and got["dropped"] == ["slow"], got
+    assert got["survivors"] == ["a", "b"] and got["model"] == "blocked"
+    slow = next(a for a in got["against"] if a["config"] == "slow")
+    assert slow["verdict"] == "faster" and slow["ratio"] == pytest.approx(1.4, rel=0.05)
+    assert slow["p_holm"] is not None, "the round's comparisons with the best are one Holm family"
+    decision = decide(2, 2, RACE_SETTINGS, [], None, None, 2.0, [], 0.05, got)
+    assert decision["continue"] and decision["next"] == [["a", "3"], ["b", "3"]], decision
+    assert "slow (slower than" in decision["why"]
+
+
+def test_the_planned_rounds_drop_no_one():
+    rows = sweep_rows({"a": 0.0, "slow": 0.4}, {"a": 2, "slow": 2}, 0.01)
+    got = judge_rows(rows, ["a", "slow"], 0.05, 2, dropping=False)
+    assert got["dropped"] == [] and got["against"][0]["verdict"] == "faster"
+    decision = decide(2, 3, RACE_SETTINGS, [], None, None, 2.0, [("a", "3"), ("slow", "3")], 0.05, got)
+    assert decision["continue"] and decision["next"] == [["a", "3"], ["slow", "3"]]
+
+
+def test_one_left_ends_the_race():
+    rows = sweep_rows({"a": 0.0, "slow": 0.3, "slower": 0.5}, {"a": 2, "slow": 2, "slower": 2}, 0.01)
+    got = judge_rows(rows, ["a", "slow", "slower"], 0.05, 2)
+    assert got["best"] == "a" and sorted(got["dropped"]) == ["slow", "slower"]
+    decision = decide_race(2, RACE_SETTINGS, got, 2.0, 0.05)
+    assert not decision["continue"] and decision["ended_by"] == ONE_LEFT and decision["why"].startswith("a is")
+
+
+def test_survivors_within_the_smallest_effect_of_the_best_tie():
+    rows = sweep_rows({"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 3, "b": 3, "c": 3}, 0.003, jitter=0.005)
+    got = judge_rows(rows, ["a", "b", "c"], 0.05, 3)
+    assert got["dropped"] == [] and got["tied"], got["against"]
+    decision = decide_race(3, RACE_SETTINGS, got, 3.0, 0.05)
+    assert not decision["continue"] and decision["ended_by"] == TIE
+    record = race_record(rows, [{"round": 3, "race": got, **decision}], 0.05, False, 3)
+    assert sorted([record["winner"], *record["tied_with"]]) == ["a", "b", "c"]
+    assert sorted(h["outcome"] for h in record["history"]) == [TIED, TIED, WON]
+
+
+def test_a_noisy_race_is_no_tie_and_goes_on_until_the_budget_is_spent():
+    rows = sweep_rows({"a": 0.0, "b": 0.02}, {"a": 2, "b": 2}, 0.06, seed=3)
+    got = judge_rows(rows, ["a", "b"], 0.05, 2)
+    assert got["dropped"] == [] and not got["tied"], got["against"]
+    assert decide_race(2, RACE_SETTINGS, got, 2.0, 0.05)["continue"]
+    spent = decide_race(4, RACE_SETTINGS, got, 2.0, 0.05)
+    assert spent["ended_by"] == BUDGET and "still racing: a, b" in spent["why"]
+    record = race_record(rows, [{"round": 4, "race": got, **spent}], 0.05, False, 2)
+    assert record["tied_with"] == [] and not record["decided"]
+    assert {h["config"]: h["outcome"] for h in record["history"]} == {
+        record["winner"]: LEADING, ({"a", "b"} - {record["winner"]}).pop(): RACING}
+    by_time = decide_race(2, RoundSettings(max_launches=9, max_minutes=5, mode=RACE), got, 6.0, 0.05)
+    assert not by_time["continue"] and by_time["ended_by"] == BUDGET and "5 min" in by_time["why"]
+
+
+def test_a_failed_survivor_leaves_the_race():
+    rows = sweep_rows({"a": 0.0, "b": 0.0}, {"a": 2, "b": 2}, 0.01)
+    for r in rows:
+        if r["config"] == "b":
+            r["status"] = "failed"
+    got = judge_rows(rows, ["a", "b"], 0.05, 2)
+    assert got["failed"] == ["b"] and got["survivors"] == ["a"]
+    decision = decide_race(2, RACE_SETTINGS, got, 1.0, 0.05)
+    assert decision["ended_by"] == ONE_LEFT and "b (failed)" in decision["why"]
+    record = race_record(rows, [{"round": 2, "race": got, **decision}], 0.05, False, 2)
+    assert {h["config"]: (h["outcome"], h["round"]) for h in record["history"]} == {"a": (WON, 2), "b": (FAILED, 2)}
+    assert decide_race(2, RACE_SETTINGS, {**got, "survivors": []}, 1.0, 0.05)["ended_by"] == NOT_COMPARABLE
+
+
+def test_a_sweep_ignores_the_race_and_judges_its_comparisons():
+    rows = sweep_rows({"a": 0.0, "slow": 0.4}, {"a": 2, "slow": 2}, 0.01)
+    got = judge_rows(rows, ["a", "slow"], 0.05, 2)
+    decision = decide(2, 2, RoundSettings(max_launches=4), [], None, None, 2.0, [], 0.05, got)
+    assert decision["ended_by"] == "resolved"
+
+
+def test_the_answer_names_the_winner_its_verdicts_the_history_and_the_launches_spent():
+    """Round 1 and 2 for all (planned), ``slow`` dropped after round 2, a and b race on in rounds 3 and 4."""
+    rounds = {"a": 4, "b": 4, "slow": 2}
+    slowdowns = {"a": 0.0, "b": 0.04, "slow": 0.4}
+    judgements = []
+    for r in (2, 3, 4):
+        rows = sweep_rows(slowdowns, {n: min(k, r) for n, k in rounds.items()}, 0.015, seed=1)
+        racing = [n for n in slowdowns if rounds[n] >= r]
+        standing = judge_rows(rows, racing, 0.05, r)
+        judgements.append({"round": r, "race": standing, **decide_race(r, RACE_SETTINGS, standing, 1.0, 0.05)})
+        if not judgements[-1]["continue"]:
+            break
+    assert judgements[0]["race"]["dropped"] == ["slow"]
+    assert judgements[-1]["ended_by"] == ONE_LEFT, judgements[-1]["why"]
+    record = race_record(rows, judgements, 0.05, False, 2)
+    assert record["winner"] == "a" and record["tied_with"] == []
+    assert {a["config"]: a["verdict"] for a in record["against"]} == {"b": "faster", "slow": "faster"}
+    history = {h["config"]: (h["outcome"], h["round"]) for h in record["history"]}
+    dropped_b = judgements[-1]["round"]
+    assert history == {"a": (WON, dropped_b), "b": (DROPPED, dropped_b), "slow": (DROPPED, 2)}
+    cost = record["launches"]
+    assert cost["spent"] == 2 + 2 * dropped_b and cost["per_configuration"]["slow"] == 2
+    assert cost["launches_needed"] is not None and cost["full_design"] == 3 * max(cost["launches_needed"], 2)
+    assert race_record(rows, [{"round": 2, "race": None}], 0.05, False, 2) is None
