@@ -205,12 +205,13 @@ def _history(configs: Sequence[str], rounds: Sequence[Mapping[str, Any]], winner
 
 
 def race_record(rows: Sequence[Mapping[str, Any]], judgements: Sequence[Mapping[str, Any]],
-                effect: float | None, aa_planned: bool, planned: int | None) -> dict[str, Any] | None:
+                effect: float | None, aa_planned: bool) -> dict[str, Any] | None:
     """report.json's ``race`` (module docstring), from the final rows and every round's judgement; None when
     no judgement raced."""
     rounds = [j["race"] for j in judgements if j.get("race")]
     if not rounds:
         return None
+    planned = next((s["round"] for s in rounds if s.get("dropping")), rounds[-1]["round"])
     last = judgements[-1]
     at = first_point(rows)
     configs = [r["config"] for r in at]

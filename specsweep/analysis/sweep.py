@@ -40,6 +40,7 @@ from specsweep.analysis.controls import (
 from specsweep.analysis.curves import CROSSING_METHOD
 from specsweep.analysis.grids import best_of_grids, break_even_groups, curve_record, winner_record
 from specsweep.analysis.metrics import BASELINE_TOK_S, PRIMARY_VERDICT
+from specsweep.analysis.race import race_record
 from specsweep.analysis.rows import BREAK_EVEN_FORMULA, compare_primary, compare_rows, config_rows, explode_points
 from specsweep.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -61,7 +62,10 @@ from specsweep.files import write_text_atomic
 #      what ended the rounds, or null). Report.md, summary.csv, the plots and the best-configuration
 #      files of this format are byte-identical to those the report rendered from the summaries
 #      before report.json existed.
-REPORT_FORMAT_VERSION = 1
+#   2  race: a race's answer (``analysis.race.race_record``: the winner, its verdicts against every other
+#      configuration, each one's history, the rounds' standings, the launches spent against the full
+#      design), or null when the rounds did not race (rounds.mode: sweep).
+REPORT_FORMAT_VERSION = 2
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.
@@ -156,6 +160,8 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
         "warnings": [{"config": r["config"], "point": r["point"], "message": m} for r in rows for m in r["warnings"]],
         "burn_in": burn_in_record(sweep.get("rounds")),
         "design": design_record(sweep.get("design"), sweep.get("rounds")),
+        "race": race_record(rows, (sweep.get("rounds") or {}).get("judgements") or [], effect,
+                            bool(sweep.get("aa_control", True))),
     }
 
 

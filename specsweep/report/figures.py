@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specsweep.contracts.acceptance import SIMULATE_ACC_LEN
 from specsweep.contracts.vocabulary import Status
-from specsweep.report import plots, plots_parts
+from specsweep.report import plots, plots_parts, race
 from specsweep.report.linked import Linked
 
 
@@ -84,6 +84,12 @@ FIGURES: tuple[Figure, ...] = (
            "accept length (filled: it pays), and as an x at the latency of the same call timed inside the server; "
            "the dotted line is its budget. Where no configuration all-reduces (TP=1) the figure says that "
            "communication is absent and shows the accept length needed beside the measured one."),
+    Figure("race", "race.png", race.plot_race,
+           "The race (rounds.mode: race): after each judged round, every configuration still racing as its decode "
+           "rate relative to the best of that round (the verdicts' model, the round a block), with its Holm-step "
+           "95 % interval; a configuration called slower than the best is dropped (its line ends with an x in that "
+           "round). The shaded band is within smallest_effect of the best: survivors all inside it tie. Green: the "
+           "winner (or the best so far when the budget ended the race)."),
 )
 
 #: File names under ``plots_dir`` by figure key (the Snakefile declares the directory).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specsweep.report import answer, head, results, tables
+from specsweep.report import answer, head, race, results, tables
 from specsweep.report.linked import Context
 
 Section = Callable[[Context], str]
@@ -77,6 +77,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("deploy", _deploy),
     ("controls", _controls),
     ("design", _design),
+    ("race", race.race_section),
     ("external", _external),
     ("launch cost", _launch_cost),
     ("break-even", _break_even),

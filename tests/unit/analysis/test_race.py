@@ -4,6 +4,7 @@ who is dropped, when the survivors tie, what ends the race, and the answer repor
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from specsweep.analysis.rows import config_rows, explode_points
 from specsweep.plan.rounds import RACE, RoundSettings
 from specsweep.records import DEFAULT_POINT
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 from specsweep.workflow.rounds import BUDGET, NOT_COMPARABLE, ONE_LEFT, TIE, decide, decide_race
 
 RACE_SETTINGS = RoundSettings(max_launches=4, mode=RACE)
@@ -36,9 +37,9 @@ def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]],
     return build_config_summary(plan, files, lambda _: None)
 
 
-def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
-               jitter: float = 0.02) -> list[dict]:
-    """The report's rows of configurations whose decode time is ``1 + slowdown`` x the fastest's, each
+def sweep_summaries(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
+                    jitter: float = 0.02) -> list[dict]:
+    """The summaries of configurations whose decode time is ``1 + slowdown`` x the fastest's, each
     launched in rounds 1..``rounds[name]`` (in a random order per round), each launch off by a log-normal
     factor of SD ``launch_sd``."""
     rng = np.random.default_rng(seed)
@@ -48,8 +49,13 @@ def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: f
         for name in rng.permutation(sorted(n for n in slowdowns if rounds[n] >= r)):
             starts[name][str(r)] = (minute, math.exp(rng.normal(0, launch_sd)))
             minute += 1
-    summaries = [_summary(n, 12.0 * (1 + slowdowns[n]), s, jitter) for n, s in starts.items()]
-    rows, _ = config_rows(explode_points(summaries), None, 0.05)
+    return [_summary(n, 12.0 * (1 + slowdowns[n]), s, jitter) for n, s in starts.items()]
+
+
+def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
+               jitter: float = 0.02) -> list[dict]:
+    """The report's rows of ``sweep_summaries``."""
+    rows, _ = config_rows(explode_points(sweep_summaries(slowdowns, rounds, launch_sd, seed, jitter)), None, 0.05)
     return rows
 
 
@@ -88,7 +94,7 @@ def test_survivors_within_the_smallest_effect_of_the_best_tie():
     assert got["dropped"] == [] and got["tied"], got["against"]
     decision = decide_race(3, RACE_SETTINGS, got, 3.0, 0.05)
     assert not decision["continue"] and decision["ended_by"] == TIE
-    record = race_record(rows, [{"round": 3, "race": got, **decision}], 0.05, False, 3)
+    record = race_record(rows, [{"round": 3, "race": got, **decision}], 0.05, False)
     assert sorted([record["winner"], *record["tied_with"]]) == ["a", "b", "c"]
     assert sorted(h["outcome"] for h in record["history"]) == [TIED, TIED, WON]
 
@@ -100,7 +106,7 @@ def test_a_noisy_race_is_no_tie_and_goes_on_until_the_budget_is_spent():
     assert decide_race(2, RACE_SETTINGS, got, 2.0, 0.05)["continue"]
     spent = decide_race(4, RACE_SETTINGS, got, 2.0, 0.05)
     assert spent["ended_by"] == BUDGET and "still racing: a, b" in spent["why"]
-    record = race_record(rows, [{"round": 4, "race": got, **spent}], 0.05, False, 2)
+    record = race_record(rows, [{"round": 4, "race": got, **spent}], 0.05, False)
     assert record["tied_with"] == [] and not record["decided"]
     assert {h["config"]: h["outcome"] for h in record["history"]} == {
         record["winner"]: LEADING, ({"a", "b"} - {record["winner"]}).pop(): RACING}
@@ -117,7 +123,7 @@ def test_a_failed_survivor_leaves_the_race():
     assert got["failed"] == ["b"] and got["survivors"] == ["a"]
     decision = decide_race(2, RACE_SETTINGS, got, 1.0, 0.05)
     assert decision["ended_by"] == ONE_LEFT and "b (failed)" in decision["why"]
-    record = race_record(rows, [{"round": 2, "race": got, **decision}], 0.05, False, 2)
+    record = race_record(rows, [{"round": 2, "race": got, **decision}], 0.05, False)
     assert {h["config"]: (h["outcome"], h["round"]) for h in record["history"]} == {"a": (WON, 2), "b": (FAILED, 2)}
     assert decide_race(2, RACE_SETTINGS, {**got, "survivors": []}, 1.0, 0.05)["ended_by"] == NOT_COMPARABLE
 
@@ -143,7 +149,7 @@ def test_the_answer_names_the_winner_its_verdicts_the_history_and_the_launches_s
             break
     assert judgements[0]["race"]["dropped"] == ["slow"]
     assert judgements[-1]["ended_by"] == ONE_LEFT, judgements[-1]["why"]
-    record = race_record(rows, judgements, 0.05, False, 2)
+    record = race_record(rows, judgements, 0.05, False)
     assert record["winner"] == "a" and record["tied_with"] == []
     assert {a["config"]: a["verdict"] for a in record["against"]} == {"b": "faster", "slow": "faster"}
     history = {h["config"]: (h["outcome"], h["round"]) for h in record["history"]}
@@ -152,4 +158,34 @@ def test_the_answer_names_the_winner_its_verdicts_the_history_and_the_launches_s
     cost = record["launches"]
     assert cost["spent"] == 2 + 2 * dropped_b and cost["per_configuration"]["slow"] == 2
     assert cost["launches_needed"] is not None and cost["full_design"] == 3 * max(cost["launches_needed"], 2)
-    assert race_record(rows, [{"round": 2, "race": None}], 0.05, False, 2) is None
+    assert race_record(rows, [{"round": 2, "race": None}], 0.05, False) is None
+
+
+def test_the_report_gives_the_race_and_draws_it(tmp_path: Path):
+    """report.json's race and report.md's section, rendered from the summaries and the rounds' judgements."""
+    slowdowns, rounds = {"nospec": 0.0, "b": 0.04, "slow": 0.4}, {"nospec": 4, "b": 4, "slow": 2}
+    judgements = []
+    for r in (1, 2, 3, 4):
+        rows = sweep_rows(slowdowns, {n: min(k, r) for n, k in rounds.items()}, 0.015, seed=1)
+        standing = judge_rows(rows, [n for n in slowdowns if rounds[n] >= r], 0.05, r, dropping=r >= 2)
+        judgements.append({"round": r, "race": standing,
+                           **decide(r, 2, RACE_SETTINGS, [], None, None, 1.0, [], 0.05, standing)})
+        if not judgements[-1]["continue"]:
+            break
+    ran = judgements[-1]["round"]
+    summaries = sweep_summaries(slowdowns, {n: min(k, ran) for n, k in rounds.items()}, 0.015, seed=1)
+    report = render_summaries(summaries, "nospec", tmp_path / "summary.csv", tmp_path / "report.md",
+                              tmp_path / "plots", sweep={"smallest_effect": 0.05, "aa_control": False,
+                                                         "rounds": {"plans": [], "judgements": judgements}})
+    race = report["race"]
+    assert race["winner"] == "nospec" and race["decided"] and race["ended_by"] == ONE_LEFT
+    assert [s["round"] for s in race["rounds"]] == [1, 2, 3, 4][:len(judgements)]
+    md = (tmp_path / "report.md").read_text()
+    section = md.split("## Race (at point default)", 1)[1].split("\n## ", 1)[0]
+    assert "**Winner: nospec**" in section and "| slow | dropped in round 2 |" in section, section
+    assert f"**{race['launches']['spent']}** spent, against **{race['launches']['full_design']}**" in section
+    assert (tmp_path / "plots" / "race.png").stat().st_size > 10_000
+    plain = render_summaries(summaries, "nospec", tmp_path / "p.csv", tmp_path / "plain" / "report.md",
+                             tmp_path / "plain" / "plots", sweep={"smallest_effect": 0.05})
+    assert plain["race"] is None and "## Race" not in (tmp_path / "plain" / "report.md").read_text()
+    assert not (tmp_path / "plain" / "plots" / "race.png").exists()

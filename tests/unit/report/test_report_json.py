@@ -26,7 +26,7 @@ from specsweep.workflow.closing import closing_lines
 #: What report.json holds at its top level (docs/report-json.md describes each).
 TOP_LEVEL = ("format_version", "baseline", "method", "smallest_effect", "verdicts", "controls", "external",
              "launches", "deploy", "rows", "curves", "budget", "grids", "pairwise", "failures", "warnings",
-             "burn_in", "design")
+             "burn_in", "design", "race")
 
 
 def _summary(name: str, gap_ms: float, per_chunk: int, seed: int) -> dict:
@@ -62,6 +62,7 @@ def test_report_json_is_versioned_and_holds_every_part_of_the_answer(results):
     assert tuple(report) == TOP_LEVEL
     assert report["format_version"] == REPORT_FORMAT_VERSION
     assert report["burn_in"] is None and report["design"] is None  # room for their records
+    assert report["race"] is None  # no race ran
     assert report["baseline"] == {"name": "base", "row": ["base", "default"]}
     assert report["method"]["verdict"].startswith("two-way additive model")
     [rule] = report["verdicts"]

@@ -1,0 +1,156 @@
+"""The race's answer (report.json's ``race``, ``analysis.race``) as report.md's section and its figure.
+
+Nothing is computed here: the winner, the verdicts, the history, the rounds' standings and the launches
+are report.json's.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+from specsweep.analysis.metrics import BASELINE_TOK_S
+from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, TIED, WON, ratio_to_best
+from specsweep.report.linked import Context, Linked
+from specsweep.report.markdown import f, table_head, table_row
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from specsweep.report.plots import _nothing, _save  # noqa: E402
+
+OUTCOME_COLORS = {WON: "#2ca02c", LEADING: "#2ca02c", TIED: "#1f77b4", RACING: "#7f7f7f", DROPPED: "#d62728",
+                  FAILED: "#000000"}
+
+
+def _pct(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{fraction * 100:g} %"
+
+
+def _interval(entry: Mapping[str, Any] | None) -> str:
+    """best / it with its Holm-step interval, ``x1.412 [1.301, 1.533]``."""
+    if not entry or entry.get("ratio") is None:
+        return "n/a"
+    lo, hi = entry.get("ratio_ci") or (None, None)
+    return f"x{entry['ratio']:.3f} [{f(lo, '{:.3f}')}, {f(hi, '{:.3f}')}]"
+
+
+def _headline(race: Mapping[str, Any]) -> str:
+    winner = race["winner"]
+    last = race["rounds"][-1]["round"] if race["rounds"] else "?"
+    if winner is None:
+        return f"No winner: {race['why']}.\n\n"
+    if race["tied_with"]:
+        return (f"**Tie** after round {last}: **{winner}** and {', '.join(race['tied_with'])} are within "
+                f"{_pct(race['smallest_effect'])} of each other: one answer, any of them ({race['why']}).\n\n")
+    if race["decided"]:
+        return f"**Winner: {winner}** ({race['why']}).\n\n"
+    return (f"**No winner yet**: the race ended by **{race['ended_by']}** after round {last} with "
+            f"{', '.join(race['rounds'][-1]['survivors'])} still racing; the best so far is **{winner}** "
+            f"({race['why']}). A later run with a larger budget (rounds.max_launches) continues it from here: "
+            "no launch is measured again.\n\n")
+
+
+def race_section(ctx: Context) -> str:
+    """## Race: the answer, what it cost against the full design, each configuration's history."""
+    race = ctx.report.data.get("race")
+    if not race:
+        return ""
+    out = io.StringIO()
+    out.write(f"## Race (at point {race['point']})\n\n")
+    out.write(_headline(race))
+    cost = race["launches"]
+    if cost["full_design"]:
+        out.write(f"Launches: **{cost['spent']}** spent, against **{cost['full_design']}** for the full design "
+                  f"(every one of the {len(cost['per_configuration'])} configurations in "
+                  f"{cost['full_design'] // max(1, len(cost['per_configuration']))} launches: "
+                  f"{cost['launches_needed']} see {_pct(cost['smallest_effect'])} with 80 % power at this run's launch "
+                  f"variance), {cost['spent'] / cost['full_design'] * 100:.0f} % of it.\n\n")
+    else:
+        out.write(f"Launches: **{cost['spent']}** spent; the full design's cannot be given ({cost['why']}).\n\n")
+    against = {a["config"]: a for a in race["against"]}
+    out.write(table_head(["configuration", "race", "decode tok/s", "winner / it (Holm 95 %)",
+                          f"verdict of {race['winner']}"]))
+    for h in race["history"]:
+        row = ctx.report.by_key.get((h["config"], race["point"])) or {}
+        when = f" in round {h['round']}" if h["outcome"] in (DROPPED, FAILED) and h["round"] else ""
+        a = against.get(h["config"])
+        verdict = "(winner)" if h["config"] == race["winner"] else (a["verdict"] if a else "not compared")
+        out.write(table_row([h["config"], h["outcome"] + when, f(row.get(BASELINE_TOK_S)),
+                             "" if h["config"] == race["winner"] else _interval(a), verdict]))
+    figure = ctx.figures.get("race", "not drawn")
+    if figure is None:
+        out.write(f"\n![race]({ctx.plots_rel}/{ctx.plot_files['race']})\n")
+    out.write(f"\nMethod: {race['method']}.\n\n")
+    return out.getvalue()
+
+
+def plot_race(report: Linked, path: Path) -> str | None:
+    """Each configuration's decode rate relative to the best of each round (1 / ``ratio``, with its Holm-step
+    interval) against the round; a dropped configuration's line ends with an x in the round it was dropped;
+    the tie band [1 / (1 + e), 1] shaded."""
+    race = report.data.get("race")
+    if not race or not race["rounds"]:
+        return _nothing(path, "no race ran (rounds.mode: sweep)")
+    outcome = {h["config"]: h["outcome"] for h in race["history"]}
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    xs = [s["round"] for s in race["rounds"]]
+    effect = race["smallest_effect"] or 0.0
+    ax.axhspan(1 / (1 + effect), 1.0, color="#1f77b4", alpha=0.12,
+               label=f"within {_pct(effect)} of the best\n(survivors all in it: a tie)")
+    ax.axhline(1.0, color="black", lw=0.8)
+    lowest = 1.0
+    for k, config in enumerate(sorted(outcome)):
+        pts, los, his = [], [], []
+        for s in race["rounds"]:
+            if config == s["best"]:
+                pts.append((s["round"], 1.0))
+                continue
+            entry = next((a for a in s["against"] if a["config"] == config), None)
+            if entry is None:
+                continue
+            r, ci = ratio_to_best(entry)
+            if r is None:
+                continue
+            pts.append((s["round"], r))
+            if ci:
+                los.append((s["round"], r - ci[0]))
+                his.append((s["round"], ci[1] - r))
+        if not pts:
+            continue
+        color = OUTCOME_COLORS.get(outcome[config], "#7f7f7f")
+        dx = (k - len(outcome) / 2) * 0.03  # side by side, so intervals do not hide each other
+        ax.plot([p[0] + dx for p in pts], [p[1] for p in pts], "-o", color=color, ms=4,
+                lw=2.2 if outcome[config] in (WON, LEADING) else 1.0, alpha=0.9)
+        if los:
+            lo = dict(los)
+            hi = dict(his)
+            rx = [p for p in pts if p[0] in lo]
+            ax.errorbar([p[0] + dx for p in rx], [p[1] for p in rx], yerr=[[lo[p[0]] for p in rx],
+                        [hi[p[0]] for p in rx]], fmt="none", ecolor=color, alpha=0.5, capsize=2)
+        last = pts[-1]
+        lowest = min(lowest, min(p[1] for p in pts))
+        if outcome[config] == DROPPED:
+            ax.plot([last[0] + dx], [last[1]], "x", color=color, ms=10, mew=2)
+        ax.annotate(config, (last[0] + dx, last[1]), xytext=(9, 0), textcoords="offset points", fontsize=8,
+                    va="center", color=color)
+    for name, color in ((f"{WON} / {LEADING}", OUTCOME_COLORS[WON]), (TIED, OUTCOME_COLORS[TIED]),
+                        (f"{DROPPED} (x: the round)", OUTCOME_COLORS[DROPPED]), (RACING, OUTCOME_COLORS[RACING])):
+        ax.plot([], [], "-o", color=color, label=name, ms=4)
+    ax.set_xticks(xs)
+    ax.set_xlim(min(xs) - 0.4, max(xs) + 0.9)
+    ax.set_ylim(max(0.0, lowest - 0.08), 1.06)
+    ax.set_xlabel("round (judged after it)")
+    ax.set_ylabel("decode rate / the round's best")
+    ax.set_title(f"Race: {race['winner']} {'won' if race['decided'] else 'leads'} "
+                 f"({race['ended_by']}); {race['launches']['spent']} launches"
+                 + (f" of {race['launches']['full_design']} for the full design"
+                    if race["launches"]["full_design"] else ""), fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    return None
