@@ -27,7 +27,8 @@ configuration's history from the rounds' judgements (dropped in round k,
 tied, won, still racing when the budget ended it, failed), and the launches
 spent against what the full design would spend: every configuration
 measured in the launches that resolve ``smallest_effect`` at this run's
-launch variance (``stats.launches_needed``, 80 % power).
+launch variance (``stats.launches_needed``, 80 % power, at the level of the
+best against each other configuration: ``family_level``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from specsweep.contracts.vocabulary import Status, Verdict
 #      threshold, model, dropped, tied); the report's race: winner, tied_with, decided (one left or a tie;
 #      else the winner is the best so far), ended_by, why, point, smallest_effect, against, history (each:
 #      config, outcome, round, verdict), rounds (the standings), launches {spent, per_configuration,
-#      launches_needed, full_design, why, smallest_effect}, method.
+#      launches_needed, level, full_design, why, smallest_effect}, method.
 
 #: How a configuration's race ended (``race_record``'s ``history``).
 WON = "won"
@@ -67,8 +68,8 @@ RACE_METHOD = (
     "best / it lies within [1 / (1 + e), 1 + e] (e = smallest_effect) ties with the best. The race ends when one "
     "is left, every other survivor ties with the best, or the budget (rounds.max_launches, rounds.max_minutes) "
     "is spent. The full design it is set against: every configuration in the launches that see e with "
-    f"{POWER:.0%} power at this run's launch variance (the verdicts' power calculation, one comparison), plus "
-    "the A/A control"
+    f"{POWER:.0%} power at this run's launch variance (the verdicts' power calculation at the level of the best "
+    "against each other configuration, Bonferroni over those comparisons), plus the A/A control"
 )
 
 
@@ -162,6 +163,12 @@ def _launches(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return {r["config"]: len(r.get("launch_entries") or []) for r in rows}
 
 
+def family_level(configurations: int) -> float:
+    """The confidence level of one comparison of the full design's: the best against each of the others at
+    the race's error rate, Bonferroni over those ``configurations - 1`` comparisons (Holm's first step)."""
+    return 1 - (1 - VERDICT_LEVEL) / max(1, configurations - 1)
+
+
 def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_planned: bool,
                 planned: int | None) -> dict[str, Any]:
     """Launches the race spent (every launch at the first point, the A/A control's included) against the full
@@ -170,8 +177,9 @@ def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_plan
     per = _launches(at)
     spent = sum(per.values())
     fit = _fit(at)
-    needed = launches_needed(fit.noise, effect) if fit is not None and effect else None
-    out: dict[str, Any] = {"spent": spent, "per_configuration": per, "launches_needed": needed,
+    level = family_level(len(per))
+    needed = launches_needed(fit.noise, effect, level) if fit is not None and effect else None
+    out: dict[str, Any] = {"spent": spent, "per_configuration": per, "launches_needed": needed, "level": level,
                            "full_design": None, "why": None, "smallest_effect": effect}
     if needed is None:
         out["why"] = "no launch variance to compute the launches needed from" if effect else "no smallest_effect"

@@ -1,0 +1,91 @@
+"""A race on the real reference engine: three configurations, one of them slowed by 50 % (the engine's
+test-only fault), two planned rounds and a budget of three.
+
+After round 2 the judgement drops the slowed configuration (the verdicts call it slower than the best),
+and ``snakemake -n`` then shows the next round's launches of the survivors only, and no launch already
+measured; the race's answer is in report.json and report.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specsweep.testing.workflow import SMALL_WORKLOAD, copy_workflow, plain_default_config, planned_jobs, run_pipeline
+
+pytestmark = pytest.mark.slow
+
+JUDGEMENT = "results/rounds/round-{}/judgement.json"
+
+
+def race_config() -> dict:
+    config = plain_default_config()
+    config["defaults"]["workload"].update(SMALL_WORKLOAD)
+    config["defaults"]["launches"] = 2
+    nospec = config["configurations"]["nospec"]
+    config["configurations"] = {"nospec": nospec,
+                                "nospec-again": {"description": "the baseline's settings again", "extends": "nospec"}}
+    config["positive_control"] = {"of": "nospec", "slowdown": 0.5}
+    config["aa_control"] = False
+    config["smallest_effect"] = 0.1
+    config["rounds"] = {"seed": 1, "max_launches": 3, "mode": "race", "design": "side-by-side"}
+    return config
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("race"))
+
+
+def _launch_jobs(work: Path) -> set[tuple[str, str]]:
+    return {(c, lid) for rule, c, lid in planned_jobs(work) if rule == "benchmark_server"}
+
+
+def _measured(work: Path) -> set[tuple[str, str]]:
+    return {(p.parent.parent.name, p.parent.name.removeprefix("launch-"))
+            for p in (work / "results").glob("*/launch-*/outcome.json")}
+
+
+def test_the_slowed_configuration_is_dropped_and_the_next_round_holds_the_survivors_only(work):
+    run_pipeline(work, race_config(), args=[JUDGEMENT.format(2)])
+    second = json.loads((work / JUDGEMENT.format(2)).read_text())
+    assert second["mode"] == "race" and second["race"]["dropping"], second
+    assert "nospec-slow50" in second["race"]["dropped"], second["race"]
+    slow = next(a for a in second["race"]["against"] if a["config"] == "nospec-slow50")
+    assert slow["verdict"] == "faster" and slow["ratio"] > 1.2, slow  # the best against it
+    first = json.loads((work / JUDGEMENT.format(1)).read_text())
+    assert first["continue"] and not first["race"]["dropping"] and first["race"]["dropped"] == []
+    measured = _measured(work)
+    assert measured == {(c, lid) for c in ("nospec", "nospec-again", "nospec-slow50") for lid in ("1", "2")}
+    # -n after round 2: the survivors' round-3 launches, nothing of the dropped one, nothing measured again
+    nxt = _launch_jobs(work)
+    expected = {(c, lid) for c, lid in second["next"] or []}
+    assert nxt == expected, (nxt, second["why"])
+    assert not any(c == "nospec-slow50" for c, _ in nxt) and not (nxt & measured)
+    if second["continue"]:
+        assert expected == {("nospec", "3"), ("nospec-again", "3")}, second
+    else:  # the two copies were called different (a false call) or tied: the race has its answer already
+        assert second["ended_by"] in ("one left", "tie"), second
+
+
+def test_the_report_gives_the_race(work):
+    run_pipeline(work, None)
+    report = json.loads((work / "results" / "report.json").read_text())
+    race = report["race"]
+    assert race["winner"] in ("nospec", "nospec-again"), race
+    history = {h["config"]: h for h in race["history"]}
+    assert history["nospec-slow50"]["outcome"] == "dropped" and history["nospec-slow50"]["round"] == 2
+    assert race["launches"]["spent"] == len(_measured(work)) and race["launches"]["per_configuration"][
+        "nospec-slow50"] == 2
+    md = (work / "results" / "report.md").read_text()
+    assert "## Race (at point default)" in md and "| nospec-slow50 | dropped in round 2 |" in md
+    assert (work / "results" / "plots" / "race.png").exists()
+    assert _launch_jobs(work) == set()
+    # a larger budget reruns the judgements (their params changed), never a launch already measured
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["rounds"]["max_launches"] = 5
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert not (_launch_jobs(work) & _measured(work))
