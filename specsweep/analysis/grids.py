@@ -149,9 +149,12 @@ class GridWinner:
         return bool(self.against) and all(a["verdict"] == Verdict.FASTER for a in self.against)
 
 
-def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any) -> list[GridWinner]:
+def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], compare: Any,
+                  race_winner: str | None = None) -> list[GridWinner]:
     """The winner of each grid (highest decode rate among its ok members at the grid's first point;
-    with an accept-length axis, against the members at the winner's accept length: ``GridWinner``)."""
+    with an accept-length axis, against the members at the winner's accept length: ``GridWinner``). After a
+    race (``analysis.race``), its winner wins the grids it is a member of: the race judged it by the verdicts'
+    model, while the decode rates of members dropped early come from fewer (and earlier) rounds."""
     out = []
     for name, grid in sorted(grids.items()):
         values = grid["members"]
@@ -163,7 +166,7 @@ def best_of_grids(rows: Sequence[dict[str, Any]], grids: Mapping[str, Any], comp
         if not ok:
             out.append(GridWinner(name, point, None, {}, [], None, why_none="no member ended ok"))
             continue
-        win = max(ok, key=lambda r: r[BASELINE_TOK_S])
+        win = next((r for r in ok if r["config"] == race_winner), None) or max(ok, key=lambda r: r[BASELINE_TOK_S])
         held, wins_at, accs = {}, None, None
         acc_key = acc_setting(ok)
         if acc_key is not None and any(acc_key in values[r["config"]] for r in ok):

@@ -137,6 +137,8 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
              compare_primary)
     _expected_failure_warnings(rows)
     sizes = verify_sizes(rows)
+    race = race_record(rows, (sweep.get("rounds") or {}).get("judgements") or [], effect,
+                       bool(sweep.get("aa_control", True)))
     return {
         "format_version": REPORT_FORMAT_VERSION,
         "baseline": {"name": baseline, "row": _key(base)},
@@ -151,7 +153,8 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
         "rows": [row_record(r, rows) for r in rows],
         "curves": [curve_record(g) for g in break_even_groups(rows, grids)],
         "budget": budget_records(budget_points(rows)),
-        "grids": [winner_record(w, sizes) for w in best_of_grids(rows, grids, compare_rows)],
+        "grids": [winner_record(w, sizes) for w in best_of_grids(rows, grids, compare_rows,
+                                                                 race["winner"] if race else None)],
         "pairwise": pairwise_records(rows, baseline, compare_rows),
         "failures": [{"config": r["config"], "point": r["point"], "status": r["status"], "stage": r["stage"],
                       "reason": r["reason"], "detail": r["detail"], "log_tail": r["log_tail"],
@@ -160,8 +163,7 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
         "warnings": [{"config": r["config"], "point": r["point"], "message": m} for r in rows for m in r["warnings"]],
         "burn_in": burn_in_record(sweep.get("rounds")),
         "design": design_record(sweep.get("design"), sweep.get("rounds")),
-        "race": race_record(rows, (sweep.get("rounds") or {}).get("judgements") or [], effect,
-                            bool(sweep.get("aa_control", True))),
+        "race": race,
     }
 
 

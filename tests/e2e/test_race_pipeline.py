@@ -31,7 +31,7 @@ def race_config() -> dict:
     config["positive_control"] = {"of": "nospec", "slowdown": 0.5}
     config["aa_control"] = False
     config["smallest_effect"] = 0.1
-    config["rounds"] = {"seed": 1, "max_launches": 3, "mode": "race", "design": "side-by-side"}
+    config["rounds"] = {"seed": 1, "max_launches": 3, "mode": "race"}
     return config
 
 

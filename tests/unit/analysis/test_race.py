@@ -247,3 +247,17 @@ def test_over_many_races_the_winner_is_rarely_worse_than_the_best_by_more_than_t
     print(f"races: {ends}; wrong winners {wrong}/{races}; launches {statistics.mean(spent_all):.1f} on average "
           f"against {16 * needed} for the full design ({needed} each)")
     assert statistics.mean(spent_all) < 16 * needed, (statistics.mean(spent_all), needed, ends)
+
+
+def test_a_race_winner_wins_its_grid():
+    """A grid's exported winner is the race's (judged by the verdicts' model), not the member with the highest
+    decode rate (a member dropped early has its rate from fewer, earlier rounds)."""
+    from specsweep.analysis.grids import best_of_grids
+    from specsweep.analysis.metrics import BASELINE_TOK_S
+    from specsweep.analysis.rows import compare_rows
+
+    rows = sweep_rows({"g-x": 0.0, "g-y": 0.0}, {"g-x": 2, "g-y": 2}, 0.01)
+    grids = {"g": {"members": {"g-x": {"env.X": "x"}, "g-y": {"env.X": "y"}}, "axes": [{"keys": ["env.X"]}]}}
+    slower = min(rows, key=lambda r: r[BASELINE_TOK_S])["config"]
+    assert best_of_grids(rows, grids, compare_rows)[0].winner["config"] != slower
+    assert best_of_grids(rows, grids, compare_rows, race_winner=slower)[0].winner["config"] == slower
