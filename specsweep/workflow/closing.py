@@ -67,6 +67,13 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
                      f"({against}{f', x{ratio:.2f}' if ratio is not None else ''}).")
     if len(points) > MAX_POINT_LINES:
         lines.append(f"(and {len(points) - MAX_POINT_LINES} more point(s) in the report)")
+    race = report.get("race")
+    if race:
+        cost = race["launches"]
+        what = ("won" if race["decided"] and not race["tied_with"] else
+                f"ties with {', '.join(race['tied_with'])}" if race["tied_with"] else "leads (not decided)")
+        lines.append(f"Race: {race['winner']} {what} ({race['ended_by']}); {cost['spent']} launches"
+                     + (f" of {cost['full_design']} for the full design." if cost["full_design"] else "."))
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:

@@ -186,6 +186,8 @@ def test_the_report_gives_the_race_and_draws_it(tmp_path: Path):
     assert "**Winner: nospec**" in section and "| slow | dropped in round 2 |" in section, section
     assert f"**{race['launches']['spent']}** spent, against **{race['launches']['full_design']}**" in section
     assert (tmp_path / "plots" / "race.png").stat().st_size > 10_000
+    from specsweep.workflow.closing import closing_lines
+    assert f"Race: nospec won (one left); {race['launches']['spent']} launches of" in "\n".join(closing_lines(tmp_path))
     plain = render_summaries(summaries, "nospec", tmp_path / "p.csv", tmp_path / "plain" / "report.md",
                              tmp_path / "plain" / "plots", sweep={"smallest_effect": 0.05})
     assert plain["race"] is None and "## Race" not in (tmp_path / "plain" / "report.md").read_text()
