@@ -99,7 +99,8 @@ def _entry(config: str, c: Mapping[str, Any], effect: float) -> dict[str, Any]:
 
 def best_of(fit: BlockFit, candidates: Sequence[str], min_samples: int = MIN_SAMPLES) -> str | None:
     """The candidate with the highest estimate under ``fit`` (each one's ratio to the first candidate; one
-    the model cannot compare is never the best). None without candidates."""
+    the model cannot compare is never the best). None without candidates, or when none of them can be
+    compared with the first (too few requests, nothing replicated yet)."""
     if not candidates:
         return None
     ref = candidates[0]
@@ -108,6 +109,8 @@ def best_of(fit: BlockFit, candidates: Sequence[str], min_samples: int = MIN_SAM
         got = contrast(fit, name, ref, min_samples=min_samples).get("ratio")
         if got is not None:
             ratios[name] = got
+    if len(candidates) > 1 and len(ratios) == 1:
+        return None
     return max(ratios, key=lambda n: (ratios[n], n == ref))
 
 

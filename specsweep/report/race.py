@@ -91,8 +91,8 @@ def race_section(ctx: Context) -> str:
 
 def plot_race(report: Linked, path: Path) -> str | None:
     """Each configuration's decode rate relative to the best of each round (1 / ``ratio``, with its Holm-step
-    interval) against the round; a dropped configuration's line ends with an x in the round it was dropped;
-    the tie band [1 / (1 + e), 1] shaded."""
+    interval, cut at 1.5) against the round; a dropped configuration's line ends with an x in the round it was
+    dropped; the tie band [1 / (1 + e), 1] shaded. A round with no best (nothing comparable yet) has no points."""
     race = report.data.get("race")
     if not race or not race["rounds"]:
         return _nothing(path, "no race ran (rounds.mode: sweep)")
@@ -103,7 +103,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
     ax.axhspan(1 / (1 + effect), 1.0, color="#1f77b4", alpha=0.12,
                label=f"within {_pct(effect)} of the best\n(survivors all in it: a tie)")
     ax.axhline(1.0, color="black", lw=0.8)
-    lowest = 1.0
+    lowest, highest = 1.0, 1.0
     for k, config in enumerate(sorted(outcome)):
         pts, los, his = [], [], []
         for s in race["rounds"]:
@@ -120,6 +120,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
             if ci:
                 los.append((s["round"], r - ci[0]))
                 his.append((s["round"], ci[1] - r))
+                highest = max(highest, ci[1])
         if not pts:
             continue
         color = OUTCOME_COLORS.get(outcome[config], "#7f7f7f")
@@ -143,7 +144,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
         ax.plot([], [], "-o", color=color, label=name, ms=4)
     ax.set_xticks(xs)
     ax.set_xlim(min(xs) - 0.4, max(xs) + 0.9)
-    ax.set_ylim(max(0.0, lowest - 0.08), 1.06)
+    ax.set_ylim(max(0.0, lowest - 0.08), min(highest, 1.5) + 0.04)
     ax.set_xlabel("round (judged after it)")
     ax.set_ylabel("decode rate / the round's best")
     ax.set_title(f"Race: {race['winner']} {'won' if race['decided'] else 'leads'} "

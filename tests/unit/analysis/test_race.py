@@ -263,3 +263,15 @@ def test_a_race_winner_wins_its_grid():
     slower = min(rows, key=lambda r: r[BASELINE_TOK_S])["config"]
     assert best_of_grids(rows, grids, compare_rows)[0].winner["config"] != slower
     assert best_of_grids(rows, grids, compare_rows, race_winner=slower)[0].winner["config"] == slower
+
+
+def test_while_nothing_can_be_compared_there_is_no_best():
+    """Round 1 of a small workload: fewer requests a side than a verdict needs (``min_samples``)."""
+    from specsweep.analysis.metrics import PRIMARY_VERDICT
+    from specsweep.analysis.race import standings
+
+    rows = sweep_rows({"a": 0.0, "slow": 0.4}, {"a": 1, "slow": 1}, 0.01)
+    fit = rows[0]["blocks"][PRIMARY_VERDICT]
+    assert standings(fit, ["a", "slow"], 0.05, 1, dropping=False)["best"] == "a"
+    got = standings(fit, ["a", "slow"], 0.05, 1, dropping=False, min_samples=1000)
+    assert got["best"] is None and got["against"] == [] and got["survivors"] == ["a", "slow"] and not got["tied"]
