@@ -55,7 +55,7 @@ include: "rules/report.smk"
 
 
 # After a run that wrote the report: a few lines on the console, a view of
-# results/report.json (the A/A control, the fastest configuration and the verdicts, where the report is).
+# results/report.json (what to deploy, the controls and the verdicts, where the report is).
 onsuccess:
     closing_summary()
 

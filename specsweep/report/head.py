@@ -222,13 +222,24 @@ def positive_lines(positive: Mapping[str, Any] | None) -> str:
     return out.getvalue() + "\n"
 
 
+def _sentences(text: str) -> list[str]:
+    """report.md's lines as plain sentences for the console: no list marks or bold."""
+    lines = [line.removeprefix("- ").replace("**", "").strip() for line in text.splitlines()]
+    return [line for line in lines if line]
+
+
 def control_sentences(report: Mapping[str, Any]) -> list[str]:
     """A trend or cold start where named, and the A/A and positive control results, as plain sentences (the
     closing summary's)."""
-    text = (trend_lines(report["verdicts"]) + aa_lines(report["controls"]["aa"])
-            + positive_lines(report["controls"]["positive"]))
-    lines = [line.removeprefix("- ").replace("**", "").strip() for line in text.splitlines()]
-    return [line for line in lines if line]
+    return _sentences(trend_lines(report["verdicts"]) + aa_lines(report["controls"]["aa"])
+                      + positive_lines(report["controls"]["positive"]))
+
+
+def deploy_sentences(deploy: Mapping[str, Any]) -> list[str]:
+    """report.md's deploy line(s) as plain sentences (the closing summary's): with several workload points a
+    lead line, then one line per point. The configuration named is report.json's ``deploy``, which is never a
+    control."""
+    return _sentences(deploy_lines(deploy))
 
 
 def external_lines(external: Mapping[str, str | None], speculative_baseline: str | None = None) -> str:
