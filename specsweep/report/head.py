@@ -321,10 +321,15 @@ def launch_lines(launches: Mapping[str, Any]) -> str:
     if not entries:
         return ""
     span = f"; first start to last end {launches['span_s'] / 60:.1f} min" if launches["span_s"] is not None else ""
+    server = launches.get("server_s")
+    wait = launches.get("host_wait_s")
+    served = ("server time not recorded" if server is None else
+              f"{server / 60:.1f} min of server time in all (median {_f(launches['median_server_s'])} s per launch, "
+              f"of which {_f(launches['median_ready_s'])} s until ready)")
+    waited = "" if not wait else (f", besides {wait / 60:.1f} min waiting for the host (its lock, or another "
+                                  "specsweep server running)")
     return (f"Launches: {len(entries)} server launches of {launches['configurations']} configurations, "
-            f"{launches['server_s'] / 60:.1f} min of server time in all (median {_f(launches['median_wall_s'])}"
-            f" s per launch, of which {_f(launches['median_ready_s'])} s until ready){span}; "
-            f"ran {order_text(launches['order'])}.\n\n")
+            f"{served}{waited}{span}; ran {order_text(launches['order'])}.\n\n")
 
 
 # ------------------------------------------------------------ break-even curves

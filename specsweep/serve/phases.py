@@ -168,7 +168,8 @@ def kernel_caches(job: Job) -> dict[str, Any]:
 
 def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",
                         known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
-    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample, or ``host_busy``.
+    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample with ``waited_s``
+    (how long this wait took: the report keeps it apart from the server's own time), or ``host_busy``.
     ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample)."""
     t0 = time.monotonic()
     told = False
@@ -179,9 +180,10 @@ def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, 
             seen = {**seen, "others": [o for o in seen["others"] if o.get("run_id") not in ours],
                     "partners": [o for o in seen["others"] if o.get("run_id") in ours]}
         if not seen["others"]:
+            waited = time.monotonic() - t0
             if told:
-                print(f"the host is free after {time.monotonic() - t0:.0f} s", file=log, flush=True)
-            return seen
+                print(f"the host is free after {waited:.0f} s", file=log, flush=True)
+            return {**seen, "waited_s": round(waited, 3)}
         who = guard.describe(seen["others"])
         if time.monotonic() - t0 >= wait_s:
             raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, f"other specsweep servers run on this host: {who}; "
