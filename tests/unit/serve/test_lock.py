@@ -50,6 +50,27 @@ def test_a_second_job_waits_then_fails_naming_the_holder(tmp_path):
     assert "waiting for the host" in log.getvalue() and f"pid {holder.pid}" in log.getvalue()
 
 
+def test_the_terminal_hears_of_the_wait_and_the_log_of_its_end(tmp_path):
+    """The waiting line goes to the log at once and to the terminal once the wait is long; how long it waited
+    to the log only (the job says it on the terminal with its launching line: a short wait costs no line)."""
+    for notice_after, seen in ((0.0, True), (lock.NOTICE_AFTER_S, False)):
+        holder = _hold(tmp_path, 1.5)
+        log, term = io.StringIO(), io.StringIO()
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(lock, "NOTICE_AFTER_S", notice_after)
+                held = lock.acquire(lock.LockSettings(tmp_path, wait_s=30.0), {"config": "other"}, log=log,
+                                    notice=term)
+            held.release()
+        finally:
+            holder.kill()
+            holder.wait()
+        assert "waiting for the host (configuration 'other')" in log.getvalue()
+        assert ("waiting for the host (configuration 'other')" in term.getvalue()) is seen, notice_after
+        assert "host lock acquired after" in log.getvalue() and "acquired" not in term.getvalue()
+        assert held.waited_s > 0.5
+
+
 def test_the_lock_dies_with_its_holder_on_kill_9(tmp_path):
     holder = _hold(tmp_path, 600)
     assert lock.is_held(tmp_path / "host.lock")
