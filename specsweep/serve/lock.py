@@ -51,6 +51,8 @@ MESSAGE_EVERY_S = 60.0
 #: The terminal hears of a wait only once it lasted this long (the log at once): a short wait is said with the
 #: job's launching line instead, one line for it rather than two.
 NOTICE_AFTER_S = 10.0
+#: ... and then this often (the log every MESSAGE_EVERY_S): a long wait stays a few lines of the run's screen.
+NOTICE_EVERY_S = 300.0
 POLL_S = 0.5
 
 
@@ -191,9 +193,9 @@ def acquire(
     """Take the host lock (and the GPUs' locks), waiting up to ``settings.wait_s``.
 
     While waiting, says so on ``log`` at once and every ``MESSAGE_EVERY_S``,
-    naming the holder, and on ``notice`` (the terminal) likewise once the wait
-    lasted ``NOTICE_AFTER_S``; how long it waited goes to ``log`` only (the job
-    says it on the terminal with its next line). Raises
+    naming the holder, and on ``notice`` (the terminal) once the wait lasted
+    ``NOTICE_AFTER_S``, then every ``NOTICE_EVERY_S``; how long it waited goes
+    to ``log`` only (the job says it on the terminal with its next line). Raises
     ``HostBusy`` when the wait is over. ``names``: other lock files of
     ``lock_dir`` instead (a side-by-side launch's own lock: ``serve.sidebyside``).
     """
@@ -225,7 +227,7 @@ def acquire(
                     next_message = now + MESSAGE_EVERY_S
                 if notice is not None and now >= next_notice:
                     print(message, file=notice, flush=True)
-                    next_notice = now + MESSAGE_EVERY_S
+                    next_notice = now + NOTICE_EVERY_S
                 time.sleep(POLL_S)
         info = dict(holder, pid=os.getpid(), since=time.time())
         data = (json.dumps(info, sort_keys=True) + "\n").encode()

@@ -71,6 +71,26 @@ def test_the_terminal_hears_of_the_wait_and_the_log_of_its_end(tmp_path):
         assert held.waited_s > 0.5
 
 
+def test_a_long_wait_is_a_few_lines_on_the_terminal(tmp_path, monkeypatch):
+    """The log hears of the wait every MESSAGE_EVERY_S, the terminal every NOTICE_EVERY_S (a clock that runs
+    200 s a look: 2000 s of waiting in ten looks)."""
+    holder = _hold(tmp_path, 60)
+    log, term = io.StringIO(), io.StringIO()
+    ticks = iter(range(0, 10_000, 200))
+    monkeypatch.setattr(lock, "POLL_S", 0.01)
+    try:
+        with pytest.raises(lock.HostBusy):
+            lock.acquire(lock.LockSettings(tmp_path, wait_s=2000.0), {"config": "other"}, log=log, notice=term,
+                         clock=lambda: float(next(ticks)))
+    finally:
+        holder.kill()
+        holder.wait()
+    logged, told = log.getvalue().count("waiting for the host"), term.getvalue().count("waiting for the host")
+    # looks at 200 .. 1800 s (at 2000 s it gives up): each one logged (60 s apart at most), the terminal told at
+    # 200 s (past NOTICE_AFTER_S), then at 600, 1000, 1400 and 1800 s (NOTICE_EVERY_S = 300 s after each)
+    assert lock.NOTICE_EVERY_S == 300.0 and (logged, told) == (9, 5)
+
+
 def test_the_lock_dies_with_its_holder_on_kill_9(tmp_path):
     holder = _hold(tmp_path, 600)
     assert lock.is_held(tmp_path / "host.lock")
