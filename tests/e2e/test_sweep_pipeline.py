@@ -126,13 +126,13 @@ def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0]["env.SPECSWEEP_TEST_STEP_DELAY_S"]
                 .__setitem__(1, "0.06"))
         assert beside_rounds(planned_jobs(sweep)) == sorted([
-            ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
+            ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""), ("select_plan", "same-d1", ""),
             ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0].update(
             {"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S, "0.01"], "labels": ["d0", "d1", "d05"]}))
         assert beside_rounds(planned_jobs(sweep)) == sorted([
-            ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""),
+            ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""), ("select_plan", "same-d05", ""),
             ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
     finally:
