@@ -136,13 +136,13 @@ def beside_rounds(jobs: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
 def plan_key_in(work: Path, name: str, configfiles: Sequence[str] = ("config.yaml",)) -> str:
     """The key of the plan that ``configfiles`` (in ``work``, resolved there as Snakemake does) give the
     configuration ``name``: where its plan and launches are stored (``contracts.layout``)."""
+    from specsweep.files import canonical_json
     from specsweep.plan.config import load_configs
     from specsweep.plan.resolve import resolve_sweep
-    from specsweep.workflow.inputs import plan_key
 
     with contextlib.chdir(work):  # (``specsweep failed`` resolves the same way)
         plans, _ = resolve_sweep(load_configs([Path(f) for f in configfiles]), " + ".join(configfiles))
-    return plan_key(plans[name])
+    return layout.plan_key(canonical_json(plans[name]))  # (workflow.inputs.plan_key, a floor above)
 
 
 def launch_path(work: Path, name: str, launch: str = "1", configfiles: Sequence[str] = ("config.yaml",)) -> Path:
