@@ -46,21 +46,21 @@ from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.cost import config_cost, cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
 from specsweep.workflow.inputs import launch_order, parser_env_path, plan_keys
-from specsweep.workflow.stored import current_key, incomplete_launches
+from specsweep.workflow.stored import current_key, stale_launches
 
 
 def failed_outcomes(results: Path, keys: Mapping[str, str] | None = None,
                     planned: Sequence[tuple[str, str]] = ()) -> list[Path]:
-    """Outcome files of launches that failed or were contaminated, or that lack a file (deleted: Snakemake
-    does not notice, ``workflow.stored``), of the plans ``keys`` names (configuration -> plan key,
-    ``layout.plan_key``; ``planned``: their (configuration, launch id)). Forcing such a file (``-R``) reruns
-    that launch's server job, the summary and the report. A launch belongs to its plan, and after a
-    ``--configfile`` switch ``results/`` still holds the plans of the other file, which ``snakemake -R``
-    could not make. Without ``keys``: each configuration's current plan."""
+    """Outcome files of launches that failed or were contaminated, or that a summary was built from and that
+    lack a file now (deleted: Snakemake does not notice, ``workflow.stored``), of the plans ``keys`` names
+    (configuration -> plan key, ``layout.plan_key``; ``planned``: their (configuration, launch id)).
+    Forcing such a file (``-R``) reruns that launch's server job, the summary and the report. A launch
+    belongs to its plan, and after a ``--configfile`` switch ``results/`` still holds the plans of the other
+    file, which ``snakemake -R`` could not make. Without ``keys``: each configuration's current plan."""
     if keys is None:
         dirs = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []
         keys = {d.name: key for d in dirs if (key := current_key(results, d.name))}
-    listed = {launch / layout.LAUNCH_FILES["outcome"] for _, launch, _ in incomplete_launches(results, keys, planned)}
+    listed = {launch / layout.LAUNCH_FILES["outcome"] for _, launch, _ in stale_launches(results, keys, planned)}
     for name, key in sorted(keys.items()):
         for path in Path(layout.plan_dir(name, key, str(results))).glob("launch-*/outcome.json"):
             if json.loads(path.read_text()).get("status") != Status.OK:

@@ -94,8 +94,8 @@ def preflight_path(config: str) -> str:
     return f"{config_dir(config)}/preflight.json"
 
 
-def summary_path(config: str) -> str:
-    return f"{config_dir(config)}/summary.json"
+def summary_path(config: str, root: str = RESULTS) -> str:
+    return f"{config_dir(config, root)}/summary.json"
 
 
 def plan_dir(config: str, key: str, root: str = RESULTS) -> str:

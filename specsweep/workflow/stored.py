@@ -35,12 +35,19 @@ def missing_files(launch_dir: Path) -> list[str]:
     return [leaf for leaf in layout.LAUNCH_FILES.values() if not (launch_dir / leaf).exists()]
 
 
-def incomplete_launches(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]] = ()
-                        ) -> list[tuple[str, Path, list[str]]]:
-    """(configuration, launch directory, missing files) of every launch of a configuration's plan ``keys[name]``
-    that lacks a file: its planned launches (``planned``: (configuration, launch id)) and every launch
-    directory of that plan there is. Only launches that ran: a planned launch with no file at all is one
-    not measured yet, unless its configuration's summary of this plan exists (then it was deleted)."""
+def summarized_launches(results: Path | str, config_name: str) -> set[str]:
+    """The launch ids the configuration's summary was built from (its ``launches``); empty without one."""
+    path = Path(layout.summary_path(config_name, str(results)))
+    return {str(e["launch"]) for e in read_json(path).get("launches") or []} if path.exists() else set()
+
+
+def stale_launches(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]] = ()
+                   ) -> list[tuple[str, Path, list[str]]]:
+    """(configuration, launch directory, missing files) of every launch that the summary of a current plan
+    (``keys``: configuration -> the key of the plan the loaded config files resolve) was built from and
+    that lacks a file now. Candidates are the planned launches (``planned``: (configuration, launch id))
+    and every launch directory of the plan; the summary is read only for a configuration with a candidate
+    (a launch not measured yet lacks every file too, and is no summary's)."""
     results = Path(results)
     ids: dict[str, set[str]] = {name: set() for name in keys}
     for name, lid in planned:
@@ -48,26 +55,26 @@ def incomplete_launches(results: Path | str, keys: Mapping[str, str], planned: I
             ids[name].add(lid)
     out = []
     for name, key in sorted(keys.items()):
+        if current_key(results, name) != key or not Path(layout.summary_path(name, str(results))).exists():
+            continue  # no summary of this plan: Snakemake builds it, and runs a launch that lacks a file first
         plan_dir = Path(layout.plan_dir(name, key, str(results)))
         ids[name].update(d.name.removeprefix("launch-") for d in plan_dir.glob("launch-*") if d.is_dir())
-        summarized = (results / name / "summary.json").exists() and current_key(results, name) == key
-        for lid in sorted(ids[name]):
-            launch = Path(layout.launch_dir(name, key, lid, str(results)))
-            missing = missing_files(launch)
-            if missing and (summarized or len(missing) < len(layout.LAUNCH_FILES)):
-                out.append((name, launch, missing))
+        lacking = {lid: missing for lid in sorted(ids[name])
+                   if (missing := missing_files(Path(layout.launch_dir(name, key, lid, str(results)))))}
+        if lacking:
+            used = summarized_launches(results, name)
+            out += [(name, Path(layout.launch_dir(name, key, lid, str(results))), missing)
+                    for lid, missing in lacking.items() if lid in used]
     return out
 
 
 def stale_launch_lines(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]] = ()
                        ) -> list[str]:
-    """One line per summarized launch of a current plan that lacks a file: the summary and the report built
-    from it are stale, and the command that measures it again."""
+    """One line per launch of ``stale_launches``: the summary and the report built from it are stale, and the
+    command that measures it again."""
     lines = []
-    for name, launch, missing in incomplete_launches(results, keys, planned):
-        summary = Path(results) / name / "summary.json"
-        if not summary.exists() or current_key(results, name) != keys[name]:
-            continue  # no summary of this plan yet: Snakemake builds it, and runs the launch first
+    for name, launch, missing in stale_launches(results, keys, planned):
+        summary = layout.summary_path(name, str(results))
         outcome = launch / layout.LAUNCH_FILES["outcome"]
         lines.append(f"{launch} lacks {', '.join(missing)}, and {summary} and the report were built from it: "
                      f"Snakemake does not rerun a launch whose file was deleted (snakemake#1978); measure it "

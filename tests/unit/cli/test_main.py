@@ -58,9 +58,9 @@ def test_check_of_a_yaml_file_that_is_not_a_mapping_is_one_line(tmp_path, text, 
     assert line.startswith(f"specsweep check: {path}: ")
 
 
-def _keys(path: Path) -> dict[str, str]:
-    """The plan keys the config file at ``path`` resolves (where its launches are stored)."""
-    return plan_keys(resolve_sweep(load_configs([path]), str(path))[0])
+def _plans(path: Path) -> dict[str, dict]:
+    """The plans the config file at ``path`` resolves (``plan_keys``: where their launches are stored)."""
+    return resolve_sweep(load_configs([path]), str(path))[0]
 
 
 def _outcome(results: Path, name: str, key: str, status: str, launch: str = "1") -> Path:
@@ -85,7 +85,8 @@ def test_failed_lists_only_the_launches_of_the_plans_of_the_current_config_files
     config["baseline"] = "kimi-only"
     config.pop("positive_control")  # its twin is not in this file
     other.write_text(yaml.safe_dump(config))
-    keys, other_keys = _keys(REPO / "config.yaml"), _keys(other)
+    plans = _plans(REPO / "config.yaml")
+    keys, other_keys = plan_keys(plans), plan_keys(_plans(other))
     assert keys["nospec"] != other_keys["nospec"]
     expected = [_outcome(results, "eagle3-gloo", keys["eagle3-gloo"], "contaminated"),
                 _outcome(results, "nospec", keys["nospec"], "failed")]
@@ -95,8 +96,11 @@ def test_failed_lists_only_the_launches_of_the_plans_of_the_current_config_files
     monkeypatch.chdir(tmp_path)
     assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
     assert capsys.readouterr().out.split() == [str(p) for p in expected]
-    # a launch whose outcome.json was deleted (Snakemake would not notice): listed, -R reruns it
+    # a launch whose outcome.json was deleted after its summary was built (Snakemake would not notice):
+    # listed, -R reruns it
     deleted = _outcome(results, "eagle3-shm", keys["eagle3-shm"], "ok")
+    (results / "eagle3-shm" / "plan.json").write_text(json.dumps(plans["eagle3-shm"]))  # the current plan
+    (results / "eagle3-shm" / "summary.json").write_text(json.dumps({"launches": [{"launch": "1"}]}))
     deleted.unlink()
     assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
     assert capsys.readouterr().out.split() == [str(p) for p in sorted([*expected, deleted])]

@@ -9,7 +9,7 @@ import pytest
 
 from specsweep.contracts import layout
 from specsweep.workflow import inputs
-from specsweep.workflow.stored import current_key, incomplete_launches, stale_launch_lines
+from specsweep.workflow.stored import current_key, stale_launch_lines, stale_launches
 
 PLAN = {"name": "a", "argv": ["python3", "-m", "x"], "env": {"A": "1"}}
 OTHER = {**PLAN, "env": {"A": "2"}}
@@ -31,8 +31,6 @@ def _launch(results: Path, key: str, launch: str, leave_out: tuple[str, ...] = (
 def _current(results: Path, plan: dict, summary: bool = True) -> str:
     (results / "a").mkdir(parents=True, exist_ok=True)
     (results / "a" / "plan.json").write_text(json.dumps(plan, indent=2))  # any layout: the key is of its content
-    if summary:
-        (results / "a" / "summary.json").write_text("{}")
     return inputs.plan_key(plan)
 
 
@@ -58,12 +56,17 @@ def test_the_current_key_is_the_key_of_the_current_plan_copy(tmp_path):
     assert current_key(tmp_path, "a") == inputs.plan_key(PLAN)
 
 
+def _summary(results: Path, *launches: str) -> None:
+    (results / "a" / "summary.json").write_text(json.dumps({"launches": [{"launch": lid} for lid in launches]}))
+
+
 def test_a_summarized_launch_that_lacks_a_file_is_named_with_its_stale_summary_and_the_rerun(tmp_path):
     key = _current(tmp_path, PLAN)
+    _summary(tmp_path, "1", "2", "aa")
     _launch(tmp_path, key, "1")
     gone = _launch(tmp_path, key, "2", leave_out=("outcome.json",))
-    planned = [("a", "1"), ("a", "2"), ("a", "aa")]  # launch-aa: deleted as a whole
-    found = incomplete_launches(tmp_path, {"a": key}, planned)
+    planned = [("a", "1"), ("a", "2"), ("a", "aa"), ("a", "3")]  # launch-aa: deleted as a whole; 3: not run yet
+    found = stale_launches(tmp_path, {"a": key}, planned)
     assert [(n, d.name, m) for n, d, m in found] == [
         ("a", "launch-2", ["outcome.json"]), ("a", "launch-aa", list(layout.LAUNCH_FILES.values()))]
     [line, _] = stale_launch_lines(tmp_path, {"a": key}, planned)
@@ -72,11 +75,15 @@ def test_a_summarized_launch_that_lacks_a_file_is_named_with_its_stale_summary_a
                     f"with `-R {gone}/outcome.json` (`specsweep failed` lists it)")
 
 
-def test_launches_not_measured_yet_or_of_another_plan_are_not_stale(tmp_path):
-    key = _current(tmp_path, PLAN, summary=False)
-    _launch(tmp_path, key, "1", leave_out=("outcome.json",))  # a launch under way, or cut short
-    assert [d.name for _, d, _ in incomplete_launches(tmp_path, {"a": key}, [("a", "1"), ("a", "2")])] == ["launch-1"]
-    assert stale_launch_lines(tmp_path, {"a": key}, [("a", "1"), ("a", "2")]) == []  # no summary: Snakemake runs it
+def test_launches_no_summary_of_the_plan_was_built_from_are_not_stale(tmp_path):
+    key = _current(tmp_path, PLAN)
+    _launch(tmp_path, key, "2", leave_out=("outcome.json",))  # a launch under way, or cut short
+    assert stale_launches(tmp_path, {"a": key}, [("a", "2")]) == []  # no summary: Snakemake runs the launch first
+    _launch(tmp_path, key, "1")
+    _summary(tmp_path, "1")  # then `launches: 1 -> 2`: launch 2 is new, no summary's yet
+    assert stale_launches(tmp_path, {"a": key}, [("a", "1"), ("a", "2")]) == []
+    _summary(tmp_path, "1", "2")
+    assert len(stale_launches(tmp_path, {"a": key}, [("a", "1"), ("a", "2")])) == 1
     # the summary is of another plan (another config file ran last): Snakemake rebuilds it from this plan's launches
     _current(tmp_path, OTHER)
-    assert stale_launch_lines(tmp_path, {"a": key}, [("a", "1")]) == []
+    assert stale_launches(tmp_path, {"a": key}, [("a", "1"), ("a", "2")]) == []
