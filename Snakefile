@@ -33,6 +33,7 @@
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/report.json                               the answer of the sweep, computed once (docs/report-json.md)
 #   results/summary.csv, results/report.md, results/plots/*.png   its views (a figure only when it has data)
+#   results/report_landing.html, report_page.html, summary.html   the same views for snakemake --report
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
 #   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
 #   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
@@ -52,6 +53,10 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
+# The HTML report's first screen (snakemake --report): the answer, as report.md words it.
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/plan.smk"
 include: "rules/preflight.smk"
@@ -62,7 +67,7 @@ include: "rules/report.smk"
 
 
 # After a run that wrote the report: a few lines on the console, a view of
-# results/report.json (the A/A control, the fastest configuration and the verdicts, where the report is).
+# results/report.json (what to deploy, the controls and the verdicts, where the report is).
 onsuccess:
     closing_summary()
 

@@ -221,7 +221,7 @@ def registry_json(wildcards):
 
 
 def closing_summary():
-    """onsuccess: the A/A line, the fastest configurations and verdicts, the report's paths (from report.json)."""
+    """onsuccess: what to deploy, the controls and verdicts, the report's paths (from report.json)."""
     print_closing(Path("results"), STARTED_AT, BEST_EXPORTS, sys.stderr)
 
 

@@ -13,4 +13,4 @@ with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     out = snakemake.output  # noqa: F821
     best = list(out.best)
     render_report_files(snakemake.input.report, out.csv, out.md, out.plots,  # noqa: F821
-                        str(Path(best[0]).parent) if best else None)
+                        str(Path(best[0]).parent) if best else None, (out.landing, out.page, out.table))

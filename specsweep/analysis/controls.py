@@ -172,16 +172,21 @@ def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence
 def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None,
                     round_plans: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Every launch as it ran (the Launches table), each with its round and its place in that round's seeded
-    order (``planned_place``, from the rounds' plans; None where no plan names it), what replication cost and
-    whether the order was the planned one."""
+    order (``planned_place``, from the rounds' plans; None where no plan names it), what replication cost (the
+    servers' own time, ``server_s``, apart from the waits for the host, ``host_wait_s``) and whether the order
+    was the planned one."""
     place = {(c, lid): [plan["round"], k] for plan in round_plans for k, (c, lid) in enumerate(plan["order"], 1)}
     entries = [dict(e, planned_place=place.get((e["config"], e["launch"]))) for e in launch_entries(files)]
     walls = [e["wall_s"] for e in entries if e.get("wall_s") is not None]
+    served = [e["server_s"] for e in entries if e.get("server_s") is not None]
+    waits = [e["host_wait_s"] for e in entries if e.get("host_wait_s") is not None]
     readies = [e["ready_s"] for e in entries if e.get("ready_s") is not None]
     starts = [e["started_at"] for e in entries if e.get("started_at") is not None]
     ends = [e["ended_at"] for e in entries if e.get("ended_at") is not None]
     return {"entries": entries, "configurations": len({e["config"] for e in entries}),
-            "server_s": sum(walls), "median_wall_s": statistics.median(walls) if walls else None,
+            "server_s": sum(served) if served else None, "host_wait_s": sum(waits) if waits else None,
+            "median_server_s": statistics.median(served) if served else None,
+            "median_wall_s": statistics.median(walls) if walls else None,
             "median_ready_s": statistics.median(readies) if readies else None,
             "span_s": (max(ends) - min(starts)) if starts and ends else None, "order": order_check(entries, planned)}
 

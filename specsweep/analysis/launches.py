@@ -27,7 +27,8 @@ summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 8)::
 
     {"format_version": 8, "config": name, "status": worst point status,
      "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
-     "reason", "started_at", "ended_at", "wall_s", "ready_s"}],
+     "reason", "started_at", "ended_at", "wall_s", "host_wait_s", "server_s",
+     "ready_s"}],
      "points": [<point summary>]}
 
 A point summary is a version-5 summary (``analysis.summary``) plus
@@ -217,6 +218,8 @@ def summarize_point(
 def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
     record = launch.record or {}
     started, ended = launch.outcome.get("started_at") or record.get("started_at"), launch.outcome.get("ended_at")
+    wall = (ended - started) if started is not None and ended is not None else None
+    wait = host_wait_s(record)
     return {
         "launch": launch.launch,
         "control": launch.launch == CONTROL,
@@ -226,9 +229,20 @@ def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
         "reason": launch.outcome.get("reason"),
         "started_at": started,
         "ended_at": ended,
-        "wall_s": (ended - started) if started is not None and ended is not None else None,
+        "wall_s": wall,
+        "host_wait_s": wait,
+        "server_s": None if wall is None or wait is None else wall - wait,
         "ready_s": record.get("ready_s"),
     }
+
+
+def host_wait_s(record: Mapping[str, Any]) -> float | None:
+    """Seconds a launch waited for the host before its own work (launch.json: ``host_lock.waited_s``, the
+    one-server-per-host lock, plus ``host_before_launch.waited_s``, the wait until no other specsweep server
+    ran here); None when launch.json records neither (a job that failed before, or an older file)."""
+    parts = [(record.get(key) or {}).get("waited_s") for key in ("host_lock", "host_before_launch")]
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
 
 
 def build_config_summary(

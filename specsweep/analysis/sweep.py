@@ -79,8 +79,18 @@ def row_record(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
     the rows it was judged against named as ``[config, point]`` (``base``, ``own``)."""
     out = {k: v for k, v in row.items() if k not in _NOT_IN_ROW}
     out.update(base=_key(row.get("base_row")), own=_key(row.get("own_row")), model=model_record(row, rows),
-               has_samples=bool(row["samples"]))
+               has_samples=bool(row["samples"]), simulated_accept=simulated_accept(row.get("plan") or {}))
     return out
+
+
+def simulated_accept(plan: Mapping[str, Any]) -> str | None:
+    """``VAR=value`` when the plan's engine simulated the accept length (its facts' ``simulated_accept_length``,
+    set through ``simulated_accept_length_setting``, e.g. ``env.SGLANG_SIMULATE_ACC_LEN``), else None."""
+    facts = plan.get("facts") or {}
+    if facts.get("simulated_accept_length") is None:
+        return None
+    section, _, key = (facts.get("simulated_accept_length_setting") or "").partition(".")
+    return f"{key}={(plan.get(section) or {}).get(key, facts['simulated_accept_length'])}"
 
 
 def _expected_failure_warnings(rows: Sequence[dict[str, Any]]) -> None:

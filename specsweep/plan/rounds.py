@@ -118,13 +118,16 @@ def round_of(launch: str, rounds_planned: int) -> int:
     return 1 if launch == CONTROL else int(launch)
 
 
-def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> float:
-    """The job priority of one launch within its round: strictly decreasing along the round's order, in
-    (0, ``PRIORITY_CEILING``). Only one round's jobs exist at a time (each round waits for the
-    judgement of the one before), so priorities need not be ordered across rounds."""
+def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str, round_no: int = 1) -> float:
+    """The job priority of one launch: strictly decreasing along its round's order, within the band
+    (``PRIORITY_CEILING`` / (r + 1), ``PRIORITY_CEILING`` / r) of round r, so that every launch of a round
+    comes before any of the next round's. The planned rounds' launches all exist at once (a sequential
+    launch takes no round plan as input, so nothing else keeps round 2 after round 1); an extra round's
+    exist only once the judgement before it is written."""
     keys = [tuple(item) for item in order]
     n = len(keys)
-    return PRIORITY_CEILING * (n - keys.index((config, launch))) / (n + 1)
+    top, bottom = PRIORITY_CEILING / round_no, PRIORITY_CEILING / (round_no + 1)
+    return bottom + (top - bottom) * (n - keys.index((config, launch))) / (n + 1)
 
 
 def position_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> int:

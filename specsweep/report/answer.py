@@ -99,9 +99,9 @@ def model_section(rows: Sequence[dict[str, Any]]) -> str:
                  f"{r['model_measured_tok_s']:.1f}",
                  f"{'n/a' if sp is None else f'x{sp:.2f}'} / {'n/a' if ms is None else f'x{ms:.2f}'}", misses]
         w(table_row(cells))
-    w("\nResidual parts of every modelled row (ms): " + "; ".join(
-        f"{row_label(r)}: outside {r['model']['residual']['outside_ms']:+.2f}, comm missed "
-        f"{r['model']['residual']['comm_missed_ms']:+.2f}" for r in modelled if "residual" in r["model"]) + ".\n\n")
+    parts = [f"{row_label(r)}: outside {r['model']['residual']['outside_ms']:+.2f}, comm missed "
+             f"{r['model']['residual']['comm_missed_ms']:+.2f}" for r in modelled if "residual" in r["model"]]
+    w("\n" + (f"Residual parts of every modelled row (ms): {'; '.join(parts)}.\n\n" if parts else "\n"))
     return out.getvalue()
 
 

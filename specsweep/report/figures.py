@@ -59,23 +59,26 @@ FIGURES: tuple[Figure, ...] = (
            "rate as a dashed line, the measured crossing (dotted, its 95 % bootstrap interval shaded) and the "
            "computed break-even (cycle time x baseline tok/s, x)."),
     Figure("pareto", "pareto.png", lambda r, p: plots.plot_pareto(r.rows, r.baseline, p),
-           "Throughput per user (median per-request output tok/s) against throughput per GPU (aggregate output "
-           "tok/s / GPUs; TP ranks on a CPU run) across the workload points of every configuration, with the "
-           "Pareto frontier."),
+           "Throughput per user (the decode rate the verdicts judge: per request, tokens after the first / decode "
+           "time, the geometric mean of launch medians) against throughput per GPU (aggregate output tok/s / GPUs; "
+           "TP ranks on a CPU run) at every workload point of every configuration, with the Pareto frontier."),
     Figure("acceptance", "acceptance.png", lambda r, p: plots_parts.plot_acceptance(r.rows, p),
            "Acceptance per draft position, for each speculative configuration whose engine reports it "
            "(spec_correct_drafts_histogram), one column per workload point. Top: the share of verify steps that "
            "accepted exactly 0, 1, 2, ... draft tokens (the bonus token excluded). Bottom: the acceptance rate of "
            "draft position p, the share of verify steps that accepted at least p draft tokens. One colour per "
-           "configuration, the same in every panel; a configuration whose greedy outputs differ from the "
-           "baseline's is outlined and labelled in red."),
+           "configuration, the same in every panel, and a marker of its own, the lines offset a little so that "
+           "equal rates stay visible; a configuration whose greedy outputs differ from the baseline's is outlined "
+           f"and labelled in red. Where {SIMULATE_ACC_LEN} fixed the accept length the title says so: the "
+           "acceptance is simulated, not a draft model's."),
     Figure("comm_split", "comm_split.png", lambda r, p: plots_parts.plot_comm_split(r.rows, p),
            "The verify forward split into compute and communication, per configuration. Solid bars: the engine's "
            "own timing per cycle (measured repeats; only the reference engine reports one). Hatched bars: the "
            "PyTorch profiler trace of the profiling stage (rank 0, the profiled requests): compute, communication "
            "and idle time, with the trace's all-reduces per verify and the implementation its kernel names show. "
            "Black tick: the all-reduce micro-benchmark's latency at the verify's message size x the trace's "
-           "all-reduces per verify. Only configurations with profile.enabled have a trace bar."),
+           "all-reduces per verify. Only configurations with profile.enabled have a trace bar; the title names the "
+           "sources drawn."),
     Figure("budget", "budget.png", lambda r, p: plots_parts.plot_budget(r.data["budget"], p),
            "The communication budget, per workload point. Each line is one speculative configuration's cost "
            "model: the accept length it needs to equal the baseline's decode rate B, against the latency of one "

@@ -222,13 +222,24 @@ def positive_lines(positive: Mapping[str, Any] | None) -> str:
     return out.getvalue() + "\n"
 
 
+def _sentences(text: str) -> list[str]:
+    """report.md's lines as plain sentences for the console: no list marks or bold."""
+    lines = [line.removeprefix("- ").replace("**", "").strip() for line in text.splitlines()]
+    return [line for line in lines if line]
+
+
 def control_sentences(report: Mapping[str, Any]) -> list[str]:
     """A trend or cold start where named, and the A/A and positive control results, as plain sentences (the
     closing summary's)."""
-    text = (trend_lines(report["verdicts"]) + aa_lines(report["controls"]["aa"])
-            + positive_lines(report["controls"]["positive"]))
-    lines = [line.removeprefix("- ").replace("**", "").strip() for line in text.splitlines()]
-    return [line for line in lines if line]
+    return _sentences(trend_lines(report["verdicts"]) + aa_lines(report["controls"]["aa"])
+                      + positive_lines(report["controls"]["positive"]))
+
+
+def deploy_sentences(deploy: Mapping[str, Any]) -> list[str]:
+    """report.md's deploy line(s) as plain sentences (the closing summary's): with several workload points a
+    lead line, then one line per point. The configuration named is report.json's ``deploy``, which is never a
+    control."""
+    return _sentences(deploy_lines(deploy))
 
 
 def external_lines(external: Mapping[str, str | None], speculative_baseline: str | None = None) -> str:
@@ -310,10 +321,15 @@ def launch_lines(launches: Mapping[str, Any]) -> str:
     if not entries:
         return ""
     span = f"; first start to last end {launches['span_s'] / 60:.1f} min" if launches["span_s"] is not None else ""
+    server = launches.get("server_s")
+    wait = launches.get("host_wait_s")
+    served = ("server time not recorded" if server is None else
+              f"{server / 60:.1f} min of server time in all (median {_f(launches['median_server_s'])} s per launch, "
+              f"of which {_f(launches['median_ready_s'])} s until ready)")
+    waited = "" if not wait else (f", besides {wait / 60:.1f} min waiting for the host (its lock, or another "
+                                  "specsweep server running)")
     return (f"Launches: {len(entries)} server launches of {launches['configurations']} configurations, "
-            f"{launches['server_s'] / 60:.1f} min of server time in all (median {_f(launches['median_wall_s'])}"
-            f" s per launch, of which {_f(launches['median_ready_s'])} s until ready){span}; "
-            f"ran {order_text(launches['order'])}.\n\n")
+            f"{served}{waited}{span}; ran {order_text(launches['order'])}.\n\n")
 
 
 # ------------------------------------------------------------ break-even curves

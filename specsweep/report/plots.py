@@ -138,10 +138,11 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
                 ax.plot([cap], [yi], ">", color="black", ms=6)
             ax.errorbar(tok, yi, xerr=[[tok - lo], [hi - tok]], fmt="none", ecolor="black", capsize=4)
             right = hi
-        label = f" {tok:.1f}"
+        # The value at the end of its bar (inside it, above the interval's line), not at the interval's end.
+        ax.text(tok, yi + 0.2, f"{tok:.1f} ", va="center", ha="right", fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5})
         if row["status"] == Status.FAILED:
-            label += f"  (failed: {row.get('reason')})"
-        ax.text(right, yi, label, va="center", ha="left", fontsize=8)
+            ax.text(right, yi, f"  (failed: {row.get('reason')})", va="center", ha="left", fontsize=8)
         xmax = max(xmax, right * (1.35 if row["status"] == Status.FAILED else 1.0))
     if len({r.get("point") for r in rows}) > 1:
         # Several workload points: each row against the baseline at its own point, not one line for all.
@@ -388,36 +389,39 @@ def plot_break_even(groups: list[Any], path: Path) -> str | None:
 
 
 def plot_pareto(rows: list[dict[str, Any]], baseline: str | None, path: Path) -> str | None:
-    """tok/s per user against tok/s per GPU over every point of every configuration; the frontier drawn.
+    """tok/s per user (the decode rate the verdicts judge) against tok/s per GPU over every point of every
+    configuration; the frontier drawn.
 
     A configuration's points are joined in point order; the Pareto frontier
     (no other point better in both) is the step line.
     """
-    title = "Throughput per user against throughput per GPU, across workload points"
-    pts = [r for r in rows if r.get("tok_s_median") is not None and r.get("tok_s_per_gpu") is not None]
+    pts = [r for r in rows if r.get(BASELINE_TOK_S) is not None and r.get("tok_s_per_gpu") is not None]
     if not pts:
-        return _nothing(path, "no configuration has both tok/s per user and tok/s per GPU")
+        return _nothing(path, "no configuration has both a decode rate and tok/s per GPU")
+    n_points = len({r["point"] for r in pts})
+    title = ("Throughput per user (decode rate) against throughput per GPU, "
+             + (f"across {n_points} workload points" if n_points > 1 else f"at one workload point ({pts[0]['point']})"))
     fig, ax = plt.subplots(figsize=(9, 6))
     configs = list(dict.fromkeys(r["config"] for r in pts))
     cmap = plt.get_cmap("tab10" if len(configs) <= 10 else "tab20")
     for i, config in enumerate(configs):
         mine = sorted((r for r in pts if r["config"] == config), key=lambda r: r["point_index"])
         c = BASELINE_LINE if config == baseline else cmap(i % cmap.N)
-        ax.plot([r["tok_s_median"] for r in mine], [r["tok_s_per_gpu"] for r in mine], "o-", color=c, ms=5,
+        ax.plot([r[BASELINE_TOK_S] for r in mine], [r["tok_s_per_gpu"] for r in mine], "o-", color=c, ms=5,
                 lw=2 if config == baseline else 1, label=config + (" (baseline)" if config == baseline else ""))
         for r in mine:
             if r["point"] != "default":
-                ax.annotate(r["point"], (r["tok_s_median"], r["tok_s_per_gpu"]), textcoords="offset points",
+                ax.annotate(r["point"], (r[BASELINE_TOK_S], r["tok_s_per_gpu"]), textcoords="offset points",
                             xytext=(4, 3), fontsize=7, color=c)
     frontier = []
-    for r in sorted(pts, key=lambda r: (-r["tok_s_median"], -r["tok_s_per_gpu"])):
+    for r in sorted(pts, key=lambda r: (-r[BASELINE_TOK_S], -r["tok_s_per_gpu"])):
         if not frontier or r["tok_s_per_gpu"] > frontier[-1]["tok_s_per_gpu"]:
             frontier.append(r)
     if len(frontier) > 1:  # a frontier of one point is no line: it is not drawn, nor listed
-        ax.step([r["tok_s_median"] for r in frontier], [r["tok_s_per_gpu"] for r in frontier], where="post",
+        ax.step([r[BASELINE_TOK_S] for r in frontier], [r["tok_s_per_gpu"] for r in frontier], where="post",
                 color="#2ca02c", lw=2.5, alpha=0.5, label="Pareto frontier")
     unit = {r.get("device_kind") for r in pts}
-    ax.set_xlabel("tok/s per user (median per-request output tok/s)")
+    ax.set_xlabel("tok/s per user: decode rate (per request: tokens after the first / decode time)")
     ax.set_ylabel("tok/s per GPU (aggregate / GPUs)" if unit == {"gpu"}
                   else "tok/s per device (aggregate / GPUs, or TP ranks on CPU)")
     ax.set_title(title, fontsize=11)

@@ -49,7 +49,14 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
     points = sorted({(r.get("point_index", 0), r.get("point")) for r in shown}, key=lambda p: (p[0], str(p[1])))
     configs = list(dict.fromkeys(r["config"] for r in shown))
     colors = _series_colors(configs)
+    markers = {c: SERIES_MARKERS[i % len(SERIES_MARKERS)] for i, c in enumerate(configs)}
     flagged = {r["config"] for r in shown if r.get("outputs_differ")}
+    # report.json's simulated_accept: the setting that fixed the accept length (e.g. SGLANG_SIMULATE_ACC_LEN)
+    simulated = {r["config"]: r["simulated_accept"] for r in shown if r.get("simulated_accept")}
+    if simulated:
+        title += ("\nsimulated: " + ", ".join(sorted(set(simulated.values()))) + " fixed the acceptance"
+                  + ("" if len(simulated) == len(configs) else " of the configurations marked (simulated)")
+                  + ", not a draft model")
     fig, axes = plt.subplots(2, len(points), figsize=(max(8.0, 4.4 * len(points)), 7.0 + 0.18 * len(configs)),
                              squeeze=False, layout="constrained")
     bins = max(len(r["accept_histogram"]) for r in shown)
@@ -65,7 +72,10 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
                     color=c, edgecolor=FLAG_COLOR if row.get("outputs_differ") else "black",
                     linewidth=1.5 if row.get("outputs_differ") else 0.4)
             rates = row.get("accept_rates") or []
-            bottom.plot(np.arange(1, len(rates) + 1), rates, marker="o", color=c)
+            # Offset like the bars above and a marker of its own: equal rates (a simulated accept length gives
+            # every configuration the same) stay visible side by side instead of hiding one another.
+            bottom.plot(np.arange(1, len(rates) + 1) + (i - (len(here) - 1) / 2) * min(width, 0.12), rates,
+                        marker=markers[row["config"]], ms=6, color=c, alpha=0.85)
         where = "" if point in (None, "default") else f"point {point}: "
         top.set_title(f"{where}accepted draft tokens per verify", fontsize=10)
         top.set_xticks(range(bins))
@@ -73,13 +83,14 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
         top.grid(axis="y", alpha=0.3)
         bottom.set_title(f"{where}acceptance rate by draft position", fontsize=10)
         bottom.set_xticks(range(1, max(2, bins)))
-        bottom.set_ylim(0, 1.05)
+        bottom.set_ylim(-0.04, 1.05)  # a marker at 0 stays whole
         bottom.set_xlabel("draft position p", fontsize=9)
         bottom.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of verify steps")
     axes[1][0].set_ylabel("share of verify steps accepting position p")
-    handles = [plt.Line2D([], [], color=colors[c], marker="s", ls="-", ms=7) for c in configs]
-    labels = [f"{c} ({OUTPUTS_DIFFER})" if c in flagged else c for c in configs]
+    handles = [plt.Line2D([], [], color=colors[c], marker=markers[c], ls="-", ms=7) for c in configs]
+    labels = [c + (f" ({OUTPUTS_DIFFER})" if c in flagged else "")
+              + (" (simulated)" if c in simulated and len(simulated) < len(configs) else "") for c in configs]
     legend = fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8,
                         frameon=False)
     for text, config in zip(legend.get_texts(), configs):
@@ -91,6 +102,8 @@ def plot_acceptance(rows: list[dict[str, Any]], path: Path) -> str | None:
 
 
 TRACE_COLORS = {"compute": "#ff7f0e", "communication": "#d62728", "idle": "#c7c7c7"}
+#: One marker per series of a line panel, so that series drawn on top of one another can be told apart.
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 def _comm_split_bars(row: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
@@ -114,12 +127,17 @@ def plot_comm_split(rows: list[dict[str, Any]], path: Path) -> str | None:
     and of the profiled requests (the difference is the profiler's overhead), and the profiler trace
     (profiled requests, rank 0: compute / communication / idle); on the trace bar a marker at the
     micro-benchmark's all-reduce latency x the trace's all-reduces per verify."""
-    title = "Verify forward: communication vs compute (engine timing and profiler trace)"
     shown = [r for r in rows if r.get("trace_verify_ms") is not None or
              (r.get("verify_comm_ms") is not None and r.get("verify_compute_ms") is not None)]
     if not shown:
         return _nothing(path, "no configuration has a verify split (engine timing absent and profiling off)")
     rows_bars = [(row, _comm_split_bars(row)) for row in reversed(shown)]
+    drawn = {source for _, bars in rows_bars for source, _ in bars}
+    # The title names only the sources drawn: without profiling there is no trace.
+    sources = [name for name, has in (("engine timing", drawn - {"trace"}), ("profiler trace", "trace" in drawn))
+               if has]
+    title = ("Verify forward: communication vs compute (" + " and ".join(sources) + ")"
+             + ("" if "trace" in drawn else "\nprofiling off: no profiler trace"))
     n_bars = sum(len(bars) for _, bars in rows_bars)
     fig, ax = plt.subplots(figsize=(9.5, max(3.0, 1.6 + 0.42 * n_bars + 0.2 * len(shown))))
     labels, ys = [], []

@@ -112,6 +112,31 @@ def when_pays_section(ctx: Context) -> str:
             "counts decode only. The same number is the baseline of the verdicts, of `pays?` and of every plot.\n\n")
 
 
+def _decode_cell(r: Mapping[str, Any]) -> str:
+    """``74.0 [41.9, 130.6]``: the decode rate with its interval."""
+    tok = _f(r[BASELINE_TOK_S])
+    if r[BASELINE_TOK_S] is not None and r["decode_rate_ci_low"] is not None:
+        tok += f" [{r['decode_rate_ci_low']:.1f}, {r['decode_rate_ci_high']:.1f}]"
+    return tok
+
+
+def verdicts_section(ctx: Context) -> str:
+    """The verdicts at a glance, under the deploy line and the controls: each row's decode rate and its verdict
+    against the baseline (the first columns of the Results table, in the same words)."""
+    rows, baseline, smallest_effect = ctx.report.rows, ctx.report.baseline, ctx.report.data["smallest_effect"]
+    if not rows:
+        return ""
+    out = io.StringIO()
+    out.write("## Verdicts\n\n")
+    out.write(table_head(["config", "status", "decode tok/s [95% CI]",
+                          "decode verdict vs baseline (ratio [CI], threshold)"]))
+    for r in rows:
+        out.write(table_row([f"**{row_label(r)}**" if r["config"] == baseline else row_label(r), r["status"],
+                             _decode_cell(r), _verdict_cell(r, smallest_effect)]))
+    out.write("\nEvery column of every row: the *Results* table of the report.\n\n")
+    return out.getvalue()
+
+
 def results_section(ctx: Context) -> str:
     rows, baseline, smallest_effect = ctx.report.rows, ctx.report.baseline, ctx.report.data["smallest_effect"]
     out = io.StringIO()
@@ -128,9 +153,7 @@ def results_section(ctx: Context) -> str:
             "ok/err/inc"]
     w(table_head(head))
     for r in rows:
-        tok = _f(r[BASELINE_TOK_S])
-        if r[BASELINE_TOK_S] is not None and r["decode_rate_ci_low"] is not None:
-            tok += f" [{r['decode_rate_ci_low']:.1f}, {r['decode_rate_ci_high']:.1f}]"
+        tok = _decode_cell(r)
         pays = "n/a" if r["speculation_pays"] is None else ("yes" if r["speculation_pays"] else "no")
         be = (_f(r["break_even_accept_length"], "{:.2f}") if r["break_even_accept_length"] is not None
               else f"n/a ({r['break_even_why']})")

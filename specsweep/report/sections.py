@@ -76,6 +76,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("title", _title),
     ("deploy", _deploy),
     ("controls", _controls),
+    ("verdicts", results.verdicts_section),
     ("design", _design),
     ("external", _external),
     ("launch cost", _launch_cost),
@@ -105,3 +106,11 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
 def render_markdown(ctx: Context) -> str:
     """report.md: every section of ``SECTIONS`` in order."""
     return "".join(render(ctx) for _, render in SECTIONS)
+
+
+def render_sections(ctx: Context, names: tuple[str, ...]) -> list[str]:
+    """The markdown of the sections ``names`` (``SECTIONS`` names, in report.md's order): the same text."""
+    unknown = set(names) - {name for name, _ in SECTIONS}
+    if unknown:
+        raise ValueError(f"no report.md section {sorted(unknown)}; the sections: {[n for n, _ in SECTIONS]}")
+    return [render(ctx) for name, render in SECTIONS if name in names]

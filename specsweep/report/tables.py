@@ -103,13 +103,16 @@ def launch_table(entries: Sequence[Mapping[str, Any]]) -> str:
         return ""
     out = io.StringIO()
     out.write("## Launches\n\nIn the order they started; *round / place*: the launch's round and its place in "
-              "that round's seeded order.\n\n| # | config | launch | round / place | status | ready s | wall s |\n"
-              "|---|---|---|---|---|---|---|\n")
+              "that round's seeded order; *host wait s*: the time the job waited for the host (its lock, or another "
+              "specsweep server running) before its own work; *server s*: the rest of the job, start to end "
+              "(*wall s*) less that wait.\n\n"
+              "| # | config | launch | round / place | status | host wait s | ready s | server s | wall s |\n"
+              "|---|---|---|---|---|---|---|---|---|\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
         status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
         where = e.get("planned_place")
         cell = f"{where[0]} / {where[1]}" if where else "n/a"
-        out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('ready_s'))} | "
-                  f"{_f(e.get('wall_s'))} |\n")
+        out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('host_wait_s'))} | "
+                  f"{_f(e.get('ready_s'))} | {_f(e.get('server_s'))} | {_f(e.get('wall_s'))} |\n")
     return out.getvalue() + "\n"

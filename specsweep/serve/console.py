@@ -1,10 +1,11 @@
 """What a server job says on the terminal Snakemake runs in (stdlib only).
 
 The job's log (``launch-<n>/logs/benchmark_server.log``) keeps every line; the
-terminal gets about four a launch, so that a sweep of many launches reads in
-one screen: that the server is launching, when it was ready together with the
-warmup's result (``defer``: a line said with the next one), the last measured
-round's totals, and the outcome. A long phase also shows a progress line
+terminal gets three a launch, so that a sweep of many launches reads in one
+screen: that the server is launching (with how long it waited for the host,
+when it did), when it was ready together with the warmup's result (``defer``:
+a line said with the next one), and the last measured round's totals together
+with the outcome. A long phase also shows a progress line
 (requests done of planned, failures, output tok/s so far) when ``every_s``
 seconds have passed without a line from this job. Each line names the
 configuration and launch, since several jobs may share a terminal.
@@ -41,6 +42,7 @@ class Console:
                  clock=time.monotonic, shared: _Shared | None = None) -> None:
         self.prefix, self.every_s, self.clock = prefix, every_s, clock
         self.shared = shared if shared is not None else _Shared(stream, clock())
+        self.point_name: str | None = None  # a point's console: its deferred lines name the point
 
     @property
     def stream(self) -> TextIO | None:
@@ -67,14 +69,19 @@ class Console:
         self.shared.pending = text if pending is None else f"{pending}; {text}"
 
     def progress(self, label: str, text: str, final: bool = False) -> None:
-        """A progress line of the round ``label``: shown when ``final`` or when ``every_s`` have passed since
-        this job's last line on the terminal."""
-        if final or self.clock() - self.shared.last >= self.every_s:
+        """A progress line of the round ``label``: when ``final`` (the last measured round's totals) said with
+        the job's next line (the outcome, or the next point's first), else shown when ``every_s`` have passed
+        since this job's last line on the terminal."""
+        if final:
+            self.defer(text if self.point_name is None else f"{self.point_name}: {text}")
+        elif self.clock() - self.shared.last >= self.every_s:
             self.say(text)
 
     def point(self, name: str) -> Console:
         """The same terminal, lines naming the workload point too."""
-        return Console(None, f"{self.prefix} {name}", self.every_s, self.clock, self.shared)
+        console = Console(None, f"{self.prefix} {name}", self.every_s, self.clock, self.shared)
+        console.point_name = name
+        return console
 
 
 def job_console(stream: TextIO | None, config: str, launch: str) -> Console | None:

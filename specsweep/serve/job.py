@@ -116,6 +116,9 @@ from specsweep.serve.watchdog import REAP_GRACE_S, ParentWatch, watch_parents
 __all__ = ["OUTCOME_FORMAT_VERSION", "Interrupted", "JobHost", "JobPaths", "run_config"]
 
 OUTCOME_FORMAT_VERSION = 3
+#: A wait for the host (its lock, then no other specsweep server) at least this long is said on the terminal
+#: with the job's next line (the log has its own lines: serve.lock, phases.wait_for_quiet_host).
+WAIT_SAID_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -252,7 +255,10 @@ class _Runner:
             self.side = sidebyside.SideBySide(job, job.round, job.round_plan_path)
             self.side.join()
         known = self.side.known if self.side else None
-        self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known))
+        quiet = self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known))
+        waited = lock.waited_s + quiet["host_before_launch"]["waited_s"]
+        if waited >= WAIT_SAID_S:  # the terminal got "waiting ..." at once; how long, with the next line
+            job.defer(f"had the host after {waited:.1f} s of waiting")
         phases.refuse_busy_gpus(self.record(phases.gpus_in_use(job, known)))
         # Entered before the micro-benchmark: its process group and container are this run's too.
         reap = stack.enter_context(phases.reaper_of(job, lock))

@@ -48,6 +48,11 @@ DEFAULT_LOCK_DIR = Path("/tmp/specsweep-locks")
 DEFAULT_WAIT_S = 3600.0
 #: A waiting job repeats its message this often.
 MESSAGE_EVERY_S = 60.0
+#: The terminal hears of a wait only once it lasted this long (the log at once): a short wait is said with the
+#: job's launching line instead, one line for it rather than two.
+NOTICE_AFTER_S = 10.0
+#: ... and then this often (the log every MESSAGE_EVERY_S): a long wait stays a few lines of the run's screen.
+NOTICE_EVERY_S = 300.0
 POLL_S = 0.5
 
 
@@ -183,19 +188,22 @@ def acquire(
     *,
     clock: Callable[[], float] = time.monotonic,
     names: Sequence[str] | None = None,
+    notice: TextIO | None = None,
 ) -> HostLock:
     """Take the host lock (and the GPUs' locks), waiting up to ``settings.wait_s``.
 
     While waiting, says so on ``log`` at once and every ``MESSAGE_EVERY_S``,
-    naming the holder. Raises ``HostBusy`` when the wait is over. ``names``:
-    other lock files of ``lock_dir`` instead (a side-by-side launch's own lock:
-    ``serve.sidebyside``).
+    naming the holder, and on ``notice`` (the terminal) once the wait lasted
+    ``NOTICE_AFTER_S``, then every ``NOTICE_EVERY_S``; how long it waited goes
+    to ``log`` only (the job says it on the terminal with its next line). Raises
+    ``HostBusy`` when the wait is over. ``names``: other lock files of
+    ``lock_dir`` instead (a side-by-side launch's own lock: ``serve.sidebyside``).
     """
     names = list(names) if names is not None else lock_names(gpu_ids)
     paths = [settings.lock_dir / n for n in names]
     fds: list[int] = []
     t0 = clock()
-    next_message = t0
+    next_message, next_notice = t0, t0 + NOTICE_AFTER_S
     waited_for: list[dict[str, Any]] = []
     try:
         for path in paths:
@@ -212,11 +220,14 @@ def acquire(
                         f"(SPECSWEEP_LOCK_WAIT_S={settings.wait_s:g}); only one specsweep server may run on a host",
                         other,
                     )
+                message = (f"waiting for the host (configuration {holder.get('config')!r}): {path} is held by "
+                           f"{describe_holder(other)} (waited {now - t0:.0f} s of at most {settings.wait_s:g} s)")
                 if log is not None and now >= next_message:
-                    print(f"waiting for the host (configuration {holder.get('config')!r}): {path} is held by "
-                          f"{describe_holder(other)} "
-                          f"(waited {now - t0:.0f} s of at most {settings.wait_s:g} s)", file=log, flush=True)
+                    print(message, file=log, flush=True)
                     next_message = now + MESSAGE_EVERY_S
+                if notice is not None and now >= next_notice:
+                    print(message, file=notice, flush=True)
+                    next_notice = now + NOTICE_EVERY_S
                 time.sleep(POLL_S)
         info = dict(holder, pid=os.getpid(), since=time.time())
         data = (json.dumps(info, sort_keys=True) + "\n").encode()

@@ -59,28 +59,11 @@ from specsweep.serve.launch import (
     gpu_ids,
     server_info,
 )
-from specsweep.serve.lock import HostBusy, HostLock, acquire
+from specsweep.serve.lock import NOTICE_AFTER_S, HostBusy, HostLock, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy
 from specsweep.serve.server import AttachedServer, LaunchError, Server, free_port
 from specsweep.serve.watchdog import reaper
-
-
-class _Both:
-    """A text stream writing to the job's log and to the terminal (``JobHost.notice``)."""
-
-    def __init__(self, *streams: TextIO | None) -> None:
-        self.streams = [s for s in streams if s is not None]
-
-    def write(self, text: str) -> int:
-        for stream in self.streams:
-            stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        for stream in self.streams:
-            stream.flush()
-
 
 # ------------------------------------------------------------ host
 
@@ -89,7 +72,7 @@ class _Both:
 def host_lock(job: Job, holder: Mapping[str, Any]) -> Iterator[HostLock]:
     """The host's (and the GPUs') lock for the block; a busy host becomes this job's ``host_busy`` result."""
     try:
-        lock = acquire(job.host.lock, dict(holder), gpu_ids(job.plan, os.environ), _Both(job.log, job.host.notice))
+        lock = acquire(job.host.lock, dict(holder), gpu_ids(job.plan, os.environ), job.log, notice=job.host.notice)
     except HostBusy as exc:
         raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, str(exc)) from exc
     try:
@@ -167,11 +150,15 @@ def kernel_caches(job: Job) -> dict[str, Any]:
 
 
 def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",
-                        known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
-    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample, or ``host_busy``.
-    ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample)."""
+                        known: Callable[[], Collection[str]] | None = None, notice: TextIO | None = None
+                        ) -> dict[str, Any]:
+    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample with ``waited_s``
+    (how long this wait took: the report keeps it apart from the server's own time), or ``host_busy``.
+    ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample). The
+    waiting line goes to ``log`` at once and to ``notice`` (the terminal) once the wait lasted
+    ``lock.NOTICE_AFTER_S``; how long it took to ``log`` only."""
     t0 = time.monotonic()
-    told = False
+    told = noticed = False
     while True:
         seen = guard.sample(run_id, host.docker)
         if known is not None and seen["others"]:
@@ -179,25 +166,29 @@ def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, 
             seen = {**seen, "others": [o for o in seen["others"] if o.get("run_id") not in ours],
                     "partners": [o for o in seen["others"] if o.get("run_id") in ours]}
         if not seen["others"]:
+            waited = time.monotonic() - t0
             if told:
-                print(f"the host is free after {time.monotonic() - t0:.0f} s", file=log, flush=True)
-            return seen
+                print(f"the host is free after {waited:.0f} s", file=log, flush=True)
+            return {**seen, "waited_s": round(waited, 3)}
         who = guard.describe(seen["others"])
         if time.monotonic() - t0 >= wait_s:
             raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, f"other specsweep servers run on this host: {who}; "
                               f"waited {time.monotonic() - t0:.0f} s; not measuring beside them")
+        message = f"waiting: other specsweep servers run on this host: {who} (before launching {config})"
         if not told:
-            print(f"waiting: other specsweep servers run on this host: {who} (before launching {config})",
-                  file=log, flush=True)
+            print(message, file=log, flush=True)
             told = True
+        if notice is not None and not noticed and time.monotonic() - t0 >= NOTICE_AFTER_S:
+            print(message, file=notice, flush=True)
+            noticed = True
         time.sleep(max(0.5, min(host.guard_interval_s, 5.0)))
 
 
 def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
     """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``:
     ``wait_for_quiet_host``)."""
-    return {"host_before_launch": wait_for_quiet_host(job.run_id, job.host, wait_s,
-                                                      _Both(job.log, job.host.notice), job.plan.name, known)}
+    return {"host_before_launch": wait_for_quiet_host(job.run_id, job.host, wait_s, job.log, job.plan.name, known,
+                                                      notice=job.host.notice)}
 
 
 def gpus_in_use(job: Job, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.vocabulary import RequestStatus, Status
 from specsweep.records import new_record
-from specsweep.report.render import render_report
+from specsweep.report.render import HtmlPages, render_report
 
 MS = 1_000_000
 #: The workload of every synthetic run: 2 repeats x 12 sequential requests of 33 tokens.
@@ -50,10 +50,10 @@ def sequential_records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed
 
 
 def render_summaries(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path,
-                     sweep: dict | None = None, best_dir: Path | None = None) -> dict:
+                     sweep: dict | None = None, best_dir: Path | None = None, html: HtmlPages | None = None) -> dict:
     """What the two rules do in turn: analyze_sweep (report.json beside ``md_path``, returned as written)
     and render_report from that file."""
     report_path = Path(md_path).with_name("report.json")
     write_report(report_path, analyze_sweep(summaries, baseline, sweep))
-    render_report(load_report(report_path), csv_path, md_path, plots_dir, best_dir)
+    render_report(load_report(report_path), csv_path, md_path, plots_dir, best_dir, html)
     return load_report(report_path)

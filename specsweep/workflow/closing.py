@@ -1,10 +1,10 @@
 """The few lines Snakemake's ``onsuccess:`` prints after a run that wrote the report.
 
 A view of ``results/report.json`` (``analysis.sweep``), as report.md is: nothing is
-recomputed and no other view is read. The A/A and positive control sentences are
-report.md's own (``report.head.control_sentences``: one home); the fastest
-configuration at each point by the decode rate the verdicts judge, with its verdict
-against the baseline; the verdicts counted; each grid's winner; where the report is.
+recomputed and no other view is read. What to deploy at each point and the A/A and
+positive control sentences are report.md's own (``report.head.deploy_sentences``,
+``control_sentences``: one home; the configuration named is report.json's ``deploy``,
+never a control); the verdicts counted; each grid's winner; where the report is.
 """
 
 from __future__ import annotations
@@ -15,14 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.contracts.vocabulary import CALLED, Status, Verdict
-from specsweep.records import DEFAULT_POINT
-from specsweep.report.head import control_sentences
+from specsweep.contracts.vocabulary import Status, Verdict
+from specsweep.report.head import control_sentences, deploy_sentences
 
-#: The rate the verdicts judge and "fastest" ranks by (a report.json row key and a summary.csv column).
-RATE_COLUMN = BASELINE_TOK_S
-#: At most this many points get a "fastest" line; the report has the rest.
+#: At most this many points get a deploy line; the report has the rest.
 MAX_POINT_LINES = 3
 #: At most this many configurations are named per verdict.
 MAX_NAMES = 4
@@ -49,24 +45,13 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
     baseline = next((r["config"] for r in rows if r["verdict"] == Verdict.BASELINE), None)
     configs = list(dict.fromkeys(r["config"] for r in rows))
     lines = [f"{len(configs)} configuration(s) at {len(points)} point(s), baseline {baseline or 'none'}."]
+    deploy = deploy_sentences(report["deploy"])
+    lead = deploy[:1] if len(deploy) > 1 else []  # "On this host, by workload point:", then one line a point
+    per_point = deploy[len(lead):]
+    lines += lead + per_point[:MAX_POINT_LINES]
+    if len(per_point) > MAX_POINT_LINES:
+        lines.append(f"(and {len(per_point) - MAX_POINT_LINES} more point(s) in the report)")
     lines += control_sentences(report)
-
-    for point in points[:MAX_POINT_LINES]:
-        at = [r for r in rows if r["point"] == point and r["status"] == Status.OK and r.get(RATE_COLUMN)]
-        if not at:
-            lines.append(f"At {point}: no configuration measured ok." if points != [DEFAULT_POINT]
-                         else "No configuration measured ok.")
-            continue
-        best = max(at, key=lambda r: r[RATE_COLUMN])
-        against = ("the baseline" if best["verdict"] == Verdict.BASELINE else
-                   f"{best['verdict']} than {baseline}" if best["verdict"] in CALLED else
-                   f"{best['verdict']} against {baseline}")
-        ratio = best.get("ratio")
-        at_point = "" if points == [DEFAULT_POINT] else f" at {point}"
-        lines.append(f"Fastest{at_point}: {best['config']}, {best[RATE_COLUMN]:.1f} decode tok/s "
-                     f"({against}{f', x{ratio:.2f}' if ratio is not None else ''}).")
-    if len(points) > MAX_POINT_LINES:
-        lines.append(f"(and {len(points) - MAX_POINT_LINES} more point(s) in the report)")
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:

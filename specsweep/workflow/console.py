@@ -33,10 +33,12 @@ PROFILE_QUIET = ("RULES", "PROGRESS", "HOST")
 #: The console handler Snakemake's LoggerManager adds (snakemake/logging.py, ``_default_streamhandler``).
 STREAM_HANDLER = "DefaultStreamHandler"
 #: Lines Snakemake's console prints whatever ``quiet`` says (9.27.1: scheduling/job_scheduler.py:319,335;
-#: workflow.py:1275,1465,1616; jobs.py:1107 and dag.py:2245, a checkpoint's; logging.py:754, ``logfile_hint``).
+#: workflow.py:1275,1465,1616; jobs.py:1107 and dag.py:2245, a checkpoint's; logging.py:754, ``logfile_hint``;
+#: api.py:550, local execution's file system assumption).
 CHATTER = re.compile(r"(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.|Building DAG of jobs\.\.\.|"
                      r"Using shell: .*|Conda environments: ignored|DAG of jobs will be updated after completion\.|"
-                     r"Updating checkpoint dependencies\.|Complete log\(s\): .*|Elapsed time: .*)")
+                     r"Updating checkpoint dependencies\.|Complete log\(s\): .*|Elapsed time: .*|"
+                     r"Assuming unrestricted shared filesystem usage\.)")
 
 
 class ConsoleFilter(logging.Filter):

@@ -351,7 +351,7 @@ def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapp
     if (config_name, launch) not in members:
         no_launch(config_name, launch, sorted(lid for r in rounds for name, lid in r if name == config_name))
     order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
-    return plan_rounds.priority_in_round(order, config_name, launch)
+    return plan_rounds.priority_in_round(order, config_name, launch, round_no)
 
 
 def schedule_of_rounds(rounds: Sequence[Sequence[tuple[str, str]]], names: Sequence[str]) -> dict[str, list[str]]:

@@ -32,7 +32,7 @@ from specsweep.images.build import build_image, state_path_for
 from specsweep.images.cli import DockerError
 from specsweep.images.registry import push_image
 from specsweep.records import EXTERNAL_RUNTIME, MixedRunsError, check_one_run, run_id_of_log
-from specsweep.report.render import render_report
+from specsweep.report.render import HtmlPages, render_report
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.serve.launch import nccl_logs
 
@@ -342,8 +342,10 @@ def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: 
 
 
 def render_report_files(report_path: str, csv_path: str, md_path: str, plots_dir: str,
-                        best_dir: str | None = None) -> None:
-    """render_report: summary.csv, report.md, the figures that have data under ``plots_dir`` and the
-    best-configuration files of every grid, all from results/report.json."""
+                        best_dir: str | None = None, html: tuple[str, str, str] | None = None) -> None:
+    """render_report: summary.csv, report.md, the figures that have data under ``plots_dir``, the
+    best-configuration files of every grid and the HTML report's pages (``html``: landing, page, table), all
+    from results/report.json."""
     render_report(load_report(report_path), Path(csv_path), Path(md_path), Path(plots_dir),
-                  Path(best_dir) if best_dir else None)
+                  Path(best_dir) if best_dir else None,
+                  HtmlPages(*(Path(p) for p in html)) if html is not None else None)

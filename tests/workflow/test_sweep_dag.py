@@ -47,6 +47,8 @@ def test_launch_priorities_give_each_rounds_seeded_order(tmp_path):
     for r, members in by_round.items():
         ran = [(c, lid) for c, lid, _ in sorted(members, key=lambda j: -j[2])]
         assert ran == round_order([(c, lid) for c, lid, _ in members], 11, r)
+    # the planned rounds' launch jobs all exist at once: every launch of round 1 comes before any of round 2
+    assert min(p for _, _, p in by_round[1]) > max(p for _, _, p in by_round[2])
 
 
 def test_a_bad_axis_stops_the_run_before_any_job(tmp_path):

@@ -119,3 +119,31 @@ def test_a_format_1_summary_reads_as_one_point():
     old = {"format_version": 1, "config": "x", "status": "ok", "plan": {"workload": WORKLOAD}, "metrics": {}}
     [point] = point_summaries(old)
     assert point["point"] == "default" and point["workload"] == WORKLOAD
+
+
+def test_the_wait_for_the_host_is_kept_apart_from_the_server_time():
+    """A job that waited 118.5 s for the host lock and ran 153.8 s in all: its server ran 35.3 s, and the
+    Launches table and the launch line say so (launch.json records both waits: serve.lock, serve.phases)."""
+    from specsweep.analysis.controls import launches_record
+    from specsweep.report.head import launch_lines
+    from specsweep.report.tables import launch_table
+
+    waited = launch("1", 10.0, 1)
+    waited.record.update(host_lock={"waited_s": 118.5}, host_before_launch={"waited_s": 0.5})
+    waited.outcome.update(started_at=1000.0, ended_at=1153.8)
+    alone = launch("2", 10.0, 2)
+    alone.record.update(host_lock={"waited_s": 0.0}, host_before_launch={"waited_s": 0.0})
+    s = build_config_summary(PLAN, [waited, alone], lambda _: None)
+    first = s["launches"][0]
+    assert first["wall_s"] == pytest.approx(153.8)
+    assert first["host_wait_s"] == pytest.approx(119.0) and first["server_s"] == pytest.approx(34.8)
+    record = launches_record([s], None)
+    assert record["server_s"] == pytest.approx(34.8 + 30) and record["host_wait_s"] == pytest.approx(119.0)
+    table = launch_table(record["entries"])
+    assert "| host wait s | ready s | server s | wall s |" in table
+    assert "| 119.0 | 2.0 | 34.8 | 153.8 |" in table, table
+    line = launch_lines(record)
+    assert "1.1 min of server time in all" in line and "2.0 min waiting for the host" in line, line
+    # an older launch.json without the waits: the server time is unknown, not the wall time
+    old = launch("3", 10.0, 3)
+    assert build_config_summary(PLAN, [old], lambda _: None)["launches"][0]["server_s"] is None

@@ -109,6 +109,8 @@ def test_workflow_inputs_for_launches():
     order = round_order(rounds[1], 1, 2)
     first, second = (inputs.launch_priority_in(rounds, config, c, lid, 2) for c, lid in order)
     assert first > second
+    # every launch of round 1 before any of round 2 (the planned rounds' launch jobs exist at once)
+    assert min(inputs.launch_priority_in(rounds, config, c, lid, 1) for c, lid in rounds[0]) > first
     with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
                                          r"launch-1, launch-2 \("):
         inputs.launch_priority_in(rounds, config, "a", "3", 2)

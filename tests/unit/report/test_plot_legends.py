@@ -123,7 +123,7 @@ def test_comm_split_legend_lists_only_what_is_drawn(drawn):
 
 
 def test_pareto_lists_a_frontier_only_when_one_is_drawn(drawn):
-    rows = [{"config": c, "point": "default", "point_index": 0, "tok_s_median": u, "tok_s_per_gpu": g,
+    rows = [{"config": c, "point": "default", "point_index": 0, BASELINE_TOK_S: u, "tok_s_per_gpu": g,
              "device_kind": "gpu"} for c, u, g in (("a", 10.0, 10.0), ("b", 20.0, 20.0))]
     plots.plot_pareto(rows, "a", Path("unused.png"))  # b dominates: a frontier of one point
     rows[0]["tok_s_per_gpu"] = 30.0  # now a and b are both on it

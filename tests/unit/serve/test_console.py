@@ -1,4 +1,4 @@
-"""The server job's lines on the terminal: prefixed, about four a launch, progress only after a long quiet."""
+"""The server job's lines on the terminal: prefixed, three a launch, progress only after a long quiet."""
 
 from __future__ import annotations
 
@@ -34,9 +34,12 @@ def test_a_round_is_silent_on_the_terminal_until_a_long_quiet_and_the_last_round
         last.update(_record(status="error" if i == 3 else "ok"))
     assert len(log.getvalue().splitlines()) == 20  # the log keeps every line
     shown = term.getvalue().splitlines()
-    assert [line.split("] ")[1].split(" requests")[0] for line in shown] == ["6/10", "10/10"]
+    assert [line.split("] ")[1].split(" requests")[0] for line in shown] == ["6/10"]  # the totals: with the outcome
+    console.say("outcome: ok")
+    shown = term.getvalue().splitlines()
     assert all(line.startswith("specsweep eagle3-shm launch-1: [measured 2/2] ") for line in shown)
     assert "10/10 requests, 1 failed" in shown[-1] and "output tok/s running" in shown[-1]
+    assert shown[-1].endswith("; outcome: ok") and len(shown) == 2
 
 
 def test_a_deferred_line_is_said_with_the_next_and_say_is_never_limited():
@@ -48,12 +51,16 @@ def test_a_deferred_line_is_said_with_the_next_and_say_is_never_limited():
     console.say("[warmup] steady after 8 requests")
     console.progress("measured 2/2", "b", final=True)
     console.say("outcome: ok")
-    console.point("c2").say("ready")
+    point = console.point("c2")
+    point.say("ready")
+    point.progress("measured 1/1", "c", final=True)
+    console.say("outcome: ok")
     assert term.getvalue().splitlines() == [
         "specsweep nospec launch-aa: launching",
         "specsweep nospec launch-aa: ready after 8.9 s; [warmup] steady after 8 requests",
-        "specsweep nospec launch-aa: b", "specsweep nospec launch-aa: outcome: ok",
-        "specsweep nospec launch-aa c2: ready"]
+        "specsweep nospec launch-aa: b; outcome: ok",
+        "specsweep nospec launch-aa c2: ready",
+        "specsweep nospec launch-aa: c2: c; outcome: ok"]  # a point's totals name the point
 
 
 def test_no_terminal_no_console():

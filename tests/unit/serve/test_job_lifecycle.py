@@ -103,6 +103,8 @@ def test_every_file_of_a_run_carries_its_run_id(tmp_path):
     assert one_run_id(launch, read_json(paths.outcome), server_log, read_jsonl(paths.warmup),
                       read_jsonl(paths.requests)) == run_id
     assert launch["host_lock"]["paths"] == [str(tmp_path / "locks" / "host.lock")]
+    # the waits for the host, apart from the server's own time (analysis.launches.host_wait_s)
+    assert launch["host_lock"]["waited_s"] >= 0 and launch["host_before_launch"]["waited_s"] >= 0
     assert launch["checkout"] == str(tmp_path.resolve())
     assert outcome["host"]["samples"] >= 1 and outcome["host"]["others_seen"] == []
     assert outcome["server_started_at"] < outcome["server_stopped_at"]

@@ -50,6 +50,47 @@ def test_a_second_job_waits_then_fails_naming_the_holder(tmp_path):
     assert "waiting for the host" in log.getvalue() and f"pid {holder.pid}" in log.getvalue()
 
 
+def test_the_terminal_hears_of_the_wait_and_the_log_of_its_end(tmp_path):
+    """The waiting line goes to the log at once and to the terminal once the wait is long; how long it waited
+    to the log only (the job says it on the terminal with its launching line: a short wait costs no line)."""
+    for notice_after, seen in ((0.0, True), (lock.NOTICE_AFTER_S, False)):
+        holder = _hold(tmp_path, 1.5)
+        log, term = io.StringIO(), io.StringIO()
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(lock, "NOTICE_AFTER_S", notice_after)
+                held = lock.acquire(lock.LockSettings(tmp_path, wait_s=30.0), {"config": "other"}, log=log,
+                                    notice=term)
+            held.release()
+        finally:
+            holder.kill()
+            holder.wait()
+        assert "waiting for the host (configuration 'other')" in log.getvalue()
+        assert ("waiting for the host (configuration 'other')" in term.getvalue()) is seen, notice_after
+        assert "host lock acquired after" in log.getvalue() and "acquired" not in term.getvalue()
+        assert held.waited_s > 0.5
+
+
+def test_a_long_wait_is_a_few_lines_on_the_terminal(tmp_path, monkeypatch):
+    """The log hears of the wait every MESSAGE_EVERY_S, the terminal every NOTICE_EVERY_S (a clock that runs
+    200 s a look: 2000 s of waiting in ten looks)."""
+    holder = _hold(tmp_path, 60)
+    log, term = io.StringIO(), io.StringIO()
+    ticks = iter(range(0, 10_000, 200))
+    monkeypatch.setattr(lock, "POLL_S", 0.01)
+    try:
+        with pytest.raises(lock.HostBusy):
+            lock.acquire(lock.LockSettings(tmp_path, wait_s=2000.0), {"config": "other"}, log=log, notice=term,
+                         clock=lambda: float(next(ticks)))
+    finally:
+        holder.kill()
+        holder.wait()
+    logged, told = log.getvalue().count("waiting for the host"), term.getvalue().count("waiting for the host")
+    # looks at 200 .. 1800 s (at 2000 s it gives up): each one logged (60 s apart at most), the terminal told at
+    # 200 s (past NOTICE_AFTER_S), then at 600, 1000, 1400 and 1800 s (NOTICE_EVERY_S = 300 s after each)
+    assert lock.NOTICE_EVERY_S == 300.0 and (logged, told) == (9, 5)
+
+
 def test_the_lock_dies_with_its_holder_on_kill_9(tmp_path):
     holder = _hold(tmp_path, 600)
     assert lock.is_held(tmp_path / "host.lock")
