@@ -56,7 +56,7 @@ def _summaries(work: Path) -> list[dict]:
 
 
 def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
-    launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/launch-*/launch.json")]
+    launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/plans/*/launch-*/launch.json")]
     ran = [(rec["plan_name"], rec["launch"]) for rec in sorted(launches, key=lambda r: r["started_at"])]
     plans = sorted((sweep / "results/rounds").glob("round-*/plan.json"), key=lambda p: int(p.parent.name[6:]))
     planned = [tuple(x) for p in plans for x in json.loads(p.read_text())["order"]]
@@ -69,7 +69,9 @@ def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
 
 
 def test_each_launch_measures_every_point_after_one_readiness_wait(sweep):
-    for outcome_path in (sweep / "results").glob("*/launch-*/outcome.json"):
+    outcomes = sorted((sweep / "results").glob("*/plans/*/launch-*/outcome.json"))
+    assert len(outcomes) == 6, outcomes  # every launch of the sweep
+    for outcome_path in outcomes:
         outcome = json.loads(outcome_path.read_text())
         assert outcome["status"] == "ok" and list(outcome["points"]) == ["c1", "c2"], outcome_path
         log = (outcome_path.parent / "logs" / "benchmark_server.log").read_text()
