@@ -4,25 +4,32 @@
 #
 # Path grammar of results/ (docs/design.md: "Units of measurement"; the package
 # builds these paths in specsweep/contracts/layout.py). A configuration (one per
-# entry, or per combination of a grid's axes) has one plan; it runs in one or
-# more launches (<launch> = 1, 2, ..., or aa: the A/A control, the baseline
-# launched again in the last planned round); launch r runs in round r; a launch
-# measures every workload point (<point>) of the plan against one server:
-#   results/<config>/plan.json                        resolved launch plan (argv, env, engine, image, workload, points)
-#   results/<config>/preflight.json                   the plan parsed by the engine's own argument parser
-#   results/<config>/launch-<launch>/launch.json      launch record: final argv, readiness time, provenance
-#   results/<config>/launch-<launch>/server.log       the server's own log
-#   results/<config>/launch-<launch>/nccl/nccl.<host>.<pid>.log  NCCL's log, one file per server process (NCCL_DEBUG_FILE)
-#   results/<config>/launch-<launch>/warmup.jsonl     raw records of warmup requests, every point (record.point)
-#   results/<config>/launch-<launch>/requests.jsonl   raw records of measured requests, every point
-#   results/<config>/launch-<launch>/outcome.json     how the launch ended, per point (ok, or failed: stage, reason, log tail)
-#   results/<config>/launch-<launch>/logs/benchmark_server.{log,tsv}
-#   results/<config>/launch-<launch>/allreduce_bench.json  all-reduce micro-benchmark before the launch ({"enabled": false} unless profile.enabled)
-#   results/<config>/launch-<launch>/profile.json     profiling stage after the launch's points (same rule)
-#   results/<config>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz, profile/requests.jsonl   its traces and requests
-#   results/<config>/launch-<launch>/logs/host_guard.jsonl  the host samples taken while the server ran (load, other servers)
+# entry, or per combination of a grid's axes) has one plan, stored under the
+# plan's key (<plan>: 12 hex digits of the sha256 of its canonical JSON); it runs
+# in one or more launches (<launch> = 1, 2, ..., or aa: the A/A control, the
+# baseline launched again in the last planned round); launch r runs in round r;
+# a launch measures every workload point (<point>) of the plan against one server.
+# A launch belongs to its plan: a config file that gives a configuration of the
+# same name another plan stores that plan beside it, and switching back finds
+# the first plan's launches again (nothing relaunches). The summary reads the
+# launches of the current plan:
+#   results/<config>/plan.json, preflight.json        the current plan and its preflight (copies of the stored ones)
 #   results/<config>/summary.json                     metrics, status, provenance: one section per point,
-#                                                     each pooling the configuration's launches
+#                                                     each pooling the current plan's launches
+#   results/<config>/plans/<plan>/plan.json           resolved launch plan (argv, env, engine, image, workload, points)
+#   results/<config>/plans/<plan>/preflight.json      the plan parsed by the engine's own argument parser
+#   results/<config>/plans/<plan>/launch-<launch>/    one launch, below as <L>:
+#   <L>/launch.json                                   launch record: final argv, readiness time, provenance
+#   <L>/server.log                                    the server's own log
+#   <L>/nccl/nccl.<host>.<pid>.log                    NCCL's log, one file per server process (NCCL_DEBUG_FILE)
+#   <L>/warmup.jsonl                                  raw records of warmup requests, every point (record.point)
+#   <L>/requests.jsonl                                raw records of measured requests, every point
+#   <L>/outcome.json                                  how the launch ended, per point (ok, or failed: stage, reason, log tail)
+#   <L>/logs/benchmark_server.{log,tsv}
+#   <L>/allreduce_bench.json                          all-reduce micro-benchmark before the launch ({"enabled": false} unless profile.enabled)
+#   <L>/profile.json                                  profiling stage after the launch's points (same rule)
+#   <L>/profile/*-TP-<rank>*.trace.json.gz, profile/requests.jsonl   its traces and requests
+#   <L>/logs/host_guard.jsonl                         the host samples taken while the server ran (load, other servers)
 #   results/images/<image>.json                       manifest of a built image (id, content-addressed tag)
 #   results/report.json                               the answer of the sweep, computed once (docs/report-json.md)
 #   results/summary.csv, results/report.md, results/plots/*.png   its views (a figure only when it has data)
@@ -31,7 +38,7 @@
 #   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
 #   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
 #   results/rounds/burn-in.json, burn-in/unit-<k>/    the burn-in before round 1 (a temp file) and its units' files
-#   results/<config>/logs/<rule>.log                  the other jobs' logs
+#   results/<config>/logs/<rule>.log, plans/<plan>/logs/<rule>.log   the other jobs' logs
 # Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,
 # one per launch: a summary pools several runs, one per launch, never two runs in one launch directory.
 from snakemake.utils import min_version

@@ -59,13 +59,14 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
     schedule = sw.schedule_of(order, names)
     # the planned rounds (no judgement needed for them) and each launch's round
     rounds = sw.walk_rounds(launches, sweep.config, None, planned_rounds(launches))
+    keys = sw.plan_keys(plans)  # where each plan and its launches are stored
     per_config = {name: {
         "plan_params_equal": sw.plan_params(plans, name) == canonical_json(plans[name]),
         "parser_env_input": sw.parser_env_input(plans, config, name),
         "preflight_parser_input": sw.preflight_parser_input(plans, config, name),
         "server_inputs": sw.server_inputs(plans, name),
-        "summary_inputs": sw.summary_inputs(schedule, name),
-        "baseline_inputs": sw.baseline_inputs(sweep.config, name),
+        "summary_inputs": sw.summary_inputs(schedule, name, keys),
+        "baseline_inputs": sw.baseline_inputs(sweep.config, name, keys),
         "summary_labels": sw.summary_labels(labels, name),
         "gpus": sw.gpus_of(plans, name),
         "priorities": {launch: sw.launch_priority_in(rounds, sweep.config, name, launch,
@@ -78,11 +79,11 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
             "report_params": sw.report_params(sweep.config, labels, names, sweep.grids, order,
                                               sw.measurement_design(sweep.config, plans)),
             "image_manifests": sw.image_manifests(config), "configurations": per_config}
-    rest["_sweep"] = sweep  # for synthetic_results; not written
+    rest["_sweep"], rest["_keys"] = sweep, keys  # for synthetic_results; not written
     return plans, rest
 
 
-def _write_launch(work: Path, plan: dict, launch: str, index: int, order: int) -> None:
+def _write_launch(work: Path, plan: dict, key: str, launch: str, index: int, order: int) -> None:
     """One launch directory as benchmark_server leaves it, from fixed records (no server)."""
     name = plan["name"]
     run_id = f"{index:03d}{order:03d}00c0de"[-12:]
@@ -91,7 +92,7 @@ def _write_launch(work: Path, plan: dict, launch: str, index: int, order: int) -
                                  seed=index * 100 + order, jitter=0.2, timing=spec)
     for rec in records:
         rec["point"] = DEFAULT_POINT
-    directory = work / sw.launch_dir(name, launch)
+    directory = work / sw.launch_dir(name, key, launch)
     started = 1_800_000_000.0 + 100 * order
     ok = {"status": "ok", "stage": None, "reason": None, "detail": None}
     write_json_atomic(directory / "launch.json", {"run_id": run_id, "plan_name": name, "launch": launch,
@@ -114,13 +115,14 @@ def synthetic_results(work: Path, plans: dict[str, dict], rest: dict) -> None:
     os.chdir(work)  # the rules' relative paths, so that nothing written names OUT_DIR
     names = sorted(plans)
     schedule = sw.schedule_of([tuple(x) for x in rest["order"]], names)
+    keys = rest["_keys"]
     for name in names:
-        write_text_atomic(sw.summary_inputs(schedule, name)["plan"][0], canonical_json(plans[name]))
+        write_text_atomic(sw.summary_inputs(schedule, name, keys)["plan"][0], canonical_json(plans[name]))
     for order, (name, launch) in enumerate(rest["order"]):
-        _write_launch(Path("."), plans[name], launch, names.index(name), order)
+        _write_launch(Path("."), plans[name], keys[name], launch, names.index(name), order)
     summaries = []
     for name in names:
-        inputs = {**sw.summary_inputs(schedule, name), **sw.baseline_inputs(rest["_sweep"].config, name)}
+        inputs = {**sw.summary_inputs(schedule, name, keys), **sw.baseline_inputs(rest["_sweep"].config, name, keys)}
         out = f"results/{name}/summary.json"
         summarize_files(inputs, out, io.StringIO(), rest["agreement"], sw.summary_labels(rest["labels"], name))
         summaries.append(out)

@@ -1,4 +1,5 @@
-# One server job per (configuration, launch): launch, readiness, every
+# One server job per (configuration, launch) of the configuration's current plan
+# (results/<config>/plans/<plan>/: a launch belongs to its plan): launch, readiness, every
 # workload point of the plan, teardown. Launch r belongs to round r (the A/A
 # control to the last planned round; rules/rounds.smk): a round starts once
 # the round before is judged, and within it the launches run in the round's
@@ -13,24 +14,24 @@ rule benchmark_server:
         unpack(burn_in_input),
         # the round's plan, side by side only (a sequential launch's order is its job priority)
         unpack(round_plan_input),
-        plan="results/{config}/plan.json",
-        preflight="results/{config}/preflight.json",
+        plan="results/{config}/plans/{plan}/plan.json",
+        preflight="results/{config}/plans/{plan}/preflight.json",
     output:
-        launch="results/{config}/launch-{launch}/launch.json",
-        server_log="results/{config}/launch-{launch}/server.log",
-        warmup="results/{config}/launch-{launch}/warmup.jsonl",
-        requests="results/{config}/launch-{launch}/requests.jsonl",
-        outcome="results/{config}/launch-{launch}/outcome.json",
+        launch="results/{config}/plans/{plan}/launch-{launch}/launch.json",
+        server_log="results/{config}/plans/{plan}/launch-{launch}/server.log",
+        warmup="results/{config}/plans/{plan}/launch-{launch}/warmup.jsonl",
+        requests="results/{config}/plans/{plan}/launch-{launch}/requests.jsonl",
+        outcome="results/{config}/plans/{plan}/launch-{launch}/outcome.json",
         # NCCL_DEBUG_FILE per process (line-buffered; survives a killed container)
-        nccl_logs=directory("results/{config}/launch-{launch}/nccl"),
+        nccl_logs=directory("results/{config}/plans/{plan}/launch-{launch}/nccl"),
         # the all-reduce micro-benchmark before the launch, the profiling stage after its points
         # ({"enabled": false} unless profile.enabled; traces under launch-{launch}/profile/)
-        profile="results/{config}/launch-{launch}/profile.json",
-        allreduce_bench="results/{config}/launch-{launch}/allreduce_bench.json",
+        profile="results/{config}/plans/{plan}/launch-{launch}/profile.json",
+        allreduce_bench="results/{config}/plans/{plan}/launch-{launch}/allreduce_bench.json",
     log:
-        "results/{config}/launch-{launch}/logs/benchmark_server.log",
+        "results/{config}/plans/{plan}/launch-{launch}/logs/benchmark_server.log",
     benchmark:
-        "results/{config}/launch-{launch}/logs/benchmark_server.tsv"
+        "results/{config}/plans/{plan}/launch-{launch}/logs/benchmark_server.tsv"
     priority: launch_priority
     threads: launch_threads
     resources:
@@ -45,7 +46,8 @@ rule benchmark_server:
 # One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:
-        # plan, then per file kind of a launch one path per launch, in run order (nccl_logs: directories)
+        # the current plan (results/{config}/plan.json), then per file kind of a launch one path per launch
+        # of that plan, in run order (nccl_logs: directories)
         # and the baseline's plan and requests, which the output-agreement check compares with
         # (none for the baseline itself)
         unpack(summary_inputs),

@@ -9,10 +9,12 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.logging import logger as snakemake_logger
 
+from specsweep.contracts import layout
 from specsweep.workflow import inputs as sw
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
+from specsweep.workflow.stored import stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -51,10 +53,12 @@ for _warning in _warnings:
     print(f"specsweep: warning: {_warning}", file=sys.stderr)
 
 CONFIGS = sorted(PLANS)
+# Where each configuration's plan and launches are stored: results/<config>/plans/<key>/ (contracts.layout).
+PLAN_KEYS = sw.plan_keys(PLANS)
 ROOT = workflow.basedir
 # The rounds (specsweep.plan.rounds): what every round's judgement reads, and
 # the burn-in's configuration and settings.
-ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES)
+ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
 BURN_IN = sw.burn_in_params(SWEEP.config)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
@@ -64,6 +68,10 @@ if workflow.is_main_process:
     print(f"specsweep: {_cost}", file=sys.stderr)
     for _warning in _cost_warnings:
         print(f"specsweep: warning: {_warning}", file=sys.stderr)
+# A summarized launch of a current plan with a file deleted: Snakemake would not notice (specsweep.workflow.stored).
+if workflow.is_main_process:
+    for _line in stale_launch_lines(Path("results"), PLAN_KEYS, sw.launch_order(SWEEP.config, LAUNCHES)):
+        print(f"specsweep: warning: {_line}", file=sys.stderr)
 # The same for every summary: a value, not a function Snakemake calls per job.
 AGREEMENT = sw.agreement_params(config)
 
@@ -72,11 +80,20 @@ wildcard_constraints:
     config="[a-z0-9_-]+",
     image="[a-z0-9_-]+",
     launch="[1-9][0-9]*|aa",
+    plan=layout.PLAN_KEY_RE,
 
 
 def configuration(wildcards):
-    # The {config} wildcard, known to the loaded config files (else a one-line message, no traceback).
-    return sw.configuration_name(PLANS, wildcards.config, workflow.configfiles, ROOT)
+    # The {config} wildcard, known to the loaded config files, and the {plan} wildcard (where a rule has
+    # one), its current plan's key (else a one-line message, no traceback).
+    name = sw.configuration_name(PLANS, wildcards.config, workflow.configfiles, ROOT)
+    return sw.check_plan_key(PLAN_KEYS, name, getattr(wildcards, "plan", None))
+
+
+def current_plan_file(wildcards):
+    # results/<config>/{plan,preflight}.json: a copy of the current plan's stored file.
+    name = configuration(wildcards)
+    return f"{layout.plan_dir(name, PLAN_KEYS[name])}/{wildcards.what}.json"
 
 
 def plan_json(wildcards):
@@ -149,7 +166,7 @@ def round_plan_params(wildcards):
 
 def judge_inputs(wildcards):
     r = int(wildcards.round)
-    return sw.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None)
+    return sw.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None, PLAN_KEYS)
 
 
 def round_members_params(wildcards):
@@ -167,7 +184,7 @@ def burn_in_gpus(wildcards):
 def summary_inputs(wildcards):
     name = configuration(wildcards)
     schedule = sw.schedule_of_rounds(rounds_upto(), CONFIGS)
-    return sw.summary_inputs(schedule, name) | sw.baseline_inputs(config, name)
+    return sw.summary_inputs(schedule, name, PLAN_KEYS) | sw.baseline_inputs(config, name, PLAN_KEYS)
 
 
 def report_round_files(wildcards):

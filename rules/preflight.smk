@@ -15,14 +15,14 @@ rule make_parser_env:
 
 rule preflight_config:
     input:
-        plan="results/{config}/plan.json",
+        plan="results/{config}/plans/{plan}/plan.json",
         parser=preflight_parser_input,
     output:
-        "results/{config}/preflight.json",
+        "results/{config}/plans/{plan}/preflight.json",
     params:
         image=config_image_spec_json,
     log:
-        "results/{config}/logs/preflight_config.log",
+        "results/{config}/plans/{plan}/logs/preflight_config.log",
     # Before any image build or launch: a typo must not cost a build or a GPU hour
     # (nor a queue wait: it runs on the submit host).
     priority: 100

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from specsweep import __version__
+from specsweep.contracts import layout
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
@@ -44,20 +45,27 @@ from specsweep.plan.checks import start_findings
 from specsweep.plan.config import ConfigError, load_configs
 from specsweep.plan.cost import config_cost, cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
-from specsweep.workflow.inputs import parser_env_path
+from specsweep.workflow.inputs import launch_order, parser_env_path, plan_keys
+from specsweep.workflow.stored import current_key, stale_launches
 
 
-def failed_outcomes(results: Path, names: set[str] | None = None) -> list[Path]:
-    """Outcome files of launches that failed or were contaminated (forcing that file reruns that launch's
-    server job); only configurations in ``names`` when given: after a ``--configfile`` switch, ``results/``
-    still holds the other file's configurations, which ``snakemake -R`` could not make."""
-    failed = []
-    for path in sorted(results.glob("*/launch-*/outcome.json")):
-        if names is not None and path.parent.parent.name not in names:
-            continue
-        if json.loads(path.read_text()).get("status") != Status.OK:
-            failed.append(path)
-    return failed
+def failed_outcomes(results: Path, keys: Mapping[str, str] | None = None,
+                    planned: Sequence[tuple[str, str]] = ()) -> list[Path]:
+    """Outcome files of launches that failed or were contaminated, or that a summary was built from and that
+    lack a file now (deleted: Snakemake does not notice, ``workflow.stored``), of the plans ``keys`` names
+    (configuration -> plan key, ``layout.plan_key``; ``planned``: their (configuration, launch id)).
+    Forcing such a file (``-R``) reruns that launch's server job, the summary and the report. A launch
+    belongs to its plan, and after a ``--configfile`` switch ``results/`` still holds the plans of the other
+    file, which ``snakemake -R`` could not make. Without ``keys``: each configuration's current plan."""
+    if keys is None:
+        dirs = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []
+        keys = {d.name: key for d in dirs if (key := current_key(results, d.name))}
+    listed = {launch / layout.LAUNCH_FILES["outcome"] for _, launch, _ in stale_launches(results, keys, planned)}
+    for name, key in sorted(keys.items()):
+        for path in Path(layout.plan_dir(name, key, str(results))).glob("launch-*/outcome.json"):
+            if json.loads(path.read_text()).get("status") != Status.OK:
+                listed.add(path)
+    return sorted(listed)
 
 
 def parser_plans(plans: Mapping[str, Mapping]) -> list[str]:
@@ -262,7 +270,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     config = load_configs(paths)
     plans, launches = resolve_sweep(config, source)
     if args.command == "failed":  # only the names matter: what ran is in results/
-        for path in failed_outcomes(args.results, set(plans)):
+        for path in failed_outcomes(args.results, plan_keys(plans), launch_order(config, launches)):
             print(path)
         return 0
     problems, warnings = start_findings(config, plans, resolve_labels(config))  # what `snakemake -n` refuses

@@ -5,21 +5,30 @@ the rules spell the same paths as Snakemake patterns. Python code that names a
 results path builds it here, so that the package and the rules cannot drift apart
 one function at a time:
 
-    results/<config>/plan.json, preflight.json, summary.json, logs/<rule>.log
-    results/<config>/launch-<launch>/<LAUNCH_FILES>      one launch (<launch> = 1, 2, ..., or CONTROL)
-    results/<config>/launch-<launch>/nccl/nccl.<host>.<pid>.log
-    results/<config>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz  (TRACE_NAME_RE)
+    results/<config>/plan.json, preflight.json           the current plan (copies of its stored files)
+    results/<config>/summary.json, logs/<rule>.log       from the current plan's launches
+    results/<config>/plans/<plan>/plan.json, preflight.json, logs/<rule>.log   one plan (<plan> = plan_key)
+    results/<config>/plans/<plan>/launch-<launch>/<LAUNCH_FILES>   one launch (<launch> = 1, 2, ..., or CONTROL)
+    results/<config>/plans/<plan>/launch-<launch>/nccl/nccl.<host>.<pid>.log
+    results/<config>/plans/<plan>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz  (TRACE_NAME_RE)
     results/images/<image>.json
     results/prompts/<sha256>.jsonl, index/<key>.json
     results/report.json                                      (analyze_sweep)
     results/summary.csv, report.md, plots/<name>.png
     results/best/<grid>.{env,nccl-tuner.csv,json}
 
+A launch belongs to its plan: launches are stored under the plan's key, so
+switching to another config file that gives a configuration of the same name
+another plan leaves the launches measured for the first plan in place, and
+switching back finds them again (nothing relaunches). The summary of a
+configuration reads the launches of its current plan.
+
 Paths are relative to the workflow's directory (Snakemake's working directory), as strings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 RESULTS = "results"
@@ -56,29 +65,60 @@ PLOTS_DIR = f"{RESULTS}/plots"
 BEST_FILES = {"env": ".env", "tuner": ".nccl-tuner.csv", "evidence": ".json"}
 
 
-def config_dir(config: str) -> str:
-    return f"{RESULTS}/{config}"
+#: The key of a plan (``plan_key``): as many hex digits of the sha256 of its canonical JSON.
+PLAN_KEY_DIGITS = 12
+#: The wildcard pattern of a plan key (the rules' ``{plan}``).
+PLAN_KEY_RE = f"[0-9a-f]{{{PLAN_KEY_DIGITS}}}"
 
 
-def plan_path(config: str) -> str:
-    return f"{config_dir(config)}/plan.json"
+def plan_key(plan_json: str) -> str:
+    """The key a plan's files are stored under: the first ``PLAN_KEY_DIGITS`` hex digits of the sha256 of
+    its canonical JSON (``files.canonical_json`` of the plan: resolve_plan's params; callers serialise,
+    ``workflow.inputs.plan_key``). Equal plans share their key, so a plan measured once is found again by
+    any config file that resolves it."""
+    return hashlib.sha256(plan_json.encode()).hexdigest()[:PLAN_KEY_DIGITS]
+
+
+def config_dir(config: str, root: str = RESULTS) -> str:
+    """``root``: the results directory, ``results`` (where the workflow runs) unless another is given."""
+    return f"{root}/{config}"
+
+
+def plan_path(config: str, root: str = RESULTS) -> str:
+    """The configuration's current plan (a copy of ``stored_plan_path`` of its current key)."""
+    return f"{config_dir(config, root)}/plan.json"
 
 
 def preflight_path(config: str) -> str:
+    """The current plan's preflight (a copy of ``stored_preflight_path``)."""
     return f"{config_dir(config)}/preflight.json"
 
 
-def summary_path(config: str) -> str:
-    return f"{config_dir(config)}/summary.json"
+def summary_path(config: str, root: str = RESULTS) -> str:
+    return f"{config_dir(config, root)}/summary.json"
 
 
-def launch_dir(config: str, launch: str) -> str:
-    return f"{config_dir(config)}/launch-{launch}"
+def plan_dir(config: str, key: str, root: str = RESULTS) -> str:
+    """Everything of one plan of a configuration: the plan, its preflight, its launches."""
+    return f"{config_dir(config, root)}/plans/{key}"
 
 
-def launch_file(config: str, launch: str, kind: str) -> str:
+def stored_plan_path(config: str, key: str) -> str:
+    return f"{plan_dir(config, key)}/plan.json"
+
+
+def stored_preflight_path(config: str, key: str) -> str:
+    return f"{plan_dir(config, key)}/preflight.json"
+
+
+def launch_dir(config: str, key: str, launch: str, root: str = RESULTS) -> str:
+    """One launch of the plan ``key`` of a configuration."""
+    return f"{plan_dir(config, key, root)}/launch-{launch}"
+
+
+def launch_file(config: str, key: str, launch: str, kind: str, root: str = RESULTS) -> str:
     """One file of a launch, by its kind (a key of ``LAUNCH_FILES``)."""
-    return f"{launch_dir(config, launch)}/{LAUNCH_FILES[kind]}"
+    return f"{launch_dir(config, key, launch, root)}/{LAUNCH_FILES[kind]}"
 
 
 def launch_id_of(launch_directory: str) -> str:

@@ -6,6 +6,7 @@ One helper of each for every test tier, so that all of them run the same files t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from specsweep.contracts import layout
 from specsweep.records import DEFAULT_POINT
 
 #: The repository root (this file is specsweep/testing/workflow.py).
@@ -116,7 +118,7 @@ def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE,
     for block in re.split(r"\n(?=(?:local)?rule )", result.stdout):
         head = re.match(r"(?:local)?rule (\w+):", block)
         if head and head[1] != "all":
-            wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, launch=(\w+))?", block)
+            wild = re.search(r"wildcards: config=([a-z0-9_-]+)(?:, plan=\w+)?(?:, launch=(\w+))?", block)
             jobs.append((head[1], wild[1] if wild else "", (wild[2] or "") if wild else ""))
     return sorted(jobs)
 
@@ -129,6 +131,23 @@ ROUND_RULES = ("plan_round", "judge_round")
 def beside_rounds(jobs: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """``jobs`` without the rounds' own jobs (``ROUND_RULES``), which rerun whenever a launch they read does."""
     return [job for job in jobs if job[0] not in ROUND_RULES]
+
+
+def plan_key_in(work: Path, name: str, configfiles: Sequence[str] = ("config.yaml",)) -> str:
+    """The key of the plan that ``configfiles`` (in ``work``, resolved there as Snakemake does) give the
+    configuration ``name``: where its plan and launches are stored (``contracts.layout``)."""
+    from specsweep.files import canonical_json
+    from specsweep.plan.config import load_configs
+    from specsweep.plan.resolve import resolve_sweep
+
+    with contextlib.chdir(work):  # (``specsweep failed`` resolves the same way)
+        plans, _ = resolve_sweep(load_configs([Path(f) for f in configfiles]), " + ".join(configfiles))
+    return layout.plan_key(canonical_json(plans[name]))  # (workflow.inputs.plan_key, a floor above)
+
+
+def launch_path(work: Path, name: str, launch: str = "1", configfiles: Sequence[str] = ("config.yaml",)) -> Path:
+    """The directory of a launch of the plan ``configfiles`` give the configuration ``name`` (``plan_key_in``)."""
+    return work / layout.launch_dir(name, plan_key_in(work, name, configfiles), launch)
 
 
 def job_counts(output: str) -> dict[str, int]:

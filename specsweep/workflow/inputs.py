@@ -41,6 +41,27 @@ def configuration_name(plans: Mapping[str, dict], name: str, configfiles: Sequen
     raise SystemExit(unknown_configuration_message(name, sorted(plans), configfiles, Path(root)))
 
 
+def plan_key(plan: Mapping[str, Any]) -> str:
+    """The key a resolved plan is stored under (``layout.plan_key`` of its canonical JSON)."""
+    return layout.plan_key(canonical_json(plan))
+
+
+def plan_keys(plans: Mapping[str, dict]) -> dict[str, str]:
+    """Each configuration's plan key: where its plan and launches are stored (``contracts.layout``)."""
+    return {name: plan_key(plan) for name, plan in plans.items()}
+
+
+def check_plan_key(keys: Mapping[str, str], name: str, key: str | None) -> str:
+    """``name`` when ``key`` (a ``{plan}`` wildcard; None: the rule has none) is its current plan's key;
+    otherwise stop Snakemake with one line (as ``configuration_name`` does): the files of another plan
+    of that name are kept, and only a config file that resolves that plan can make them."""
+    if key is None or keys[name] == key:
+        return name
+    raise SystemExit(f"specsweep: {layout.plan_dir(name, key)} is not the plan the loaded config files resolve "
+                     f"for `{name}` (that is {layout.plan_dir(name, keys[name])}); its files are kept for the "
+                     "config file that resolves it")
+
+
 def image_name(config: Mapping[str, Any], name: str, configfiles: Sequence[str], root: Path | str) -> str:
     """``name`` when the loaded config files define that image (``images``); otherwise stop as
     ``configuration_name`` does."""
@@ -108,9 +129,11 @@ def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[
     return schedule_of_rounds([list(order)], names)
 
 
-def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str) -> dict[str, list[str]]:
-    """summarize_config's named inputs: the plan, and each file kind of every launch (in run order)."""
-    dirs = [launch_dir(config_name, launch) for launch in schedule[config_name]]
+def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str, keys: Mapping[str, str]
+                   ) -> dict[str, list[str]]:
+    """summarize_config's named inputs: the current plan, and each file kind of every launch of that plan
+    (``keys``: each configuration's plan key), in run order."""
+    dirs = [launch_dir(config_name, keys[config_name], launch) for launch in schedule[config_name]]
     out: dict[str, list[str]] = {"plan": [layout.plan_path(config_name)]}
     out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
     return out
@@ -173,14 +196,14 @@ def prompts_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
     return sorted({s["file"] for s in selections if s})
 
 
-def baseline_inputs(config: Mapping[str, Any], config_name: str) -> dict[str, str]:
-    """The baseline's plan and the requests of its first launch, which the output-agreement check
+def baseline_inputs(config: Mapping[str, Any], config_name: str, keys: Mapping[str, str]) -> dict[str, str]:
+    """The baseline's current plan and the requests of its first launch, which the output-agreement check
     compares with (none for itself)."""
     baseline = config.get("baseline")
     if baseline is None or baseline == config_name:
         return {}
     return {"baseline_plan": layout.plan_path(baseline),
-            "baseline_requests": layout.launch_file(baseline, "1", "requests")}
+            "baseline_requests": layout.launch_file(baseline, keys[baseline], "1", "requests")}
 
 
 def agreement_params(config: Mapping[str, Any]) -> str:
@@ -268,9 +291,11 @@ def best_exports(grids: Mapping[str, Grid]) -> list[str]:
 # ------------------------------------------------------------------ rounds (plan.rounds, workflow.rounds)
 
 
-def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches: Mapping[str, int]) -> str:
+def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches: Mapping[str, int],
+                 keys: Mapping[str, str]) -> str:
     """What every round's judgement reads besides the launches: the baseline, the controls, the
-    effect to resolve, the planned launches, the rounds' settings and each configuration's labels."""
+    effect to resolve, the planned launches, the rounds' settings, each configuration's labels and
+    the key of its current plan (whose launches it judges)."""
     effect = config.get("smallest_effect")
     return canonical_json({
         "baseline": config.get("baseline"), "aa_control": bool(config.get("aa_control", True)),
@@ -280,6 +305,7 @@ def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches
         "labels": {name: {k: own[k] for k in ("variant", "expect", "expect_signature")}
                    for name, own in labels.items()},
         "expects": {name: own["expect"] for name, own in labels.items()},
+        "plans": dict(keys),
     })
 
 
@@ -339,12 +365,13 @@ def schedule_of_rounds(rounds: Sequence[Sequence[tuple[str, str]]], names: Seque
             for name, ids in out.items()}
 
 
-def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, burn_in: bool) -> dict[str, list[str]]:
-    """judge_round's inputs: the plan and every file of every launch of rounds 1..round_no, and the
-    burn-in's record after round 1."""
+def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, burn_in: bool,
+                 keys: Mapping[str, str]) -> dict[str, list[str]]:
+    """judge_round's inputs: the current plan and every file of every launch of rounds 1..round_no (of the
+    current plans: ``keys``), and the burn-in's record after round 1."""
     members = [m for r in rounds[:round_no] for m in r]
     out: dict[str, list[str]] = {"plans": sorted({layout.plan_path(name) for name, _ in members})}
-    out.update({kind: [f"{launch_dir(name, lid)}/{leaf}" for name, lid in members]
+    out.update({kind: [f"{launch_dir(name, keys[name], lid)}/{leaf}" for name, lid in members]
                 for kind, leaf in LAUNCH_FILES.items()})
     if burn_in and round_no == 1:
         out["burn_in"] = BURN_IN_PATH  # one path: snakemake.input.burn_in is then a str
@@ -435,4 +462,6 @@ def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any
     """The burn-in launches this configuration's server: its plan, preflight and server inputs."""
     if name is None:
         return {}
-    return {"plan": layout.plan_path(name), "preflight": layout.preflight_path(name), **server_inputs(plans, name)}
+    key = plan_key(plans[name])
+    return {"plan": layout.stored_plan_path(name, key), "preflight": layout.stored_preflight_path(name, key),
+            **server_inputs(plans, name)}

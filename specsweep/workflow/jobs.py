@@ -27,7 +27,7 @@ from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
-from specsweep.files import read_json, read_jsonl, write_json_atomic
+from specsweep.files import read_json, read_jsonl, write_bytes_atomic, write_json_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.cli import DockerError
 from specsweep.images.registry import push_image
@@ -84,6 +84,13 @@ def write_plan(plan_json: str, out_path: str, log: TextIO) -> None:
     plan = Plan.from_json(plan_json)
     write_json_atomic(out_path, plan.to_dict())
     print(f"plan {plan.name} written", file=log)
+
+
+def select_plan(stored_path: str, out_path: str, log: TextIO) -> None:
+    """select_plan: results/<config>/plan.json (or preflight.json) as a copy of the current plan's stored file
+    (``contracts.layout``), byte for byte."""
+    write_bytes_atomic(out_path, Path(stored_path).read_bytes())
+    print(f"{out_path}: the current plan's, {stored_path}", file=log)
 
 
 def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: TextIO) -> None:

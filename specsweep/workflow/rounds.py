@@ -242,7 +242,8 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
                 out_path: str, log: TextIO, burn_in_path: str | None = None) -> dict[str, Any]:
     """judge_round: the verdicts after ``round_no`` and whether another round runs (module docstring).
 
-    ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``sweep_params``.
+    ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``workflow.inputs.round_params``
+    (``plans``: each configuration's current plan key, whose launches are judged).
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.
     """
@@ -256,7 +257,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     summaries = []
     quiet = io.StringIO()
     for config in launches_of:
-        inputs = summary_inputs(launches_of, config)
+        inputs = summary_inputs(launches_of, config, params["plans"])
         labels = json.dumps((params.get("labels") or {}).get(config) or {})
         summary = summary_of_files(inputs, quiet, "{}", labels)
         summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, Expect.OK)

@@ -17,9 +17,11 @@ import pytest
 import yaml
 
 from specsweep.serve import container
-from specsweep.testing.workflow import copy_workflow, job_counts
+from specsweep.testing.workflow import copy_workflow, job_counts, launch_path
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+DOCKER_CPU = ["config/docker-cpu.yaml"]
 
 SMALL = {"num_prompts": 2, "input_len": 8, "output_len": 8, "repeats": 2,
          "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 2, "max_requests": 3}}
@@ -61,7 +63,7 @@ def test_both_configurations_run_in_containers(workflow_run):
     for name in ("nospec", "eagle3-shm"):
         summary = json.loads((work / f"results/{name}/summary.json").read_text())
         assert summary["status"] == "ok", summary
-        launch = json.loads((work / f"results/{name}/launch-1/launch.json").read_text())
+        launch = json.loads((launch_path(work, name, configfiles=DOCKER_CPU) / "launch.json").read_text())
         assert launch["argv"][:3] == ["docker", "run", "--rm"]
         assert launch["image"]["tag"] == manifest["tag"]
         # Provenance is read from the server inside the container (the child of docker's init), not from config.
@@ -104,10 +106,15 @@ def test_build_arg_change_rebuilds_the_image_and_reruns_its_users(workflow_run):
         path.write_text(original)
 
 
+def _outcome_of(work: Path, name: str) -> str:
+    """Launch 1's outcome.json of the plan docker-cpu.yaml gives ``name``, relative to ``work`` (a target)."""
+    return str((launch_path(work, name, configfiles=DOCKER_CPU) / "outcome.json").relative_to(work))
+
+
 def test_interrupted_benchmark_leaves_no_container(workflow_run):
     work, _ = workflow_run
     argv = [sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores", "2",
-            "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json"]
+            "--forcerun", "benchmark_server", _outcome_of(work, "nospec")]
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
                             start_new_session=True)
     try:
@@ -126,8 +133,8 @@ def test_interrupted_benchmark_leaves_no_container(workflow_run):
     while time.monotonic() < deadline and _ours(work, "nospec"):
         time.sleep(1)
     assert _ours(work, "nospec") == []
-    outcome = json.loads((work / "results/nospec/launch-1/outcome.json").read_text()) \
-        if (work / "results/nospec/launch-1/outcome.json").exists() else None
+    outcome = json.loads((launch_path(work, "nospec", configfiles=DOCKER_CPU) / "outcome.json").read_text()) \
+        if (launch_path(work, "nospec", configfiles=DOCKER_CPU) / "outcome.json").exists() else None
     if outcome is not None:
         assert outcome["status"] in ("failed", "ok")
 
@@ -140,9 +147,9 @@ def test_leftover_container_is_removed_before_the_next_launch(workflow_run, base
                     "--label", f"io.specsweep.checkout={container.checkout_id(work)}",
                     base_image, "sleep", "600"], check=True, capture_output=True)
     try:
-        result = snakemake(work, "--forcerun", "benchmark_server", "results/nospec/launch-1/outcome.json")
+        result = snakemake(work, "--forcerun", "benchmark_server", _outcome_of(work, "nospec"))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        launch = json.loads((work / "results/nospec/launch-1/launch.json").read_text())
+        launch = json.loads((launch_path(work, "nospec", configfiles=DOCKER_CPU) / "launch.json").read_text())
         assert name in launch.get("removed_leftover_containers", [])
         assert _ours(work, "nospec") == []
     finally:

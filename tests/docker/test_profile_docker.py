@@ -20,12 +20,19 @@ import yaml
 
 from specsweep.serve import container
 from specsweep.serve.profile import CONTAINER_BENCH_SCRIPT, CONTAINER_PROFILE_DIR
-from specsweep.testing.workflow import copy_workflow
+from specsweep.testing.workflow import copy_workflow, launch_path
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
+DOCKER_CPU = ["config/docker-cpu.yaml"]
+
 SMALL = {"num_prompts": 2, "input_len": 8, "output_len": 8, "repeats": 1,
          "warmup": {"window": 1, "tolerance": 0.5, "min_windows": 1, "max_requests": 1}}
+
+
+def shm_launch(work: Path) -> Path:
+    """Launch 1 of the plan docker-cpu.yaml gives eagle3-shm."""
+    return launch_path(work, "eagle3-shm", configfiles=DOCKER_CPU)
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +53,13 @@ def profiled(tmp_path_factory, request) -> Path:
 
 
 def test_micro_benchmark_ran_in_the_image(profiled):
-    bench = json.loads((profiled / "results/eagle3-shm/launch-1/allreduce_bench.json").read_text())
+    bench = json.loads((shm_launch(profiled) / "allreduce_bench.json").read_text())
     assert bench["status"] == "ok", bench
     manifest = json.loads((profiled / "results/images/reference.json").read_text())
     argv = bench["argv"]
     assert argv[:3] == ["docker", "run", "--rm"] and manifest["tag"] in argv
     assert argv[argv.index(manifest["tag"]) + 1:][:2] == ["python3", CONTAINER_BENCH_SCRIPT]
-    outcome = json.loads((profiled / "results/eagle3-shm/launch-1/outcome.json").read_text())
+    outcome = json.loads((shm_launch(profiled) / "outcome.json").read_text())
     assert bench["run_id"] == outcome["run_id"]
     assert f"io.specsweep.run={outcome['run_id']}" in argv  # the reaper removes the run's containers
     size = bench["result"]["sizes"][0]
@@ -63,17 +70,17 @@ def test_micro_benchmark_ran_in_the_image(profiled):
 
 
 def test_traces_land_in_the_mounted_directory_and_are_analysed(profiled):
-    prof = json.loads((profiled / "results/eagle3-shm/launch-1/profile.json").read_text())
+    prof = json.loads((shm_launch(profiled) / "profile.json").read_text())
     assert prof["status"] == "ok", prof
     assert prof["start_body"]["output_dir"] == CONTAINER_PROFILE_DIR
-    traces = sorted((profiled / "results/eagle3-shm/launch-1/profile").glob("*-TP-*.trace.json.gz"))
+    traces = sorted((shm_launch(profiled) / "profile").glob("*-TP-*.trace.json.gz"))
     assert [p.name for p in traces] == sorted(prof["files"]) and len(traces) == 2
     assert all(p.stat().st_uid == os.getuid() for p in traces)  # handed back from the container's root
     s = json.loads((profiled / "results/eagle3-shm/summary.json").read_text())["points"][0]
     assert s["status"] == "ok" and s["metrics"]["trace_allreduce_per_verify"]["value"] == 20
     assert prof["run_id"] == s["run_id"]
     profiled_requests = [json.loads(line) for line in
-                         (profiled / "results/eagle3-shm/launch-1/profile/requests.jsonl").read_text().splitlines()]
+                         (shm_launch(profiled) / "profile/requests.jsonl").read_text().splitlines()]
     assert profiled_requests and {r["run_id"] for r in profiled_requests} == {s["run_id"]}
     assert s["metrics"]["trace_allreduce_impl"]["value"] == "shm"
     assert container.containers_with_label("io.specsweep.config=eagle3-shm") == []

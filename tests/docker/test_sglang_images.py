@@ -206,7 +206,7 @@ def test_preflight_rule_checks_with_the_built_image(work, images):
         assert out["ok"] is True, out
         assert out["checked_with"].startswith("sglang 0.5.23 ServerArgs parser, ModelConfig"), out
     assert not parser_env.exists()
-    log = (work / "results/fi-fusion/logs/preflight_config.log").read_text()
+    [log] = [p.read_text() for p in (work / "results/fi-fusion/plans").glob("*/logs/preflight_config.log")]
     assert "preflight ok: fi-fusion" in log
 
 

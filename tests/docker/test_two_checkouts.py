@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from specsweep.serve import container
-from specsweep.testing.workflow import copy_workflow
+from specsweep.testing.workflow import copy_workflow, launch_path
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -57,8 +57,8 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
     run_b = subprocess.Popen([sys.executable, "-m", "snakemake", "--configfile", "config/docker-cpu.yaml", "--cores",
                               "1", f"results/{config_name}/summary.json"], cwd=work, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    results = work / "results" / config_name
-    job_log = results / "launch-1/logs/benchmark_server.log"
+    launch_dir = launch_path(work, config_name, configfiles=["config/docker-cpu.yaml"])
+    job_log = launch_dir / "logs/benchmark_server.log"
     try:
         deadline = time.monotonic() + 1200  # an image build first, when the reference image is not there yet
         while not (job_log.exists() and "waiting: other specsweep servers" in job_log.read_text()):
@@ -76,9 +76,9 @@ def test_another_checkouts_container_of_the_same_name_is_left_alone(tmp_path, ba
         subprocess.run(["docker", "rm", "-f", name_a], capture_output=True)
         if run_b.poll() is None:
             run_b.kill()
-    launch = json.loads((results / "launch-1/launch.json").read_text())
+    launch = json.loads((launch_dir / "launch.json").read_text())
     assert launch["removed_leftover_containers"] == []
-    [summary] = json.loads((results / "summary.json").read_text())["points"]
+    [summary] = json.loads((work / "results" / config_name / "summary.json").read_text())["points"]
     assert summary["status"] == "ok", summary
     assert summary["host"]["others_seen"] == [], "B measured alone"
     assert "the host is free after" in job_log.read_text()

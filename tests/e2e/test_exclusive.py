@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from specsweep.serve import guard, lock
-from specsweep.testing.workflow import copy_workflow, plain_default_config
+from specsweep.testing.workflow import copy_workflow, launch_path, plain_default_config
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def workflow(tmp_path: Path, names=("nospec", "eagle3-shm"), **workload) -> tupl
 
 
 def outcome(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "launch-1" / "outcome.json").read_text())
+    return json.loads((launch_path(work, name) / "outcome.json").read_text())
 
 
 def assert_never_together(work: Path, names) -> list[str]:
@@ -76,9 +76,10 @@ def test_two_invocations_with_disjoint_targets_never_run_two_servers(tmp_path):
     # summary and the baseline's would not be disjoint targets (Snakemake's own
     # directory lock would refuse the second invocation).
     work, env = workflow(tmp_path)
-    procs = [subprocess.Popen(SNAKEMAKE + ["--cores", "1", f"results/{n}/launch-1/outcome.json"], cwd=work, env=env,  # noqa: S603
+    targets = {n: str((launch_path(work, n) / "outcome.json").relative_to(work)) for n in ("nospec", "eagle3-shm")}
+    procs = [subprocess.Popen(SNAKEMAKE + ["--cores", "1", target], cwd=work, env=env,  # noqa: S603
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for n in ("nospec", "eagle3-shm")]
+             for target in targets.values()]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-4000:]
@@ -86,10 +87,10 @@ def test_two_invocations_with_disjoint_targets_never_run_two_servers(tmp_path):
     for name in (first, second):
         assert outcome(work, name)["status"] == "ok", outcome(work, name)
         assert outcome(work, name)["host"]["others_seen"] == []
-    waited = json.loads((work / "results" / second / "launch-1" / "launch.json").read_text())["host_lock"]["waited_s"]
+    waited = json.loads((launch_path(work, second) / "launch.json").read_text())["host_lock"]["waited_s"]
     print(f"{second} waited {waited:.1f} s for the host lock held by {first}'s job")
     assert waited > 1.0, "both invocations reached their server jobs together; the later one must have waited"
-    log = work / "results" / second / "launch-1" / "logs" / "benchmark_server.log"
+    log = launch_path(work, second) / "logs" / "benchmark_server.log"
     assert "waiting for the host" in log.read_text()
 
 
@@ -100,7 +101,7 @@ def test_resources_on_the_command_line_do_not_let_two_servers_run(tmp_path):
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     order = assert_never_together(work, ["nospec", "eagle3-shm"])
-    waited = json.loads((work / "results" / order[1] / "launch-1" / "launch.json").read_text())["host_lock"]["waited_s"]
+    waited = json.loads((launch_path(work, order[1]) / "launch.json").read_text())["host_lock"]["waited_s"]
     print(f"{order[1]} waited {waited:.1f} s for the host lock")
     assert waited > 1.0, "both jobs were started together by Snakemake; the later one must have waited"
 
@@ -112,12 +113,12 @@ def _start(work: Path, env: dict, *args: str) -> subprocess.Popen:
 
 def _wait_measuring(work: Path, proc: subprocess.Popen, name: str) -> str:
     """The run id of ``name``'s server once it is measuring."""
-    job_log = work / "results" / name / "launch-1" / "logs" / "benchmark_server.log"
+    job_log = launch_path(work, name) / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 300
     while not (job_log.exists() and "[measured" in job_log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, "the server never started measuring"
         time.sleep(0.2)
-    return json.loads((work / "results" / name / "launch-1" / "launch.json").read_text())["run_id"]
+    return json.loads((launch_path(work, name) / "launch.json").read_text())["run_id"]
 
 
 def _left_running(run_id: str, lock_dir: Path) -> list:
@@ -167,6 +168,6 @@ def test_kill_9_of_snakemake_alone_leaves_no_orphan_and_the_rerun_is_one_run(tmp
     [summary] = json.loads((work / "results" / "nospec" / "summary.json").read_text())["points"]
     assert summary["status"] == "ok" and summary["run_id"] not in (None, run_id)
     for name in ("launch.json", "server.log", "requests.jsonl", "outcome.json"):
-        text = (work / "results" / "nospec" / "launch-1" / name).read_text()
+        text = (launch_path(work, "nospec") / name).read_text()
         assert run_id not in text, f"{name} still holds the killed run's data"
         assert summary["run_id"] in text, name

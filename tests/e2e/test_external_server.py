@@ -19,7 +19,7 @@ import yaml
 
 from specsweep.serve import lock
 from specsweep.serve.server import free_port, http_get
-from specsweep.testing.workflow import REPO, copy_workflow, only_point
+from specsweep.testing.workflow import REPO, copy_workflow, launch_path, only_point
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_the_report_is_a_normal_one_and_says_what_does_not_apply(pipeline, serve
 def test_nothing_was_launched_locked_or_torn_down(pipeline, server):
     proc, url = server
     for launch_id in ("1", "aa"):
-        launch_dir = pipeline / "results" / "served" / f"launch-{launch_id}"
+        launch_dir = launch_path(pipeline, "served", launch_id, configfiles=["external.yaml"])
         launch = json.loads((launch_dir / "launch.json").read_text())
         assert launch["attached"] is True and launch["url"] == url
         assert launch["host_lock"] is None and launch["argv"] is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,17 +18,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specsweep.contracts import layout
 from specsweep.testing import workflow as wf
 from specsweep.testing.workflow import (
     SNAKEMAKE,
     beside_rounds,
     copy_workflow,
+    launch_path,
     only_point,
     plain_default_config,
+    plan_key_in,
     run,
     run_pipeline,
     small_config,
 )
+from specsweep.workflow.stored import current_key
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +89,7 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
             [
                 ("resolve_plan", "eagle3-shm"),
                 ("preflight_config", "eagle3-shm"),
+                ("select_plan", "eagle3-shm"),
                 ("benchmark_server", "eagle3-shm"),
                 ("summarize_config", "eagle3-shm"),
                 ("analyze_sweep", ""), ("render_report", ""),
@@ -104,7 +110,7 @@ def test_a_configuration_added_later_runs_when_its_summary_is_asked_for(pipeline
         (pipeline / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         jobs = wf.planned_jobs(pipeline, targets=["results/added/summary.json"])
         assert sorted(rule for rule, _, _ in jobs) == [
-            "benchmark_server", "preflight_config", "resolve_plan", "summarize_config"], jobs
+            "benchmark_server", "preflight_config", "resolve_plan", "select_plan", "summarize_config"], jobs
         assert {name for _, name, _ in jobs} == {"added"}, "no launch already measured reruns"
     finally:
         (pipeline / "config.yaml").write_text(original)
@@ -152,7 +158,7 @@ def test_every_file_of_a_launch_is_from_one_run(pipeline):
         assert list(launches) == (["1", "aa"] if name == "nospec" else ["1"])  # the baseline's A/A control
         assert len(set(launches.values())) == len(launches), "one run id per launch"
         for launch, run_id in launches.items():
-            d = pipeline / "results" / name / f"launch-{launch}"
+            d = launch_path(pipeline, name, launch)
             assert run_id and json.loads((d / "launch.json").read_text())["run_id"] == run_id
             assert json.loads((d / "outcome.json").read_text())["run_id"] == run_id
             assert (d / "server.log").read_text().startswith(f"# specsweep run_id={run_id} ")
@@ -174,11 +180,69 @@ def test_reformatting_harness_code_reruns_nothing(pipeline):
 
 def test_retry_failed_configurations_only(pipeline):
     failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
-    assert failed == ["results/crashes/launch-1/outcome.json"]
+    assert failed == [str((launch_path(pipeline, "crashes") / "outcome.json").relative_to(pipeline))]
     assert beside_rounds(planned_jobs(pipeline, "-R", *failed)) == sorted(
         [("benchmark_server", "crashes"), ("summarize_config", "crashes"), ("analyze_sweep", ""),
          ("render_report", "")]
     )
+
+
+def test_switching_config_files_and_back_relaunches_nothing_measured(pipeline):
+    """Another config file gives `eagle3-shm` another plan: it runs that plan's launch beside the first plan's
+    (nospec and eagle3-gloo have the same plans in both files: measured once, reused); back to config.yaml,
+    the summary and the report are rebuilt from the launches of its own plans, and no server is launched."""
+    other = small_config(crashes=False)
+    other["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
+    (pipeline / "config" / "other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
+    first = launch_path(pipeline, "eagle3-shm")
+    measured = {p: p.read_bytes() for p in (pipeline / "results").glob("*/plans/*/launch-*/*.json*")}
+    try:
+        switch = ["--configfile", "config/other.yaml"]
+        launches = [(rule, name) for rule, name, _ in wf.planned_jobs(pipeline, *switch) if rule == "benchmark_server"]
+        assert launches == [("benchmark_server", "eagle3-shm")], "only the plan not measured yet"
+        t0 = time.monotonic()
+        run_pipeline(pipeline, None, args=["results/eagle3-shm/summary.json", *switch])  # its launch and summary
+        print(f"the other config file's run took {time.monotonic() - t0:.0f} s")
+        second = launch_path(pipeline, "eagle3-shm", configfiles=["config/other.yaml"])
+        assert second != first and second.parent.parent == first.parent.parent and (second / "outcome.json").exists()
+        assert current_key(pipeline / "results", "eagle3-shm") == second.parent.name  # its summary's plan
+        assert {p: p.read_bytes() for p in measured} == measured, "the first plan's launches are kept as they were"
+        # Back to config.yaml: its plans were measured, nothing relaunches.
+        assert beside_rounds(planned_jobs(pipeline)) == [
+            ("analyze_sweep", ""), ("render_report", ""), ("select_plan", "eagle3-shm"),
+            ("summarize_config", "eagle3-shm")]
+    finally:
+        run_pipeline(pipeline, None)  # config.yaml's summaries and report again, as the other tests expect them
+    assert current_key(pipeline / "results", "eagle3-shm") == first.parent.name
+    run_id = json.loads((first / "launch.json").read_text())["run_id"]
+    assert summary(pipeline, "eagle3-shm")["run_id"] == run_id, "the summary is of config.yaml's launch again"
+    assert planned_jobs(pipeline) == []
+
+
+def test_a_deleted_launch_file_is_named_at_the_next_start_and_its_rerun_rebuilds_the_summary(pipeline, tmp_path):
+    """Snakemake does not rerun a launch whose outcome.json was deleted while the summary built from it is up to
+    date (snakemake#1978): every start says so, `specsweep failed` lists it, and `-R` with it reruns that launch,
+    its summary and the report."""
+    outcome = launch_path(pipeline, "eagle3-gloo") / "outcome.json"
+    kept = tmp_path / "outcome.json"
+    shutil.copy2(outcome, kept)  # its bytes and time, put back below: the other tests see the sweep unchanged
+    try:
+        outcome.unlink()
+        dry = run(SNAKEMAKE + ["-n", "all"], pipeline)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        rel = outcome.relative_to(pipeline)
+        [line] = [ln for ln in dry.stderr.splitlines() if ln.startswith("specsweep: warning: ") and "lacks" in ln]
+        assert line.startswith(f"specsweep: warning: {rel.parent} lacks outcome.json, and "
+                               "results/eagle3-gloo/summary.json and the report were built from it"), line
+        assert f"`-R {rel}`" in line, line
+        failed = run([sys.executable, "-m", "specsweep", "failed"], pipeline).stdout.split()
+        assert str(rel) in failed, failed
+        assert beside_rounds(planned_jobs(pipeline, "-R", str(rel))) == [
+            ("analyze_sweep", ""), ("benchmark_server", "eagle3-gloo"), ("render_report", ""),
+            ("summarize_config", "eagle3-gloo")]
+    finally:
+        shutil.copy2(kept, outcome)
+    assert planned_jobs(pipeline) == []
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -208,8 +272,9 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     console = (tmp_path / "console.txt").open("w")  # stderr into stdout: what the terminal shows, in order
     proc = subprocess.Popen(SNAKEMAKE + ["all"], cwd=work, start_new_session=True,  # noqa: S603
                             stdout=console, stderr=subprocess.STDOUT)
-    launch = work / "results" / "long" / "launch-1" / "launch.json"
-    job_log = work / "results" / "long" / "launch-1" / "logs" / "benchmark_server.log"
+    launch_dir = work / layout.launch_dir("long", plan_key_in(work, "long"), "1")
+    launch = launch_dir / "launch.json"
+    job_log = launch_dir / "logs" / "benchmark_server.log"
     deadline = time.monotonic() + 180
     while not (launch.exists() and "ready after" in job_log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, "server never became ready"
@@ -235,7 +300,7 @@ def test_sigint_during_benchmark_leaves_no_server(tmp_path):
     # Snakemake handles the Ctrl-C first (it stops, leaving the job's outputs marked incomplete); a job that
     # ends first is a failed job, whose outputs Snakemake removes ("Removing output files of failed job").
     assert "outcome: failed benchmark interrupted" in job_log.read_text(), job_log.read_text()[-2000:]
-    outcome_path = work / "results" / "long" / "launch-1" / "outcome.json"
+    outcome_path = launch_dir / "outcome.json"
     if outcome_path.exists():
         outcome = json.loads(outcome_path.read_text())
         assert (outcome["stage"], outcome["reason"]) == ("benchmark", "interrupted"), outcome

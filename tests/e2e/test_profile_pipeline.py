@@ -21,6 +21,7 @@ from specsweep.testing.workflow import (
     SNAKEMAKE,
     copy_workflow,
     job_counts,
+    launch_path,
     only_point,
     plain_default_config,
     run,
@@ -80,7 +81,7 @@ def test_trace_comm_share_agrees_with_the_engine_and_counts_2_per_layer(pipeline
     assert m["allreduce_bench_us"]["value"] > 0 and m["profile_seconds"]["value"] > 0
     assert m["allreduce_bench_ms_per_verify"]["value"] == pytest.approx(m["allreduce_bench_us"]["value"] * 20 / 1e3)
     assert p["variant"]["proven"] == [f"all-reduce:{backend}"]
-    assert (pipeline / "results" / name / "launch-1" / "profile" / "requests.jsonl").exists()
+    assert (launch_path(pipeline, name) / "profile" / "requests.jsonl").exists()
 
 
 def test_kimi_k25_shape_has_122_all_reduces_per_verify(pipeline):
@@ -94,8 +95,8 @@ def test_kimi_k25_shape_has_122_all_reduces_per_verify(pipeline):
 def test_profiling_off_leaves_the_plan_and_records_it(pipeline):
     s = summary(pipeline, "nospec")
     assert "profile" not in s["plan"] and s["profile"] is None
-    assert json.loads((pipeline / "results/nospec/launch-1/profile.json").read_text())["enabled"] is False
-    assert not (pipeline / "results/nospec/launch-1/profile").exists()
+    assert json.loads((launch_path(pipeline, "nospec") / "profile.json").read_text())["enabled"] is False
+    assert not (launch_path(pipeline, "nospec") / "profile").exists()
     assert not any(k.startswith("trace_") for k in s["metrics"]["absent"])
 
 

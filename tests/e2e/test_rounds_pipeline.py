@@ -50,8 +50,8 @@ def _launch_jobs(work: Path) -> set[tuple[str, str]]:
 
 
 def _measured(work: Path) -> set[tuple[str, str]]:
-    return {(p.parent.parent.name, p.parent.name.removeprefix("launch-"))
-            for p in (work / "results").glob("*/launch-*/outcome.json")}
+    return {(p.parents[3].name, p.parent.name.removeprefix("launch-"))
+            for p in (work / "results").glob("*/plans/*/launch-*/outcome.json")}
 
 
 def test_rounds_go_on_until_the_difference_is_resolved(work):
@@ -94,7 +94,7 @@ def test_the_report_names_the_design_the_rounds_and_the_order(work):
     plan2 = json.loads((work / "results/rounds/round-2/plan.json").read_text())
     assert [tuple(x) for x in plan2["order"]] == round_order([tuple(x) for x in plan2["order"]], 3, 2)
     # the launches started in each round's order
-    records = [json.loads(p.read_text()) for p in (work / "results").glob("*/launch-*/launch.json")]
+    records = [json.loads(p.read_text()) for p in (work / "results").glob("*/plans/*/launch-*/launch.json")]
     ran = [(rec["plan_name"], rec["launch"]) for rec in sorted(records, key=lambda r: r["started_at"])]
     plans = sorted((work / "results/rounds").glob("round-*/plan.json"), key=lambda p: int(p.parent.name[6:]))
     planned = [tuple(x) for p in plans for x in json.loads(p.read_text())["order"]]

@@ -56,7 +56,7 @@ def _summaries(work: Path) -> list[dict]:
 
 
 def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
-    launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/launch-*/launch.json")]
+    launches = [json.loads(p.read_text()) for p in (sweep / "results").glob("*/plans/*/launch-*/launch.json")]
     ran = [(rec["plan_name"], rec["launch"]) for rec in sorted(launches, key=lambda r: r["started_at"])]
     plans = sorted((sweep / "results/rounds").glob("round-*/plan.json"), key=lambda p: int(p.parent.name[6:]))
     planned = [tuple(x) for p in plans for x in json.loads(p.read_text())["order"]]
@@ -69,7 +69,9 @@ def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
 
 
 def test_each_launch_measures_every_point_after_one_readiness_wait(sweep):
-    for outcome_path in (sweep / "results").glob("*/launch-*/outcome.json"):
+    outcomes = sorted((sweep / "results").glob("*/plans/*/launch-*/outcome.json"))
+    assert len(outcomes) == 6, outcomes  # every launch of the sweep
+    for outcome_path in outcomes:
         outcome = json.loads(outcome_path.read_text())
         assert outcome["status"] == "ok" and list(outcome["points"]) == ["c1", "c2"], outcome_path
         log = (outcome_path.parent / "logs" / "benchmark_server.log").read_text()
@@ -126,13 +128,13 @@ def test_editing_one_axis_value_reruns_only_its_configuration(sweep):
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0]["env.SPECSWEEP_TEST_STEP_DELAY_S"]
                 .__setitem__(1, "0.06"))
         assert beside_rounds(planned_jobs(sweep)) == sorted([
-            ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""),
+            ("resolve_plan", "same-d1", ""), ("preflight_config", "same-d1", ""), ("select_plan", "same-d1", ""),
             ("benchmark_server", "same-d1", "1"), ("summarize_config", "same-d1", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
         _edited(sweep, lambda c: c["configurations"]["same"]["axes"][0].update(
             {"env.SPECSWEEP_TEST_STEP_DELAY_S": ["0", PAIR_DELAY_S, "0.01"], "labels": ["d0", "d1", "d05"]}))
         assert beside_rounds(planned_jobs(sweep)) == sorted([
-            ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""),
+            ("resolve_plan", "same-d05", ""), ("preflight_config", "same-d05", ""), ("select_plan", "same-d05", ""),
             ("benchmark_server", "same-d05", "1"), ("summarize_config", "same-d05", ""),
             ("analyze_sweep", "", ""), ("render_report", "", "")])
     finally:

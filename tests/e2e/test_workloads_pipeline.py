@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from specsweep.testing.datasets import write_sharegpt
-from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, only_point, run, run_pipeline
+from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, launch_path, only_point, run, run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,10 @@ def work(tmp_path_factory) -> Path:
 summary = only_point  # the one point of a configuration
 
 
+def shm_requests(work: Path) -> Path:
+    return launch_path(work, "eagle3-shm", configfiles=[CONFIG]) / "requests.jsonl"
+
+
 def test_the_dataset_is_pinned_in_every_plan(work):
     plans = {n: json.loads((work / "results" / n / "plan.json").read_text())
              for n in ("nospec", "eagle3-shm", "eagle3-shm-acc25", "eagle3-corrupt")}
@@ -53,7 +57,7 @@ def test_the_dataset_is_pinned_in_every_plan(work):
 
 
 def test_requests_went_over_chat_at_their_intended_lengths(work):
-    recs = [json.loads(line) for line in (work / "results/eagle3-shm/launch-1/requests.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in shm_requests(work).read_text().splitlines()]
     assert len(recs) == 8 and {r["endpoint"] for r in recs} == {"chat"}
     assert all(r["prompt_tokens"] == r["input_len"] <= 160 for r in recs)
     assert all(len(r["output_ids"]) == r["completion_tokens"] == 24 for r in recs)
@@ -69,7 +73,7 @@ def test_greedy_speculation_reproduces_the_baseline_token_for_token(work):
     assert s["metrics"]["output_common_prefix_tokens"]["value"] == 24
     hist = s["metrics"]["accept_histogram"]["value"]
     assert len(hist) == 4 and sum(hist) == sum(
-        json.loads(line)["spec_verify_ct"] for line in (work / "results/eagle3-shm/launch-1/requests.jsonl").open())
+        json.loads(line)["spec_verify_ct"] for line in shm_requests(work).open())
 
 
 def test_a_corrupted_all_reduce_is_flagged_not_reported_ok(work):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, only_point, run, run_pipeline, small_config
+from specsweep.testing.workflow import REPO, copy_workflow, launch_path, only_point, run, run_pipeline, small_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -76,7 +76,7 @@ def slurm_run(tmp_path_factory, jobcomp_log):
 
 
 def launch(work: Path, name: str) -> dict:
-    return json.loads((work / "results" / name / "launch-1" / "launch.json").read_text())
+    return json.loads((launch_path(work, name) / "launch.json").read_text())
 
 
 summary = only_point  # the one point of a configuration
@@ -145,7 +145,7 @@ def test_a_noop_rerun_submits_nothing(slurm_run, jobcomp_log):
 
 def test_editing_one_configuration_submits_only_its_jobs(slurm_run, jobcomp_log):
     before = scheduler_records(jobcomp_log, slurm_run)
-    untouched = {name: (slurm_run / "results" / name / "launch-1" / "launch.json").read_bytes()
+    untouched = {name: (launch_path(slurm_run, name) / "launch.json").read_bytes()
                  for name in ("nospec", "eagle3-gloo", "crashes")}
     config = yaml.safe_load((slurm_run / "config.yaml").read_text())
     config["configurations"]["eagle3-shm"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
@@ -156,7 +156,7 @@ def test_editing_one_configuration_submits_only_its_jobs(slurm_run, jobcomp_log)
     assert list(new) == [launch(slurm_run, "eagle3-shm")["slurm"]["job_id"]], new
     assert summary(slurm_run, "eagle3-shm")["status"] == "ok"
     for name, data in untouched.items():
-        launch_json = slurm_run / "results" / name / "launch-1" / "launch.json"
+        launch_json = launch_path(slurm_run, name) / "launch.json"
         assert launch_json.read_bytes() == data, f"{name} must not rerun"
 
 
@@ -198,11 +198,11 @@ def test_scancel_of_a_running_server_job_leaves_no_server_and_a_rerun_completes(
     target = "results/long/summary.json"
     proc = subprocess.Popen(SNAKEMAKE + [target], cwd=slurm_run, stdout=subprocess.PIPE,  # noqa: S603
                             stderr=subprocess.STDOUT, start_new_session=True)
-    launch_path = slurm_run / "results/long/launch-1/launch.json"
-    job_log = slurm_run / "results/long/launch-1/logs/benchmark_server.log"
+    launch_json = launch_path(slurm_run, "long") / "launch.json"
+    job_log = launch_path(slurm_run, "long") / "logs/benchmark_server.log"
     try:
         deadline = time.monotonic() + 300
-        while not (launch_path.exists() and "ready after" in job_log.read_text()):
+        while not (launch_json.exists() and "ready after" in job_log.read_text()):
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
             assert time.monotonic() < deadline, "the server job never became ready"
             time.sleep(0.5)

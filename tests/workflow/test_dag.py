@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from specsweep.plan.config import load_configs
-from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, run
+from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, plan_key_in, run
 
 
 def test_lint_is_clean(tmp_path):
@@ -34,6 +34,7 @@ def test_dry_run_shows_every_stage_per_configuration(tmp_path):
     assert counts == {
         "resolve_plan": n,
         "preflight_config": n,
+        "select_plan": n,  # results/<config>/plan.json, the current plan, which the summary reads
         "benchmark_server": 2 * n + 1,  # two launches each, and the baseline's A/A control
         "burn_in_host": 1,  # before round 1
         "plan_round": 2,  # two planned rounds, each planned and judged
@@ -90,8 +91,8 @@ def test_unknown_flag_fails_before_any_job(tmp_path):
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "configurations.eagle3-shm: unrecognized arguments: --speculative-num-stepz 3" in out, out
-    assert not list(work.glob("results/*/preflight.json")), "no job may have run"
-    assert not list(work.glob("results/*/launch-*/launch.json")), "no server may have been launched"
+    assert not list(work.glob("results/**/preflight.json")), "no job may have run"
+    assert not list(work.glob("results/**/launch-*/launch.json")), "no server may have been launched"
 
 
 def _mark_write_plan(package: Path) -> Path:
@@ -116,7 +117,8 @@ def test_jobs_run_the_package_of_their_own_checkout(tmp_path):
     result = subprocess.run(SNAKEMAKE + ["results/nospec/plan.json"], cwd=work, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "PYTHONPATH": str(installed)})
     assert result.returncode == 0, result.stdout + result.stderr
-    log = (work / "results" / "nospec" / "logs" / "resolve_plan.log").read_text()
+    stored = work / "results" / "nospec" / "plans" / plan_key_in(work, "nospec")
+    log = (stored / "logs" / "resolve_plan.log").read_text()
     used = [Path(line.removeprefix("package of ")).resolve() for line in log.splitlines()
             if line.startswith("package of ")]
     assert used == [ours.resolve()], log
@@ -206,7 +208,7 @@ def test_a_build_context_not_staged_is_named_before_any_job(tmp_path):
 
 def test_a_launch_the_plan_does_not_have_is_one_line(tmp_path):
     work = copy_workflow(tmp_path)
-    result = run(SNAKEMAKE + ["-n", "results/nospec/launch-7/outcome.json"], work)
+    result = run(SNAKEMAKE + ["-n", f"results/nospec/plans/{plan_key_in(work, 'nospec')}/launch-7/outcome.json"], work)
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "Traceback" not in out and "Exception" not in out, out[-3000:]

@@ -16,8 +16,12 @@ import yaml
 
 from specsweep import __version__
 from specsweep.__main__ import main
+from specsweep.contracts import layout
+from specsweep.plan.config import load_configs
+from specsweep.plan.resolve import resolve_sweep
 from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO, plain_default_config
+from specsweep.workflow.inputs import plan_keys
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -54,31 +58,54 @@ def test_check_of_a_yaml_file_that_is_not_a_mapping_is_one_line(tmp_path, text, 
     assert line.startswith(f"specsweep check: {path}: ")
 
 
-def _outcome(results: Path, name: str, status: str, launch: str = "1") -> None:
-    (results / name / f"launch-{launch}").mkdir(parents=True)
-    outcome = results / name / f"launch-{launch}" / "outcome.json"
+def _plans(path: Path) -> dict[str, dict]:
+    """The plans the config file at ``path`` resolves (``plan_keys``: where their launches are stored)."""
+    return resolve_sweep(load_configs([path]), str(path))[0]
+
+
+def _outcome(results: Path, name: str, key: str, status: str, launch: str = "1") -> Path:
+    """A launch's files (a complete launch), its outcome with ``status``; returns the outcome's path."""
+    outcome = Path(layout.launch_file(name, key, launch, "outcome", str(results)))
+    (outcome.parent / layout.NCCL_LOG_DIR).mkdir(parents=True)
+    for leaf in layout.LAUNCH_FILES.values():
+        if leaf != layout.NCCL_LOG_DIR:
+            (outcome.parent / leaf).write_text("{}")
     outcome.write_text(json.dumps({"status": status, "run_id": "0" * 12}))
+    return outcome
 
 
-def test_failed_lists_only_configurations_of_the_current_config_files(tmp_path, capsys, monkeypatch):
-    """After a --configfile switch, results/ still holds the other file's configurations; -R could not make them."""
+def test_failed_lists_only_the_launches_of_the_plans_of_the_current_config_files(tmp_path, capsys, monkeypatch):
+    """After a --configfile switch, results/ still holds the other file's configurations and plans (a plan of
+    the same name too); -R could not make them."""
     results = tmp_path / "results"
-    for name, status in (("nospec", "failed"), ("eagle3-shm", "ok"), ("eagle3-gloo", "contaminated"),
-                         ("kimi-only", "failed")):
-        _outcome(results, name, status)
-    _outcome(results, "nospec", "ok", launch="aa")  # per launch: the control of a failed baseline may be ok
-    monkeypatch.chdir(tmp_path)
-    assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
-    listed = capsys.readouterr().out.split()
-    assert listed == [str(results / "eagle3-gloo/launch-1/outcome.json"), str(results / "nospec/launch-1/outcome.json")]
     other = tmp_path / "other.yaml"
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["configurations"] = {"kimi-only": config["configurations"]["nospec"]}
+    config["configurations"] = {"kimi-only": config["configurations"]["nospec"],
+                                "nospec": dict(config["configurations"]["nospec"], env={"OTHER": "1"})}
     config["baseline"] = "kimi-only"
     config.pop("positive_control")  # its twin is not in this file
     other.write_text(yaml.safe_dump(config))
+    plans = _plans(REPO / "config.yaml")
+    keys, other_keys = plan_keys(plans), plan_keys(_plans(other))
+    assert keys["nospec"] != other_keys["nospec"]
+    expected = [_outcome(results, "eagle3-gloo", keys["eagle3-gloo"], "contaminated"),
+                _outcome(results, "nospec", keys["nospec"], "failed")]
+    _outcome(results, "nospec", keys["nospec"], "ok", launch="aa")  # per launch: the control of a failed baseline
+    kimi = _outcome(results, "kimi-only", other_keys["kimi-only"], "failed")
+    other_nospec = _outcome(results, "nospec", other_keys["nospec"], "failed")
+    monkeypatch.chdir(tmp_path)
+    assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
+    assert capsys.readouterr().out.split() == [str(p) for p in expected]
+    # a launch whose outcome.json was deleted after its summary was built (Snakemake would not notice):
+    # listed, -R reruns it
+    deleted = _outcome(results, "eagle3-shm", keys["eagle3-shm"], "ok")
+    (results / "eagle3-shm" / "plan.json").write_text(json.dumps(plans["eagle3-shm"]))  # the current plan
+    (results / "eagle3-shm" / "summary.json").write_text(json.dumps({"launches": [{"launch": "1"}]}))
+    deleted.unlink()
+    assert main(["failed", str(REPO / "config.yaml"), "--results", str(results)]) == 0
+    assert capsys.readouterr().out.split() == [str(p) for p in sorted([*expected, deleted])]
     assert main(["failed", str(other), "--results", str(results)]) == 0
-    assert capsys.readouterr().out.split() == [str(results / "kimi-only/launch-1/outcome.json")]
+    assert capsys.readouterr().out.split() == [str(kimi), str(other_nospec)]
 
 
 def _one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:

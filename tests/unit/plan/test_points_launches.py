@@ -114,9 +114,10 @@ def test_workflow_inputs_for_launches():
     with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
                                          r"launch-1, launch-2 \("):
         inputs.launch_priority_in(rounds, config, "a", "3", 2)
-    files = inputs.summary_inputs(inputs.schedule_of_rounds(rounds, ["a", "base"]), "base")
+    files = inputs.summary_inputs(inputs.schedule_of_rounds(rounds, ["a", "base"]), "base", {"base": "k1"})
     assert files["plan"] == ["results/base/plan.json"]
-    assert files["requests"] == ["results/base/launch-1/requests.jsonl", "results/base/launch-aa/requests.jsonl"]
+    assert files["requests"] == ["results/base/plans/k1/launch-1/requests.jsonl",
+                                 "results/base/plans/k1/launch-aa/requests.jsonl"]
 
 
 def test_empty_points_undo_the_points_set_under_defaults():
@@ -211,19 +212,22 @@ def test_aa_control_off_or_without_a_baseline_adds_no_launch():
 def test_summary_inputs_name_every_file_of_every_launch_the_nccl_directories_included():
     config = _config()
     config["configurations"]["eagle3-shm"]["launches"] = 2
-    _, launches = resolve_sweep(check_config(config, "x"))
+    plans, launches = resolve_sweep(check_config(config, "x"))
+    keys = inputs.plan_keys(plans)
+    assert keys["nospec"] == inputs.plan_key(plans["nospec"]) != keys["eagle3-shm"]
+    nospec, shm_dir = (f"results/{n}/plans/{keys[n]}" for n in ("nospec", "eagle3-shm"))
     order = inputs.launch_order(config, launches)
-    files = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "nospec")
-    assert files["outcome"] == ["results/nospec/launch-1/outcome.json", "results/nospec/launch-aa/outcome.json"]
-    assert files["nccl_logs"] == ["results/nospec/launch-1/nccl", "results/nospec/launch-aa/nccl"]
-    shm = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "eagle3-shm")
-    assert shm["requests"] == ["results/eagle3-shm/launch-1/requests.jsonl",
-                               "results/eagle3-shm/launch-2/requests.jsonl"]
+    files = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "nospec", keys)
+    assert files["plan"] == ["results/nospec/plan.json"]  # the current plan: a copy of the stored one
+    assert files["outcome"] == [f"{nospec}/launch-1/outcome.json", f"{nospec}/launch-aa/outcome.json"]
+    assert files["nccl_logs"] == [f"{nospec}/launch-1/nccl", f"{nospec}/launch-aa/nccl"]
+    shm = inputs.summary_inputs(inputs.schedule_of(order, sorted(launches)), "eagle3-shm", keys)
+    assert shm["requests"] == [f"{shm_dir}/launch-1/requests.jsonl", f"{shm_dir}/launch-2/requests.jsonl"]
     assert set(shm) == {"plan", *inputs.LAUNCH_FILES}
     # The agreement check compares with the baseline's first launch (none for the baseline itself).
-    assert inputs.baseline_inputs(config, "eagle3-shm") == {
-        "baseline_plan": "results/nospec/plan.json", "baseline_requests": "results/nospec/launch-1/requests.jsonl"}
-    assert inputs.baseline_inputs(config, "nospec") == {}
+    assert inputs.baseline_inputs(config, "eagle3-shm", keys) == {
+        "baseline_plan": "results/nospec/plan.json", "baseline_requests": f"{nospec}/launch-1/requests.jsonl"}
+    assert inputs.baseline_inputs(config, "nospec", keys) == {}
 
 
 def test_labels_and_launches_stay_out_of_the_plan_of_a_grid_member():
@@ -244,5 +248,9 @@ def test_a_rounds_judgement_reads_the_burn_in_as_one_path():
     """Round 1's judgement reads the burn-in's record: one path, so that the script gets a str (a list of
     one made ``snakemake.input.burn_in`` a Namedlist, which the judgement could not open)."""
     rounds = [[("a", "1"), ("base", "1")]]
-    assert inputs.judge_inputs(rounds, 1, True)["burn_in"] == inputs.BURN_IN_PATH
-    assert "burn_in" not in inputs.judge_inputs(rounds, 1, False)
+    keys = {"a": "k1", "base": "k2"}
+    assert inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == inputs.BURN_IN_PATH
+    assert "burn_in" not in inputs.judge_inputs(rounds, 1, False, keys)
+    # and the files of the current plans' launches
+    assert inputs.judge_inputs(rounds, 1, False, keys)["outcome"] == [
+        "results/a/plans/k1/launch-1/outcome.json", "results/base/plans/k2/launch-1/outcome.json"]
