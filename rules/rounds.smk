@@ -14,7 +14,11 @@ rule burn_in_host:
     input:
         unpack(burn_in_inputs),
     output:
-        temp("results/rounds/burn-in.json"),
+        # what round 1's launches wait for: a temp() file, so it runs again in the next invocation that launches
+        # round 1; and its lasting record, which round 1's judgement reads (a judgement that reruns alone, e.g.
+        # after a switch of config files, launches no burn-in)
+        burn_in=temp("results/rounds/burn-in.json"),
+        record="results/rounds/burn-in-record.json",
     params:
         settings=BURN_IN,
     log:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,5 +19,7 @@ with job_log(snakemake.log[0], buffering=1) as log:  # noqa: F821 - injected by 
     inp = snakemake.input  # noqa: F821
     manifest = paths_of(inp.get("image", []))
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
-    burn_in(inp.plan, json.loads(snakemake.params.settings), snakemake.output[0], log,  # noqa: F821
+    out = snakemake.output  # noqa: F821
+    burn_in(inp.plan, json.loads(snakemake.params.settings), out.burn_in, log,  # noqa: F821
             read_json(manifest[0]) if manifest else None, snakemake.config.get("registry"), host=host)  # noqa: F821
+    shutil.copyfile(out.burn_in, out.record)

@@ -374,7 +374,7 @@ def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, bur
     out.update({kind: [f"{launch_dir(name, keys[name], lid)}/{leaf}" for name, lid in members]
                 for kind, leaf in LAUNCH_FILES.items()})
     if burn_in and round_no == 1:
-        out["burn_in"] = BURN_IN_PATH  # one path: snakemake.input.burn_in is then a str
+        out["burn_in"] = BURN_IN_RECORD_PATH  # one path: snakemake.input.burn_in is then a str
     return out
 
 
@@ -387,6 +387,8 @@ def round_files(rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, list[s
 
 #: The burn-in's record (a temp() file: round 1 and its judgement read it).
 BURN_IN_PATH = "results/rounds/burn-in.json"
+#: Its lasting copy, which round 1's judgement reads (rules/rounds.smk).
+BURN_IN_RECORD_PATH = "results/rounds/burn-in-record.json"
 
 
 def burn_in_config(config: Mapping[str, Any], names: Sequence[str]) -> str | None:

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specsweep.plan.rounds import round_order
 from specsweep.testing.workflow import copy_workflow, plain_default_config, planned_jobs, run, run_pipeline
@@ -100,3 +101,14 @@ def test_the_report_names_the_design_the_rounds_and_the_order(work):
     planned = [tuple(x) for p in plans for x in json.loads(p.read_text())["order"]]
     assert ran == planned
     assert run(["python3", "-m", "snakemake", "--cores", "1", "-n", "all"], work).returncode == 0
+
+
+def test_a_judgement_that_reruns_alone_launches_no_burn_in(work):
+    """A label reruns the judgements (their params) but no launch: they read the burn-in's lasting record,
+    not the temp() file round 1's launches wait for, so no burn-in server starts."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["configurations"]["nospec"]["expect"] = "failure"
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    rules = {rule for rule, _, _ in planned_jobs(work)}
+    assert "judge_round" in rules, rules
+    assert not rules & {"burn_in_host", "benchmark_server"}, rules

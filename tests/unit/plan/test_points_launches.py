@@ -249,7 +249,7 @@ def test_a_rounds_judgement_reads_the_burn_in_as_one_path():
     one made ``snakemake.input.burn_in`` a Namedlist, which the judgement could not open)."""
     rounds = [[("a", "1"), ("base", "1")]]
     keys = {"a": "k1", "base": "k2"}
-    assert inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == inputs.BURN_IN_PATH
+    assert inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == inputs.BURN_IN_RECORD_PATH
     assert "burn_in" not in inputs.judge_inputs(rounds, 1, False, keys)
     # and the files of the current plans' launches
     assert inputs.judge_inputs(rounds, 1, False, keys)["outcome"] == [
