@@ -25,7 +25,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import REPO, copy_workflow, launch_path, only_point, run, run_pipeline, small_config
+from specsweep.testing.workflow import (
+    REPO,
+    copy_workflow,
+    launch_path,
+    only_point,
+    plan_key_in,
+    run,
+    run_pipeline,
+    small_config,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -97,7 +106,10 @@ def test_every_server_job_ran_as_a_slurm_job_the_scheduler_recorded(slurm_run, j
         assert record["Partition"] == "specsweep"
         # The executor plugin's own log of that job, named by the same id (its directory joins the
         # wildcards' values with "_": snakemake-executor-plugin-slurm 2.8.0 utils.get_job_wildcards).
-        assert (slurm_run / ".snakemake/slurm_logs/rule_benchmark_server" / f"{name}_1" / f"{ids[name]}.log").exists()
+        # (config, plan, launch: the plan key is a wildcard of the launch's paths, contracts.layout)
+        logs = slurm_run / ".snakemake/slurm_logs/rule_benchmark_server"
+        job_dir = logs / f"{name}_{plan_key_in(slurm_run, name)}_1"
+        assert (job_dir / f"{ids[name]}.log").exists(), sorted(p.name for p in logs.iterdir())
         # The provenance in summary.json carries the same identity.
         assert summary(slurm_run, name)["provenance"]["launch"]["slurm"] == slurm
     assert len(set(ids.values())) == len(names), ids
