@@ -144,7 +144,7 @@ def round_plan_input(wildcards):
 
 
 def burn_in_input(wildcards):
-    return sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards))
+    return sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES)
 
 
 def launch_threads(wildcards):

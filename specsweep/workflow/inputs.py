@@ -456,8 +456,12 @@ def round_plan_input(design: tuple[str, str], round_no: int) -> dict[str, str]:
     return {"round_plan": round_path(round_no, "plan.json")}
 
 
-def burn_in_input(burn_in_config_name: str | None, round_no: int) -> dict[str, str]:
-    return {"burn_in": BURN_IN_PATH} if burn_in_config_name is not None and round_no == 1 else {}
+def burn_in_input(burn_in_config_name: str | None, round_no: int, launches: Mapping[str, int]) -> dict[str, str]:
+    """Every launch of a planned round waits for the burn-in: their jobs all exist at once, ordered only by
+    priority, so a round-2 launch that did not wait would run first, on a cold host, while round 1 waits.
+    An extra round's launches exist only once a judgement after the burn-in is written."""
+    planned = plan_rounds.planned_rounds(launches)
+    return {"burn_in": BURN_IN_PATH} if burn_in_config_name is not None and round_no <= planned else {}
 
 
 def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any]:
