@@ -434,7 +434,8 @@ def test_a_rounds_judgement_judges_by_the_reports_verdicts(monkeypatch, tmp_path
     by_name = {s["config"]: s for s in summaries}
     monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: dict(by_name[inputs["plan"][0].split("/")[1]]))
     params = {"rounds": RoundSettings(max_launches=6).as_dict(), "smallest_effect": 0.05, "baseline": "nospec",
-              "positive_control": None, "launches": {"nospec": 2, "a": 2}, "aa_control": True}
+              "positive_control": None, "launches": {"nospec": 2, "a": 2}, "aa_control": True,
+              "plans": {"nospec": "0" * 12, "a": "1" * 12}}  # each configuration's current plan key
     got = judge_round(3, rounds, params, str(tmp_path / "judgement.json"), io.StringIO())
     (a,) = got["comparisons"]
     assert a["verdict"] == "slower" and a["ratio"] == pytest.approx(1 / 1.2, rel=0.02), a
