@@ -50,8 +50,9 @@ def _launch_jobs(work: Path) -> set[tuple[str, str]]:
 
 
 def _measured(work: Path) -> set[tuple[str, str]]:
-    return {(p.parent.parent.name, p.parent.name.removeprefix("launch-"))
-            for p in (work / "results").glob("*/launch-*/outcome.json")}
+    # results/<config>/plans/<plan key>/launch-<id>/outcome.json (contracts.layout)
+    return {(p.parents[3].name, p.parent.name.removeprefix("launch-"))
+            for p in (work / "results").glob("*/plans/*/launch-*/outcome.json")}
 
 
 def test_the_slowed_configuration_is_dropped_and_the_next_round_holds_the_survivors_only(work):
