@@ -123,6 +123,18 @@ def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE,
     return sorted(jobs)
 
 
+def planned_launches(work: Path) -> set[tuple[str, str]]:
+    """(config, launch) of every server job ``snakemake -n all`` would run in ``work``."""
+    return {(c, lid) for rule, c, lid in planned_jobs(work) if rule == "benchmark_server"}
+
+
+def measured_launches(work: Path) -> set[tuple[str, str]]:
+    """(config, launch) of every launch with an outcome in ``work``
+    (results/<config>/plans/<plan key>/launch-<id>/outcome.json: ``contracts.layout``)."""
+    return {(p.parents[3].name, p.parent.name.removeprefix("launch-"))
+            for p in (work / "results").glob("*/plans/*/launch-*/outcome.json")}
+
+
 #: The rounds' own jobs (rules/rounds.smk): a round's plan and its judgement rerun with the launches they
 #: read, and measure nothing.
 ROUND_RULES = ("plan_round", "judge_round")

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specsweep.testing.workflow import SMALL_WORKLOAD, copy_workflow, plain_default_config, planned_jobs, run_pipeline
+from specsweep.testing.workflow import (
+    SMALL_WORKLOAD,
+    copy_workflow,
+    measured_launches,
+    plain_default_config,
+    planned_launches,
+    run_pipeline,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,16 +52,6 @@ def work(tmp_path_factory) -> Path:
     return copy_workflow(tmp_path_factory.mktemp("race"))
 
 
-def _launch_jobs(work: Path) -> set[tuple[str, str]]:
-    return {(c, lid) for rule, c, lid in planned_jobs(work) if rule == "benchmark_server"}
-
-
-def _measured(work: Path) -> set[tuple[str, str]]:
-    # results/<config>/plans/<plan key>/launch-<id>/outcome.json (contracts.layout)
-    return {(p.parents[3].name, p.parent.name.removeprefix("launch-"))
-            for p in (work / "results").glob("*/plans/*/launch-*/outcome.json")}
-
-
 def test_the_slowed_configuration_is_dropped_and_the_next_round_holds_the_survivors_only(work):
     run_pipeline(work, race_config(), args=[JUDGEMENT.format(3)])
     judged = json.loads((work / JUDGEMENT.format(3)).read_text())
@@ -62,10 +59,10 @@ def test_the_slowed_configuration_is_dropped_and_the_next_round_holds_the_surviv
     assert "nospec-slow100" in judged["race"]["dropped"], judged["race"]
     slow = next(a for a in judged["race"]["against"] if a["config"] == "nospec-slow100")
     assert slow["verdict"] == "faster" and slow["ratio"] > 1.5, slow  # the best against it
-    measured = _measured(work)
+    measured = measured_launches(work)
     assert measured == {(c, lid) for c in ("nospec", "nospec-again", "nospec-slow100") for lid in ("1", "2", "3")}
     # -n after round 3: the survivors' round-4 launches, nothing of the dropped one, nothing measured again
-    nxt = _launch_jobs(work)
+    nxt = planned_launches(work)
     expected = {(c, lid) for c, lid in judged["next"] or []}
     assert nxt == expected, (nxt, judged["why"])
     assert not any(c == "nospec-slow100" for c, _ in nxt) and not (nxt & measured)
@@ -85,14 +82,14 @@ def test_the_report_gives_the_race(work):
     assert race["winner"] in ("nospec", "nospec-again"), race
     history = {h["config"]: h for h in race["history"]}
     assert history["nospec-slow100"]["outcome"] == "dropped" and history["nospec-slow100"]["round"] == 3
-    assert race["launches"]["spent"] == len(_measured(work)) and race["launches"]["per_configuration"][
+    assert race["launches"]["spent"] == len(measured_launches(work)) and race["launches"]["per_configuration"][
         "nospec-slow100"] == 3
     md = (work / "results" / "report.md").read_text()
     assert "## Race (at point default)" in md and "| nospec-slow100 | dropped in round 3 |" in md
     assert (work / "results" / "plots" / "race.png").exists()
-    assert _launch_jobs(work) == set()
+    assert planned_launches(work) == set()
     # a larger budget reruns the judgements (their params changed), never a launch already measured
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["rounds"]["max_launches"] = 6
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert not (_launch_jobs(work) & _measured(work))
+    assert not (planned_launches(work) & measured_launches(work))

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from specsweep.plan.rounds import round_order
-from specsweep.testing.workflow import copy_workflow, plain_default_config, planned_jobs, run, run_pipeline
+from specsweep.testing.workflow import (
+    copy_workflow,
+    measured_launches,
+    plain_default_config,
+    planned_launches,
+    run,
+    run_pipeline,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,25 +52,16 @@ def work(tmp_path_factory) -> Path:
     return copy_workflow(tmp_path_factory.mktemp("rounds"))
 
 
-def _launch_jobs(work: Path) -> set[tuple[str, str]]:
-    return {(c, lid) for rule, c, lid in planned_jobs(work) if rule == "benchmark_server"}
-
-
-def _measured(work: Path) -> set[tuple[str, str]]:
-    return {(p.parents[3].name, p.parent.name.removeprefix("launch-"))
-            for p in (work / "results").glob("*/plans/*/launch-*/outcome.json")}
-
-
 def test_rounds_go_on_until_the_difference_is_resolved(work):
     run_pipeline(work, rounds_config(), args=[JUDGEMENT.format(1)])
     first = json.loads((work / JUDGEMENT.format(1)).read_text())
     assert first["continue"] and first["ended_by"] is None, first
     assert any(c["open"] for c in first["comparisons"]), first["comparisons"]
-    measured = _measured(work)
+    measured = measured_launches(work)
     assert measured == {("nospec", "1"), ("nospec", "aa"), ("nospec-slow50", "1")}
     r = 1
     while True:
-        nxt = _launch_jobs(work)
+        nxt = planned_launches(work)
         judgement = json.loads((work / JUDGEMENT.format(r)).read_text())
         if not judgement["continue"]:
             assert nxt == set(), nxt
@@ -73,7 +71,7 @@ def test_rounds_go_on_until_the_difference_is_resolved(work):
         assert not (nxt & measured)
         r += 1
         run_pipeline(work, None, args=[JUDGEMENT.format(r)])
-        now = _measured(work)
+        now = measured_launches(work)
         assert now - measured == nxt
         measured = now
     assert judgement["ended_by"] == "resolved", judgement
