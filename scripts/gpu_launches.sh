@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # config/refengine-gpu.yaml at TP=1 on one GPU with two launches per
-# configuration in two rounds (each in its seeded order, after a burn-in),
-# plus the baseline's A/A control (the
+# configuration in two rounds, side by side on the GPU (each round in its
+# seeded order, after a burn-in), plus the baseline's A/A control (the
 # overlay config/refengine-gpu-launches.yaml, with a +5 % positive control
-# eagle3-nccl-slow5): 6 configurations x 2 launches + 1 = 13 launches. The
+# eagle3-nccl-slow5): 6 configurations x 2 launches + 1 = 13 launches, and a
+# third round of 6 only while a comparison cannot yet see 3 %. The
 # four speculative configurations are physically the same at TP=1 (no
 # all-reduce), so their pairwise verdicts must be "no significant
 # difference", the positive control must be called slower than eagle3-nccl;
