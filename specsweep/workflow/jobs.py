@@ -106,6 +106,13 @@ def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: T
     print(f"parser environment ready: {python}", file=log)
 
 
+def preflight_images(plan: Plan, image_spec: str) -> dict | None:
+    """The ``images`` mapping a preflight job gives its engine: the plan's image with the content spec of the
+    job's params (``workflow.inputs.config_image_spec_json``), None when the plan runs no image."""
+    spec = json.loads(image_spec)
+    return {plan.image: spec} if plan.image and spec else None
+
+
 def preflight_config(
     plan_path: str, parser_ready: Sequence[str], image_spec: str, out_path: str, log: TextIO
 ) -> int:
@@ -118,8 +125,7 @@ def preflight_config(
     typed = Plan.load(plan_path)
     plan = typed.to_dict()  # the engine's preflight reads plan.json's object
     engine = get_engine(typed.engine)
-    spec = json.loads(image_spec)
-    images = {typed.image: spec} if typed.image and spec else None
+    images = preflight_images(typed, image_spec)
     # The parser venv's ready.json, or the image manifest (preflight_parser: image).
     parser = parser_prefix(read_json(parser_ready[0])) if parser_ready else None
     if typed.runtime == EXTERNAL_RUNTIME:

@@ -11,7 +11,8 @@ cache (built here, from inside that venv, when no earlier test built it), and
 checks that the environment is self-contained: no system site-packages, and
 SGLang's parser and model code import with ``python -I``. It fails (never
 skips) when anything is missing. One configuration, not the matrix's 52: the
-DAG test of tests/workflow preflights all of them; the path is the same.
+tests of tests/workflow/test_dag.py run preflight jobs of the matrix through
+the DAG and every configuration's job input through the same checks.
 Minutes (the README's install into an empty venv): slow.
 """
 

@@ -149,30 +149,74 @@ def test_gpu_matrix_dry_run_shows_the_full_matrix(tmp_path):
     assert n >= 15 + 36
 
 
+#: Configurations of the weight-free GPU matrix whose preflight jobs run through the DAG below: one per image the
+#: matrix builds (each job gets its image's spec in its params), one with NCCL environment variables, and one
+#: whose label expects a failed launch (plan.json holds no labels).
+DAG_PREFLIGHTS = ("deepep", "fi-fusion", "mscclpp", "nccl-tree-bare")
+
+
 @pytest.mark.slow
 def test_gpu_matrix_preflight_target_is_green_on_a_cpu(tmp_path):
-    """Every configuration's argv through SGLang 0.5.23's own parser and its model and draft
-    directories through SGLang's own ModelConfig/processor path, via the DAG.
+    """The `preflight` target plans one preflight_config job per configuration and no image build; those jobs
+    put the argv through SGLang 0.5.23's own parser and the model and draft directories through SGLang's own
+    ModelConfig/processor path, via the DAG (resolve_plan, preflight_config, select_plan).
 
-    The preflight venv is the tests' shared one (``specsweep.testing.parser_env``, built
-    first, failing rather than skipping), given as ``parser_env``: a private copy would
-    cost 5.5 GB and minutes per run.
+    A job per configuration costs an SGLang import (~8 s of CPU), so the DAG runs the jobs of
+    ``DAG_PREFLIGHTS``; every configuration's job input (its plan.json and image spec) goes through the same
+    checks in one process in ``test_every_gpu_matrix_plan_passes_preflight_as_its_job_reads_it``. The
+    preflight venv is the tests' shared one (``specsweep.testing.parser_env``, built first, failing rather
+    than skipping), given as ``parser_env``: a private copy would cost 5.5 GB and minutes per run.
     """
     from specsweep.testing.parser_env import parser_env_dir, parser_python
 
     parser_python()
     work = copy_workflow(tmp_path)
-    # Each preflight is its own interpreter importing SGLang (CPU-bound, ~8 s a configuration on
-    # CI's 2 cores): two at a time, as a user's `--cores` would, not 52 in a row.
+    names = _gpu_matrix_names(work)
+    parser_env = ["--config", f"parser_env={parser_env_dir()}"]
+    planned = run(SNAKEMAKE + ["-n", "preflight", *GPU_MATRIX_DUMMY, *parser_env], work)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    counts = job_counts(planned.stdout)
+    assert "build_image" not in counts, "preflight builds no image"
+    assert counts["preflight_config"] == counts["resolve_plan"] == counts["select_plan"] == len(names), counts
+    assert set(DAG_PREFLIGHTS) <= set(names)
+    # Two jobs at a time, as a user's `--cores` would.
     two_cores = SNAKEMAKE[:-2] + ["--cores", "2"]
-    result = run(two_cores + ["preflight", *GPU_MATRIX_DUMMY, "--config", f"parser_env={parser_env_dir()}"], work,
-                 timeout=3000)
+    targets = [f"results/{name}/preflight.json" for name in DAG_PREFLIGHTS]
+    result = run(two_cores + [*targets, *GPU_MATRIX_DUMMY, *parser_env], work, timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    for name in _gpu_matrix_names(work):
+    for name in DAG_PREFLIGHTS:
         pre = json.loads((work / "results" / name / "preflight.json").read_text())
         assert pre["ok"] and pre["checked_with"].startswith("sglang 0.5.23"), pre
         assert pre["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], pre["loaded"]
     assert not list((work / "results").glob("images/*.json")), "preflight builds no image"
+
+
+@pytest.mark.slow
+def test_every_gpu_matrix_plan_passes_preflight_as_its_job_reads_it():
+    """Every configuration of the weight-free GPU matrix as its preflight_config job reads it (the plan.json
+    that resolve_plan writes from the plan's params, the images its image-spec params give), through SGLang
+    0.5.23's own parser and model check, all in one process (a job runs one configuration's)."""
+    from specsweep.contracts.plan import Plan
+    from specsweep.engines.sglang.preflight import preflight_plans
+    from specsweep.plan.resolve import resolve_sweep
+    from specsweep.testing.parser_env import parser_python
+    from specsweep.workflow.inputs import config_image_spec_json, plan_params
+    from specsweep.workflow.jobs import preflight_images
+
+    python = parser_python()
+    config = load_configs([REPO / path for path in GPU_MATRIX_DUMMY[1:]])
+    plans, _launches = resolve_sweep(config)
+    assert sorted(plans) == _gpu_matrix_names(REPO)
+    jobs = {name: Plan.from_json(plan_params(plans, name)) for name in plans}
+    images: dict = {}
+    for name, plan in jobs.items():
+        for image, spec in (preflight_images(plan, config_image_spec_json(plans, config, name)) or {}).items():
+            assert images.setdefault(image, spec) == spec, image
+    results = preflight_plans([plan.to_dict() for plan in jobs.values()], python, images, base=REPO)
+    assert sorted(results) == sorted(plans)
+    for name, result in results.items():
+        assert result["ok"] and result["sglang_version"] == "0.5.23", (name, result["errors"])
+        assert result["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], (name, result["loaded"])
 
 
 def test_a_configuration_the_loaded_files_do_not_define_is_named_with_the_file_that_does(tmp_path):
