@@ -9,15 +9,20 @@ branch's tests use.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.sglang.preflight import DEFAULT_REQUIREMENTS, ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.preflight import parser_env_dir as _default_dir
 from specsweep.plan.config import load_configs
-from specsweep.plan.resolve import resolve_labels, resolve_plans
+from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
 from specsweep.testing.workflow import REPO
+from specsweep.workflow.inputs import config_image_spec_json, plan_params
+from specsweep.workflow.jobs import preflight_images
 
 
 def parser_env_dir(requirements: Path = DEFAULT_REQUIREMENTS) -> Path:
@@ -57,6 +62,26 @@ def preflight_config_set(paths: Sequence[Path], python: str) -> tuple[dict, dict
     results = preflight_plans(list(plans.values()), python, config["images"], base=REPO)
     bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
     return plans, results, bad
+
+
+@functools.cache
+def job_preflights(paths: tuple[Path, ...]) -> tuple[dict[str, Plan], dict[str, dict]]:
+    """Every configuration of the merged ``paths`` as its preflight_config job reads it (the plan.json that
+    resolve_plan writes from the plan's params, the images its image-spec params give), through SGLang's parser
+    and model check in one process in the tests' venv: (the plans, the results), by name.
+
+    Computed once per session (the SGLang import alone is ~8 s of CPU): the tests that read these verdicts
+    share them and must not change them.
+    """
+    config = load_configs(list(paths))
+    plans, _launches = resolve_sweep(config)
+    jobs = {name: Plan.from_json(plan_params(plans, name)) for name in plans}
+    images: dict = {}
+    for name, plan in jobs.items():
+        for image, spec in (preflight_images(plan, config_image_spec_json(plans, config, name)) or {}).items():
+            if images.setdefault(image, spec) != spec:
+                raise AssertionError(f"image {image}: two specs {json.dumps(images[image])} and {json.dumps(spec)}")
+    return jobs, preflight_plans([plan.to_dict() for plan in jobs.values()], parser_python(), images, base=REPO)
 
 
 def assert_only_unmounted_weights(bad: dict[str, list[str]]) -> None:

@@ -15,6 +15,7 @@ import pytest
 from specsweep.engines.sglang.preflight import preflight_plans, run_model_check
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_plans
+from specsweep.testing.parser_env import job_preflights
 from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.workflow import REPO
 
@@ -36,9 +37,9 @@ def _plans(*paths: Path) -> tuple[dict, dict]:
     return config, resolve_plans(config)
 
 
-def test_weight_free_matrix_passes_and_loads_a_text_model(parser_python):
-    config, plans = _plans(GPU_CONFIG, DUMMY_OVERLAY)
-    results = preflight_plans(list(plans.values()), parser_python, config["images"], base=REPO)
+def test_weight_free_matrix_passes_and_loads_a_text_model():
+    # The matrix as the workflow's preflight jobs check it, in one process shared with tests/workflow/test_dag.py.
+    _plans_, results = job_preflights((GPU_CONFIG, DUMMY_OVERLAY))
     assert {n: r["errors"] for n, r in results.items() if not r["ok"]} == {}
     loaded = results["eagle3"]["loaded"]
     assert [(x["role"], x["architectures"], x["multimodal"]) for x in loaded] == [

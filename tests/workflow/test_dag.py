@@ -196,24 +196,10 @@ def test_every_gpu_matrix_plan_passes_preflight_as_its_job_reads_it():
     """Every configuration of the weight-free GPU matrix as its preflight_config job reads it (the plan.json
     that resolve_plan writes from the plan's params, the images its image-spec params give), through SGLang
     0.5.23's own parser and model check, all in one process (a job runs one configuration's)."""
-    from specsweep.contracts.plan import Plan
-    from specsweep.engines.sglang.preflight import preflight_plans
-    from specsweep.plan.resolve import resolve_sweep
-    from specsweep.testing.parser_env import parser_python
-    from specsweep.workflow.inputs import config_image_spec_json, plan_params
-    from specsweep.workflow.jobs import preflight_images
+    from specsweep.testing.parser_env import job_preflights
 
-    python = parser_python()
-    config = load_configs([REPO / path for path in GPU_MATRIX_DUMMY[1:]])
-    plans, _launches = resolve_sweep(config)
-    assert sorted(plans) == _gpu_matrix_names(REPO)
-    jobs = {name: Plan.from_json(plan_params(plans, name)) for name in plans}
-    images: dict = {}
-    for name, plan in jobs.items():
-        for image, spec in (preflight_images(plan, config_image_spec_json(plans, config, name)) or {}).items():
-            assert images.setdefault(image, spec) == spec, image
-    results = preflight_plans([plan.to_dict() for plan in jobs.values()], python, images, base=REPO)
-    assert sorted(results) == sorted(plans)
+    plans, results = job_preflights(tuple(REPO / path for path in GPU_MATRIX_DUMMY[1:]))
+    assert sorted(plans) == sorted(results) == _gpu_matrix_names(REPO)
     for name, result in results.items():
         assert result["ok"] and result["sglang_version"] == "0.5.23", (name, result["errors"])
         assert result["loaded"][0]["architectures"] == ["DeepseekV3ForCausalLM"], (name, result["loaded"])
