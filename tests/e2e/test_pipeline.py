@@ -1,13 +1,15 @@
-"""The whole DAG against the real reference engine: results, failures, reruns, interrupts.
+"""The whole DAG against the real reference engine: results, failures, reruns, interrupts, and what a user
+sees on the console during `snakemake --cores 1 all`.
 
-One pipeline run (module fixture) on a small workload serves the rerun tests,
-which then only ask Snakemake what it would do (`-n`).
+One pipeline run (module fixture) on a small workload serves the console test
+and then the rerun tests, which only ask Snakemake what it would do (`-n`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,12 +45,80 @@ def planned_jobs(work: Path, *extra: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory) -> Path:
-    # The default configurations on a small workload, and one whose server crashes at startup.
-    return run_pipeline(copy_workflow(tmp_path_factory.mktemp("pipeline")), small_config())
+def first_run(tmp_path_factory) -> tuple[Path, str]:
+    """The default configurations on a small workload, one launch each plus the A/A control, and one whose
+    server crashes at startup, run once: the workflow copy, and its console (stderr into stdout: one stream,
+    in the order the terminal shows it)."""
+    work = copy_workflow(tmp_path_factory.mktemp("pipeline"))
+    (work / "config.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
+    t0 = time.monotonic()
+    result = subprocess.run(SNAKEMAKE + ["all"], cwd=work, stdout=subprocess.PIPE,  # noqa: S603
+                            stderr=subprocess.STDOUT, text=True, timeout=1800)
+    print(f"pipeline {work.name} took {time.monotonic() - t0:.0f} s")
+    assert result.returncode == 0, result.stdout[-5000:]
+    return work, result.stdout
+
+
+@pytest.fixture(scope="module")
+def pipeline(first_run) -> Path:
+    return first_run[0]
 
 
 summary = only_point  # the one point of a configuration
+
+
+def test_progress_while_servers_run_and_a_summary_at_the_end(first_run):
+    """Each server job's stage and progress while it runs, then the closing summary and where the report is,
+    and nothing of Snakemake's own job banners: at most 60 lines."""
+    work, out = first_run
+    lines = out.splitlines()
+
+    def index(pattern: str) -> int:
+        found = [i for i, line in enumerate(lines) if re.fullmatch(pattern, line)]
+        assert found, f"no line matching {pattern!r} in:\n{out[-5000:]}"
+        return found[0]
+
+    # The run order: each round's seeded order (results/rounds/round-<r>/plan.json), round by round.
+    rounds = sorted((work / "results" / "rounds").glob("round-*/plan.json"), key=lambda p: int(p.parent.name[6:]))
+    launches = [f"{c} launch-{lid}" for path in rounds for c, lid in json.loads(path.read_text())["order"]]
+    assert sorted(launches) == sorted(["nospec launch-1", "eagle3-gloo launch-1", "eagle3-shm launch-1",
+                                       "nospec launch-aa", "crashes launch-1"]), launches
+    for job, following in zip(launches, [*launches[1:], None]):
+        p = f"specsweep {re.escape(job)}: "
+        # three lines a launch: launching (after how long it waited for the host, when it did), ready with the
+        # warmup's result, the last round's totals with the outcome; a server that crashes at startup: two
+        steps = [index(p + r"(had the host after [0-9.]+ s of waiting; )?launching \(local\), 1 point\(s\); "
+                       r"every line in results/.*/benchmark_server\.log")]
+        if job == "crashes launch-1":
+            steps.append(index(p + "outcome: failed launch server_exited"))
+        else:
+            steps += [index(p + r"ready after [0-9.]+ s; \[warmup\] (not )?steady after \d+ requests"),
+                      index(p + r"\[measured 2/2\] 3/3 requests, 0 failed, [0-9.]+ output tok/s running, "
+                            r"[0-9.]+ s; outcome: ok")]
+        assert steps == sorted(steps), (job, steps)
+        # shown while the job ran: before the next job's server starts, not replayed at the end
+        if following:
+            assert steps[-1] < index(f"specsweep {re.escape(following)}: (had the host after .*)?launching.*")
+
+    summary_at = index(r"specsweep summary:")
+    assert summary_at > index(r"specsweep nospec launch-aa: .*outcome: ok")
+    tail = "\n".join(lines[summary_at:])
+    assert ("  A/A control: nospec launched again at a random place of round 1 (launch aa) against its launch 1: "
+            in tail)
+    # what to deploy: report.md's own line (report.json's deploy), never a control
+    md = (work / "results/report.md").read_text()
+    [deploy] = [x.replace("**", "") for x in md.splitlines() if x.startswith("**On this host, ")]
+    assert f"  {deploy}" in tail, tail
+    assert "  Report: results/report.md (rows: results/summary.csv)" in tail, tail
+    # A quiet console: none of Snakemake's job banners, step counters or scheduler lines (the profile's quiet,
+    # specsweep.workflow.console), at most three lines a launch, and the whole run in one screen.
+    banners = [line for line in lines if re.match(r"(local)?rule \w+:|\s+reason: |Select jobs to execute|"
+                                                  r"Execute \d+ jobs|\d+ of \d+ steps|Job stats:", line)]
+    assert banners == [], banners
+    # What this run says, at most 60 lines; a line about waiting for another run's server on this host (a
+    # shared machine, not this run) is not the run's own.
+    own = [line for line in lines if not re.match(r"waiting|host lock acquired after|the host is free after", line)]
+    assert len(own) <= 60, f"{len(own)} lines:\n{out}"
 
 
 def test_every_configuration_has_a_summary_and_the_numbers_differ(pipeline):
