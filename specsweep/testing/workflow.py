@@ -54,9 +54,10 @@ def plain_default_config(repo: Path = REPO) -> dict:
     config = yaml.safe_load((repo / "config.yaml").read_text())
     config.pop("positive_control", None)
     config.setdefault("defaults", {})["launches"] = 1
-    # No burn-in: these sweeps time and count their own launches (the pipeline tests that check the
-    # burn-in turn it on).
+    # No burn-in, one server at a time and no extra rounds: these sweeps time, order and count their own
+    # launches (the pipeline tests that check the burn-in, side by side or the rounds turn them on).
     config["burn_in"] = {"enabled": False}
+    config["rounds"] = {**config.get("rounds", {}), "design": "sequential", "max_launches": None}
     return config
 
 
