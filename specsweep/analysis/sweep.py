@@ -51,6 +51,7 @@ from specsweep.analysis.stats import (
     POWER_METHOD,
     VERDICT_LEVEL,
 )
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import write_text_atomic
 
@@ -132,17 +133,19 @@ def burn_in_record(rounds: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return (judgements[0].get("burn_in") or None) if judgements else None
 
 
-def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[str, Any] | None = None
+def analyze_sweep(summaries: Sequence[ConfigSummary], baseline: str | None, sweep: Mapping[str, Any] | None = None
                   ) -> dict[str, Any]:
-    """report.json of ``summaries`` (summary.json files, formats 1 to 8, with their description and expect
-    labels); ``sweep`` holds the grids, the planned launch order, whether the A/A control was planned, the
-    positive control, the smallest effect to resolve, the named own baselines, the measurement design
-    (``workflow.inputs.report_params``) and every round's plan and judgement (``rounds``)."""
+    """report.json of ``summaries`` (the configurations' summary.json, ``ConfigSummary.load``); ``sweep``
+    holds each configuration's description and expect label (``descriptions``, ``expects``), the grids, the
+    planned launch order, whether the A/A control was planned, the positive control, the smallest effect to
+    resolve, the named own baselines, the measurement design (``workflow.inputs.report_params``) and every
+    round's plan and judgement (``rounds``)."""
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
     round_plans = (sweep.get("rounds") or {}).get("plans") or []
-    rows, base = config_rows(explode_points(summaries), baseline, effect, rounds_of_plans(round_plans))
+    points = explode_points(summaries, sweep.get("descriptions"), sweep.get("expects"))
+    rows, base = config_rows(points, baseline, effect, rounds_of_plans(round_plans))
     annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
              compare_primary)
     _expected_failure_warnings(rows)

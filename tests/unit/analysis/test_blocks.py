@@ -431,8 +431,8 @@ def test_a_rounds_judgement_judges_by_the_reports_verdicts(monkeypatch, tmp_path
     from specsweep.workflow.rounds import judge_round
 
     summaries, rounds = _extra_round_sweep()
-    by_name = {s["config"]: s for s in summaries}
-    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: dict(by_name[inputs["plan"][0].split("/")[1]]))
+    by_name = {s.config: s for s in summaries}
+    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: by_name[inputs["plan"][0].split("/")[1]])
     params = {"rounds": RoundSettings(max_launches=6).as_dict(), "smallest_effect": 0.05, "baseline": "nospec",
               "positive_control": None, "launches": {"nospec": 2, "a": 2}, "aa_control": True,
               "plans": {"nospec": "0" * 12, "a": "1" * 12}}  # each configuration's current plan key
