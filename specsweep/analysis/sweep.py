@@ -66,7 +66,12 @@ from specsweep.files import write_text_atomic
 #   2  race: a race's answer (``analysis.race.race_record``: the winner, its verdicts against every other
 #      configuration, each one's history, the rounds' standings, the launches spent against the full
 #      design), or null when the rounds did not race (rounds.mode: sweep).
-REPORT_FORMAT_VERSION = 2
+#   3  fields that came beside 2 without a version of their own: launches.entries gain host_wait_s (the
+#      job's waits for the host) and server_s (wall_s less host_wait_s); launches.server_s is the sum of the
+#      entries' server_s (in 1 and 2: of their wall_s) and null when none is known; + launches.host_wait_s,
+#      launches.median_server_s; rows gain simulated_accept (VAR=value of the setting that fixed the accept
+#      length, or null). Every other field is as in 2.
+REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.
