@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.summary import SUMMARY_FORMAT_VERSION, ConfigSummary
 from specsweep.contracts.vocabulary import RequestStatus, Status
 from specsweep.records import DEFAULT_POINT, new_record
+from specsweep.report import plots
 from specsweep.report.render import HtmlPages, render_report
 from specsweep.testing.doubles import engine_facts
 
@@ -95,3 +97,27 @@ def render_summaries(summaries: Sequence[Mapping[str, Any] | ConfigSummary], bas
     write_report(report_path, analyze_sweep([config_summary(s) for s in summaries], baseline, sweep))
     render_report(load_report(report_path), csv_path, md_path, plots_dir, best_dir, html)
     return load_report(report_path)
+
+
+@contextlib.contextmanager
+def kept_figures(laid_out: bool = False) -> Iterator[list[Any]]:
+    """The figures the report's plot functions would save (every one goes through ``report.plots._save``),
+    kept open for inspection instead of written, and closed at the end; ``laid_out``: each laid out and drawn
+    first, as ``_save`` lays a figure out before saving it (for tests of where its artists land)."""
+    figures: list[Any] = []
+
+    def keep(fig: Any, path: Path) -> None:
+        if laid_out:
+            if fig.get_layout_engine() is None:
+                fig.tight_layout()
+            fig.canvas.draw()
+        figures.append(fig)
+
+    saved = plots._save
+    plots._save = keep
+    try:
+        yield figures
+    finally:
+        plots._save = saved
+        for fig in figures:
+            plots.plt.close(fig)
