@@ -306,7 +306,7 @@ def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agr
         # Read on failure too: a known-failing case is expected only if its own failure line is there.
         # launch.json has ready_s once the server answered /ready: a failure line after it is a crash
         # while serving, not one while starting (engines.sglang.logcheck.failure_signatures).
-        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), dict(plan, **labels),
+        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), typed, labels,
                                        ready=launch.record.get("ready_s") is not None)
 
     params = json.loads(agreement)
