@@ -4,9 +4,12 @@
 ``PointSummary`` per workload point, its launches pooled) and writes
 ``ConfigSummary.to_dict()`` with the one JSON writer (``files.write_json_atomic``;
 this floor imports nothing of the package above it). Every stage that reads a
-summary loads it here (``ConfigSummary.load``): ``analyze_sweep``, a round's
-judgement, the tests. A file of another format version is refused with one line
-that names the file, its version, the one this checkout reads and how to rebuild it.
+summary file loads it here (``ConfigSummary.load``: ``analyze_sweep``, the
+tests); a round's judgement builds the same record in memory. A file of another
+format version is refused with one line that names the file, its version, the
+one this checkout reads and how to rebuild it. (``workflow.stored`` reads only
+a summary's launch ids, of any version: it runs at every Snakemake start,
+before an older summary is rebuilt.)
 
 ``from_dict`` / ``to_dict`` are exact inverses for a summary of this format, so a
 summary read and written again is the same bytes. What is typed and what stays a
