@@ -29,6 +29,7 @@ from typing import Any
 from specsweep.analysis.grids import units
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.records import is_external
 
@@ -148,9 +149,9 @@ def external_record(rows: Sequence[dict[str, Any]]) -> dict[str, str | None]:
 # ------------------------------------------------------------------ launches
 
 
-def launch_entries(files: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def launch_entries(files: Sequence[ConfigSummary]) -> list[dict[str, Any]]:
     """Every launch of every summary file, with its configuration, sorted by start time."""
-    out = [dict(entry, config=f["config"]) for f in files for entry in f.get("launches") or []]
+    out = [dict(entry.to_dict(), config=f.config) for f in files for entry in f.launches]
     return sorted(out, key=lambda e: (e.get("started_at") is None, e.get("started_at") or 0.0))
 
 
@@ -169,7 +170,7 @@ def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence
             "expected": list(planned_ran[first_bad])}
 
 
-def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None,
+def launches_record(files: Sequence[ConfigSummary], planned: Sequence[Sequence[str]] | None,
                     round_plans: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Every launch as it ran (the Launches table), each with its round and its place in that round's seeded
     order (``planned_place``, from the rounds' plans; None where no plan names it), what replication cost (the

@@ -7,7 +7,6 @@ One helper of each for every test tier, so that all of them run the same files t
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from specsweep.contracts import layout
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.records import DEFAULT_POINT
 
 #: The repository root (this file is specsweep/testing/workflow.py).
@@ -172,7 +172,8 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 def only_point(work: Path, name: str) -> dict:
-    """The summary section of a configuration that declares no workload points (its one, ``default``)."""
-    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
-    assert point["point"] == DEFAULT_POINT, point["point"]
-    return point
+    """The summary section of a configuration that declares no workload points (its one, ``default``), read
+    as every stage reads summary.json (``ConfigSummary.load``), as its mapping."""
+    [point] = ConfigSummary.load(work / "results" / name / "summary.json").points
+    assert point.point == DEFAULT_POINT, point.point
+    return point.to_dict()

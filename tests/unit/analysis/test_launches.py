@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_summary, point_sample, point_summaries
+from specsweep.analysis.launches import LaunchFiles, aa_control, build_config_summary, point_sample
 from specsweep.analysis.stats import Noise, pooled_noise
-from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION
+from specsweep.contracts.summary import SUMMARY_FORMAT_VERSION
 from specsweep.records import new_record
 from specsweep.testing.doubles import engine_facts
 
@@ -57,19 +57,19 @@ def launch(lid: str, gap_ms: float, seed: int, failed_point: str | None = None) 
 
 def test_points_pool_their_launches():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("2", 12.5, 2)], lambda _: None)
-    assert s["format_version"] == SUMMARY_FORMAT_VERSION == 8 and s["status"] == "ok"
-    assert [p["point"] for p in s["points"]] == ["c1", "c2"]
-    assert [e["launch"] for e in s["launches"]] == ["1", "2"] and s["launches"][0]["wall_s"] == 30
-    c1 = s["points"][0]
+    assert s.format_version == SUMMARY_FORMAT_VERSION == 8 and s.status == "ok"
+    assert [p.point for p in s.points] == ["c1", "c2"]
+    assert [e.launch for e in s.launches] == ["1", "2"] and s.launches[0].wall_s == 30
+    c1 = s.points[0].to_dict()
     assert c1["metrics"]["counts"]["ok"] == 24 and c1["metrics"]["repeats"] == [0, 1, 2, 3]
     sample = c1["metrics"]["samples"]["output_tok_s"]
     assert sample["launch"] == ["1"] * 12 + ["2"] * 12 and sample["repeat"][12] == 2
     medians = [e["tok_s_median"] for e in c1["launches"]]
     assert medians[0] / medians[1] == pytest.approx(e2e_ms(12.5) / e2e_ms(10.0), rel=0.01)  # the faster launch
-    assert c1["plan"]["workload"]["concurrency"] == 1 and s["points"][1]["workload"]["concurrency"] == 2
+    assert c1["plan"]["workload"]["concurrency"] == 1 and s.points[1].workload["concurrency"] == 2
     assert "format_version" not in c1
     assert c1["run_id"] is None and [e["run_id"] for e in c1["launches"]] == ["1", "2"], "one run per launch"
-    assert [e["run_id"] for e in s["launches"]] == ["1", "2"]
+    assert [e.run_id for e in s.launches] == ["1", "2"]
     # the decode rate: the geometric mean of the launches' median decode rates (1000 / 10 and 1000 / 12.5 tok/s)
     assert c1["metrics"]["decode_rate"]["value"] == pytest.approx((100.0 * 80.0) ** 0.5, rel=0.01)
     assert [e["decode_tok_s_median"] for e in c1["launches"]] == pytest.approx([100.0, 80.0], rel=0.01)
@@ -78,15 +78,15 @@ def test_points_pool_their_launches():
 
 def test_one_failed_launch_fails_the_point_and_names_the_launch():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("2", 10.0, 2, failed_point="c2")], lambda _: None)
-    by = {p["point"]: p for p in s["points"]}
-    assert by["c1"]["status"] == "ok"
-    assert by["c2"]["status"] == "failed" and by["c2"]["detail"].startswith("launch 2:")
-    assert s["status"] == "failed"
+    by = {p.point: p for p in s.points}
+    assert by["c1"].status == "ok"
+    assert by["c2"].status == "failed" and by["c2"].detail.startswith("launch 2:")
+    assert s.status == "failed"
 
 
 def test_the_aa_control_is_pooled_and_measured_against_the_first_launch():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("aa", 13.0, 2)], lambda _: None)
-    c1 = s["points"][0]
+    c1 = s.points[0].to_dict()
     # judged by a launch variance of 1 % (10 degrees of freedom) measured over the sweep: called
     aa = aa_control(c1, Noise(var=0.01 ** 2, df=10, request_var=None, unit="launch", sides=3, units=13))
     assert aa["first"] == "1" and aa["control"] == "aa" and aa["metric"] == "decode_tok_s"
@@ -100,7 +100,7 @@ def test_the_aa_control_is_pooled_and_measured_against_the_first_launch():
 
 def test_a_failed_control_is_a_warning_not_a_failed_baseline():
     s = build_config_summary(PLAN, [launch("1", 10.0, 1), launch("aa", 10.0, 2, failed_point="c1")], lambda _: None)
-    c1 = s["points"][0]
+    c1 = s.points[0].to_dict()
     assert c1["status"] == "ok" and c1["metrics"]["counts"]["ok"] == 12, "the failed control is not pooled"
     assert any("A/A control launch aa did not end ok" in w for w in c1["warnings"])
     assert aa_control(c1, pooled_noise([point_sample(c1)])) is None
@@ -111,14 +111,8 @@ def test_a_launch_that_never_started_fails_every_point():
                        outcome={"status": "failed", "stage": "launch", "reason": "server_exited", "detail": "exit 1",
                                 "log_tail": "boom", "points": {}, "launch": "1"})
     s = build_config_summary(PLAN, [dead], lambda _: None)
-    assert [(p["status"], p["stage"], p["reason"]) for p in s["points"]] == [("failed", "launch", "server_exited")] * 2
-    assert s["points"][0]["log_tail"] == "boom"
-
-
-def test_a_format_1_summary_reads_as_one_point():
-    old = {"format_version": 1, "config": "x", "status": "ok", "plan": {"workload": WORKLOAD}, "metrics": {}}
-    [point] = point_summaries(old)
-    assert point["point"] == "default" and point["workload"] == WORKLOAD
+    assert [(p.status, p.stage, p.reason) for p in s.points] == [("failed", "launch", "server_exited")] * 2
+    assert s.points[0].log_tail == "boom"
 
 
 def test_the_wait_for_the_host_is_kept_apart_from_the_server_time():
@@ -134,9 +128,9 @@ def test_the_wait_for_the_host_is_kept_apart_from_the_server_time():
     alone = launch("2", 10.0, 2)
     alone.record.update(host_lock={"waited_s": 0.0}, host_before_launch={"waited_s": 0.0})
     s = build_config_summary(PLAN, [waited, alone], lambda _: None)
-    first = s["launches"][0]
-    assert first["wall_s"] == pytest.approx(153.8)
-    assert first["host_wait_s"] == pytest.approx(119.0) and first["server_s"] == pytest.approx(34.8)
+    first = s.launches[0]
+    assert first.wall_s == pytest.approx(153.8)
+    assert first.host_wait_s == pytest.approx(119.0) and first.server_s == pytest.approx(34.8)
     record = launches_record([s], None)
     assert record["server_s"] == pytest.approx(34.8 + 30) and record["host_wait_s"] == pytest.approx(119.0)
     table = launch_table(record["entries"])
@@ -146,4 +140,4 @@ def test_the_wait_for_the_host_is_kept_apart_from_the_server_time():
     assert "1.1 min of server time in all" in line and "2.0 min waiting for the host" in line, line
     # an older launch.json without the waits: the server time is unknown, not the wall time
     old = launch("3", 10.0, 3)
-    assert build_config_summary(PLAN, [old], lambda _: None)["launches"][0]["server_s"] is None
+    assert build_config_summary(PLAN, [old], lambda _: None).launches[0].server_s is None
