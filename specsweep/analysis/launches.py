@@ -28,7 +28,7 @@ summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 8)::
     {"format_version": 8, "config": name, "status": worst point status,
      "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
      "reason", "started_at", "ended_at", "wall_s", "host_wait_s", "server_s",
-     "ready_s"}],
+     "ready_s", "side_by_side" (only for a launch of a side-by-side round: ``side_by_side``)}],
      "points": [<point summary>]}
 
 A point summary is a version-5 summary (``analysis.summary``) plus
@@ -220,6 +220,7 @@ def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
     started, ended = launch.outcome.get("started_at") or record.get("started_at"), launch.outcome.get("ended_at")
     wall = (ended - started) if started is not None and ended is not None else None
     wait = host_wait_s(record)
+    side = side_by_side(launch)
     return {
         "launch": launch.launch,
         "control": launch.launch == CONTROL,
@@ -233,7 +234,32 @@ def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
         "host_wait_s": wait,
         "server_s": None if wall is None or wait is None else wall - wait,
         "ready_s": record.get("ready_s"),
+        **({} if side is None else {"side_by_side": side}),
     }
+
+
+#: What a launch section keeps of a side-by-side measurement (``serve.sidebyside.SideBySide.summary``).
+SIDE_BY_SIDE_KEYS = ("partners_up", "windows", "partner_cpu_share", "partner_cpu_share_max",
+                     "partner_cpu_share_limit")
+
+
+def side_by_side(launch: LaunchFiles) -> dict[str, Any] | None:
+    """How a launch of a side-by-side round was measured (outcome.json's ``side_by_side``, else launch.json's
+    keys of it): the partners whose servers were up during its windows, the windows, the partners' CPU share
+    over all of them and in the worst one, the limit, and when its first window began (``first_window_ns``:
+    launch.json's ``window_log``: ``time.perf_counter_ns``, on Linux ``clock_gettime(CLOCK_MONOTONIC)``
+    (``time.get_clock_info("perf_counter")``), a clock the processes of one host share: the round's turns in
+    the order they ran).
+    None for a launch measured alone (sequential), whose section stays as it was."""
+    record = launch.record or {}
+    part = launch.outcome.get("side_by_side")
+    if part is None and "windows" in record:
+        part = record
+    if part is None:
+        return None
+    windows = record.get("window_log") or []
+    return {**{k: part.get(k) for k in SIDE_BY_SIDE_KEYS},
+            "first_window_ns": windows[0].get("start_ns") if windows else None}
 
 
 def host_wait_s(record: Mapping[str, Any]) -> float | None:

@@ -65,7 +65,11 @@ from specsweep.files import write_text_atomic
 #   2  race: a race's answer (``analysis.race.race_record``: the winner, its verdicts against every other
 #      configuration, each one's history, the rounds' standings, the launches spent against the full
 #      design), or null when the rounds did not race (rounds.mode: sweep).
-REPORT_FORMAT_VERSION = 2
+#   3  launches.side_by_side (``analysis.controls.side_by_side_record``: what side-by-side measurement did, or
+#      null), launches.entries[].side_by_side (a launch of a side-by-side round: its partners up, windows, the
+#      partners' CPU share, its first window), launches.order.by (what the order check compared: each launch's
+#      start, or for a side-by-side round's launches, which start together, their first window).
+REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.

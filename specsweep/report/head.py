@@ -13,9 +13,9 @@ from typing import Any
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.report.linked import Curve, Linked
+from specsweep.report.markdown import cpu_share, ratio_pct, verdict_text
 from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
-from specsweep.report.markdown import ratio_pct, verdict_text
 
 # ------------------------------------------------------------------ what to deploy
 
@@ -303,16 +303,41 @@ def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | 
 # ------------------------------------------------------------------ launches
 
 
+#: What the order check compared (report.json's ``launches.order.by``), in words.
+_ORDER_BY = {"start": "",
+             "start and first window": "; a side-by-side round's launches, whose servers start together, by their "
+                                       "first measuring window, i.e. the order their turns began"}
+
+
 def order_text(order: Mapping[str, Any]) -> str:
-    """Whether the launches ran in the planned order (a sentence)."""
+    """Whether the launches ran in the planned order (a sentence), and what was compared."""
     if not order["planned"]:
         return "planned order unknown"
+    by = _ORDER_BY.get(order.get("by") or "start", "")
     if order["in_order"]:
-        return "in the planned interleaved order (round by round, each round in its seeded order)"
+        return f"in the planned interleaved order (round by round, each round in its seeded order{by})"
     ran, expected = order["ran"], order["expected"]
     return (f"NOT in the planned order from launch #{order['first_bad'] + 1} on (ran {ran[0]}/{ran[1]}, "
-            f"planned {expected[0]}/{expected[1]}); launches of a configuration rerun alone run when Snakemake "
+            f"planned {expected[0]}/{expected[1]}{by}); launches of a configuration rerun alone run when Snakemake "
             "reaches them")
+
+
+def side_by_side_text(side: Mapping[str, Any] | None) -> str:
+    """What side-by-side measurement did (report.json's ``launches.side_by_side``), a sentence; empty when no
+    launch was measured side by side."""
+    if not side:
+        return ""
+    alone = side.get("alone") or []
+    alone_text = "" if not alone else (f"; {len(alone)} with no partner's server up ("
+                                       + ", ".join(f"{c}/{lid}" for c, lid in alone[:4])
+                                       + (" ..." if len(alone) > 4 else "") + ")")
+    share = side.get("partner_cpu_share_max")
+    cpu = ("the partners' CPU not recorded" if share is None else
+           f"the partners' servers used at most {cpu_share(share)} of a core over one launch's windows "
+           f"({side['worst'][0]}/{side['worst'][1]}), {cpu_share(side.get('worst_window'))} in the worst single "
+           f"window (a launch at {cpu_share(side.get('limit'))} or more is contaminated)")
+    return (f" Side by side: {side['launches']} of {side['of']} launches measured in turn with their round's other "
+            f"servers up, in {side['windows']} windows{alone_text}; {cpu}.")
 
 
 def launch_lines(launches: Mapping[str, Any]) -> str:
@@ -329,7 +354,8 @@ def launch_lines(launches: Mapping[str, Any]) -> str:
     waited = "" if not wait else (f", besides {wait / 60:.1f} min waiting for the host (its lock, or another "
                                   "specsweep server running)")
     return (f"Launches: {len(entries)} server launches of {launches['configurations']} configurations, "
-            f"{served}{waited}{span}; ran {order_text(launches['order'])}.\n\n")
+            f"{served}{waited}{span}; ran {order_text(launches['order'])}."
+            f"{side_by_side_text(launches.get('side_by_side'))}\n\n")
 
 
 # ------------------------------------------------------------ break-even curves
