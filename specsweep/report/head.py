@@ -275,14 +275,28 @@ def speculative_baseline(data: Mapping[str, Any]) -> str | None:
 
 
 def burn_in_line(record: Mapping[str, Any] | None) -> str:
-    """The burn-in before round 1: its units' decode rates, how long it took and whether it settled."""
+    """The burn-in before round 1: its units' decode rates and times to ready, how long it took and whether it
+    settled (and, when not, what kept moving)."""
     if not record:
         return "Burn-in: none recorded (off, or this report's round 1 ran in an earlier invocation without one)."
-    rates = ", ".join(_f(u.get("decode_tok_s")) for u in record.get("units") or [])
-    state = (f"steady (within {record['tolerance']:.0%} of the unit before)" if record.get("steady")
-             else f"NOT steady after {len(record.get('units') or [])} units: the host kept changing")
-    return (f"Burn-in: {len(record.get('units') or [])} unmeasured launches of {record.get('config')} in "
-            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}: {state}; it enters no verdict.")
+    units = record.get("units") or []
+    rates = ", ".join(_f(u.get("decode_tok_s")) for u in units)
+    ready = record.get("ready_tolerance")
+    if ready is None:  # a record of format 1: the decode rate alone
+        rule, readies = f"within {record['tolerance']:.0%} of the unit before", ""
+    else:
+        rule = (f"the decode rate within {record['tolerance']:.0%} and the time to ready within {ready:.0%} "
+                f"(+{_f(record.get('ready_poll_s'), '{:.2f}')} s) of the unit before")
+        readies = ", time to ready s " + ", ".join(_f(u.get("ready_s")) for u in units)
+    if record.get("steady"):
+        state = f"steady ({rule})"
+    else:
+        moving = [what for what, key in (("the decode rate", "rate_steady"), ("the time to ready", "ready_steady"))
+                  if key in record and not record[key]]
+        state = (f"NOT steady after {len(units)} units: the host kept changing"
+                 + (f" ({' and '.join(moving)} at the last unit; asked: {rule})" if moving else ""))
+    return (f"Burn-in: {len(units)} unmeasured launches of {record.get('config')} in "
+            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}{readies}: {state}; it enters no verdict.")
 
 
 def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | None) -> str:
