@@ -121,7 +121,7 @@ __all__ = ["OUTCOME_FORMAT_VERSION", "Interrupted", "JobHost", "JobPaths", "run_
 
 OUTCOME_FORMAT_VERSION = 3
 #: A wait for the host (its lock, then no other specsweep server) at least this long is said on the terminal
-#: with the job's next line (the log has its own lines: serve.lock, phases.wait_for_quiet_host).
+#: with the job's next line (the log has its own lines: serve.lock, quiet.wait_for_quiet_host).
 WAIT_SAID_S = 1.0
 
 
@@ -241,7 +241,7 @@ class _Runner:
     def _launched(self, stack: contextlib.ExitStack) -> None:
         job = self.job
         side = job.round is not None and job.round.design == Design.SIDE_BY_SIDE
-        # host: the host lock for the job's life, or (side by side) this launch's own lock
+        # host: this launch's own lock for the job's life; sequential, the host lock too (side by side: per window)
         holder = {**self.launch, "config": job.plan.name}
         own = phases.launch_lock(job, holder)  # the launch's files are this job's, whoever holds the host
         stack.callback(own.release)
@@ -263,7 +263,9 @@ class _Runner:
         waited = lock.waited_s
         if self.side is not None:
             known = self.side.known
-            quiet = self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known))
+            # no server but the partners', and no job outside the round holding the host lock (a sequential
+            # one may be about to launch)
+            quiet = self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known, lock_free=True))
         else:  # never waiting for a server while holding the host lock (a side-by-side round's windows need it)
             known = None
             lock, quiet = phases.quiet_host_locked(job, lock, holder, job.host.lock.wait_s - lock.waited_s,

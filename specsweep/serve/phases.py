@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 from specsweep.contracts.plan import Point
 from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
@@ -53,7 +53,7 @@ from specsweep.records import run_header
 from specsweep.serve import client, guard, kernel_cache
 from specsweep.serve import profile as profiling
 from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, uses_host_network
-from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.jobspec import Job, JobPaths
 from specsweep.serve.launch import (
     build_launch,
     collect_provenance,
@@ -61,9 +61,10 @@ from specsweep.serve.launch import (
     gpu_ids,
     server_info,
 )
-from specsweep.serve.lock import NOTICE_AFTER_S, HostBusy, HostLock, LockSettings, acquire
+from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy
+from specsweep.serve.quiet import wait_for_quiet_host
 from specsweep.serve.server import AttachedServer, LaunchError, Server, free_port
 from specsweep.serve.watchdog import reaper
 
@@ -158,46 +159,12 @@ def kernel_caches(job: Job) -> dict[str, Any]:
     return {"kernel_cache": record}
 
 
-def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",
-                        known: Callable[[], Collection[str]] | None = None, notice: TextIO | None = None
-                        ) -> dict[str, Any]:
-    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample with ``waited_s``
-    (how long this wait took: the report keeps it apart from the server's own time), or ``host_busy``.
-    ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample). The
-    waiting line goes to ``log`` at once and to ``notice`` (the terminal) once the wait lasted
-    ``lock.NOTICE_AFTER_S``; how long it took to ``log`` only."""
-    t0 = time.monotonic()
-    told = noticed = False
-    while True:
-        seen = guard.sample(run_id, host.docker)
-        if known is not None and seen["others"]:
-            ours = known()
-            seen = {**seen, "others": [o for o in seen["others"] if o.get("run_id") not in ours],
-                    "partners": [o for o in seen["others"] if o.get("run_id") in ours]}
-        if not seen["others"]:
-            waited = time.monotonic() - t0
-            if told:
-                print(f"the host is free after {waited:.0f} s", file=log, flush=True)
-            return {**seen, "waited_s": round(waited, 3)}
-        who = guard.describe(seen["others"])
-        if time.monotonic() - t0 >= wait_s:
-            raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, f"other specsweep servers run on this host: {who}; "
-                              f"waited {time.monotonic() - t0:.0f} s; not measuring beside them")
-        message = f"waiting: other specsweep servers run on this host: {who} (before launching {config})"
-        if not told:
-            print(message, file=log, flush=True)
-            told = True
-        if notice is not None and not noticed and time.monotonic() - t0 >= NOTICE_AFTER_S:
-            print(message, file=notice, flush=True)
-            noticed = True
-        time.sleep(max(0.5, min(host.guard_interval_s, 5.0)))
-
-
-def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
-    """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``:
-    ``wait_for_quiet_host``)."""
+def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None,
+               lock_free: bool = False) -> dict[str, Any]:
+    """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``,
+    ``lock_free``: ``wait_for_quiet_host``)."""
     return {"host_before_launch": wait_for_quiet_host(job.run_id, job.host, wait_s, job.log, job.plan.name, known,
-                                                      notice=job.host.notice)}
+                                                      notice=job.host.notice, lock_free=lock_free)}
 
 
 def quiet_host_locked(job: Job, lock: HostLock, holder: Mapping[str, Any], wait_s: float,

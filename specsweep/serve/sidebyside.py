@@ -15,7 +15,8 @@ A job of a ``side-by-side`` round (``contracts.rounds.RoundPlan``; plan time:
    (``serve.rounddir.Registry``: ``<lock_dir>/rounds/<key>/``, keyed by the
    checkout, the round plan's path and the round; one small JSON file per launch:
    run id, job pid, the server's process group, its state);
-2. starts its server without the host lock and waits until it is ready;
+2. once no server but its partners' runs and no job outside the round holds the host lock
+   (``phases.quiet_host``), starts its server without the host lock and waits until it is ready;
 3. the barrier (``SideBySide.barrier``): waits until every partner's server is
    ready or has ended, so that nobody measures while another server starts; the
    deadline is the plan's ready timeout; a partner that failed, died or never

@@ -20,7 +20,7 @@ import pytest
 from specsweep.contracts.rounds import RoundPlan
 from specsweep.contracts.vocabulary import Reason, Status
 from specsweep.files import read_json, read_jsonl
-from specsweep.serve import guard, phases, rounddir, sidebyside
+from specsweep.serve import guard, phases, quiet, rounddir, sidebyside
 from specsweep.serve.drive import Gate, drive
 from specsweep.testing.doubles import plan_dict
 from specsweep.testing.rounds import (
@@ -562,3 +562,25 @@ def test_a_sequential_job_waits_for_a_side_by_side_round_without_holding_the_hos
     # the sequential server started once the round's server had ended, and nobody waited out the lock
     assert outcome_b["server_stopped_at"] < outcome_a["server_started_at"]
     assert took < wait_s, took
+
+
+def test_a_side_by_side_job_does_not_launch_while_a_job_outside_its_round_holds_the_host_lock(tmp_path):
+    """A sequential job holds the host lock from its look at the host until its server has ended: a side-by-side
+    server started in between would run beside it. A partner's window or teardown holding it does not count."""
+    import threading
+
+    from specsweep.serve.jobspec import JobHost
+    from specsweep.serve.lock import LockSettings, acquire
+
+    locks = tmp_path / "locks"
+    held = acquire(LockSettings(locks, 0), {"config": "seq", "run_id": "5e95e95e95e9"})
+    assert quiet.foreign_lock_holder(locks, lambda: {"5e95e95e95e9"}) is None  # a partner's window
+    assert quiet.foreign_lock_holder(locks, lambda: set())["config"] == "seq"
+    host = JobHost(lock=LockSettings(locks, 60), workdir=tmp_path, guard_interval_s=0.5)
+    log = io.StringIO()
+    threading.Timer(2.0, held.release).start()
+    t0 = time.monotonic()
+    seen = quiet.wait_for_quiet_host("0e0e0e0e0e0e", host, 30, log, "side", known=lambda: set(), lock_free=True)
+    assert time.monotonic() - t0 >= 1.9 and seen["waited_s"] >= 1.9
+    assert "waiting: the host lock is held by pid" in log.getvalue() and "'seq'" in log.getvalue()
+    assert quiet.foreign_lock_holder(locks, lambda: set()) is None
