@@ -30,7 +30,9 @@ server's own time) and one ``PointSummary`` per point: a one-launch summary
 (``analysis.summary``) plus ``point``, ``workload``, ``launches``
 (``PointLaunch``: per launch its status, run, medians and repeats) and
 ``samples[...]["launch"]`` (the launch of every sample), its ``plan`` with that
-point's workload.
+point's workload. A launch of a side-by-side round
+also keeps ``side_by_side`` (``side_by_side``: its partners up, windows, their CPU
+share, its first window).
 """
 
 from __future__ import annotations
@@ -215,6 +217,7 @@ def _launch_section(launch: LaunchFiles) -> LaunchSection:
     started, ended = launch.outcome.get("started_at") or record.get("started_at"), launch.outcome.get("ended_at")
     wall = (ended - started) if started is not None and ended is not None else None
     wait = host_wait_s(record)
+    side = side_by_side(launch)
     return LaunchSection(
         launch=launch.launch,
         control=launch.launch == CONTROL,
@@ -228,7 +231,32 @@ def _launch_section(launch: LaunchFiles) -> LaunchSection:
         host_wait_s=wait,
         server_s=None if wall is None or wait is None else wall - wait,
         ready_s=record.get("ready_s"),
+        side_by_side=side,
     )
+
+
+#: What a launch section keeps of a side-by-side measurement (``serve.sidebyside.SideBySide.summary``).
+SIDE_BY_SIDE_KEYS = ("partners_up", "windows", "partner_cpu_share", "partner_cpu_share_max",
+                     "partner_cpu_share_limit")
+
+
+def side_by_side(launch: LaunchFiles) -> dict[str, Any] | None:
+    """How a launch of a side-by-side round was measured (outcome.json's ``side_by_side``, else launch.json's
+    keys of it): the partners whose servers were up during its windows, the windows, the partners' CPU share
+    over all of them and in the worst one, the limit, and when its first window began (``first_window_ns``:
+    launch.json's ``window_log``: ``time.perf_counter_ns``, on Linux ``clock_gettime(CLOCK_MONOTONIC)``
+    (``time.get_clock_info("perf_counter")``), a clock the processes of one host share: the round's turns in
+    the order they ran).
+    None for a launch measured alone (sequential), whose section stays as it was."""
+    record = launch.record or {}
+    part = launch.outcome.get("side_by_side")
+    if part is None and "windows" in record:
+        part = record
+    if part is None:
+        return None
+    windows = record.get("window_log") or []
+    return {**{k: part.get(k) for k in SIDE_BY_SIDE_KEYS},
+            "first_window_ns": windows[0].get("start_ns") if windows else None}
 
 
 def host_wait_s(record: Mapping[str, Any]) -> float | None:

@@ -138,13 +138,16 @@ class LaunchSection:
     host_wait_s: float | None
     server_s: float | None
     ready_s: float | None
+    # a launch of a side-by-side round only (analysis.launches.side_by_side: its partners up, windows, their CPU
+    # share, its first window); absent from the file for a launch measured alone
+    side_by_side: Mapping[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "launch") -> LaunchSection:
-        return cls(**_values(cls, data, where))
+        return cls(**_values(cls, data, where, optional=("side_by_side",)))
 
     def to_dict(self) -> dict[str, Any]:
-        return _out(self)
+        return _out(self, skip_none=("side_by_side",))
 
 
 @dataclass(frozen=True)
