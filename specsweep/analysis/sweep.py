@@ -71,10 +71,10 @@ from specsweep.files import write_text_atomic
 #      entries' server_s (in 1 and 2: of their wall_s) and null when none is known; + launches.host_wait_s,
 #      launches.median_server_s; rows gain simulated_accept (VAR=value of the setting that fixed the accept
 #      length, or null); launches.side_by_side (``analysis.controls.side_by_side_record``: what side-by-side
-#      measurement did, or null), launches.entries[].side_by_side (a launch of a side-by-side round: its partners up, windows, the
-#      partners' CPU share, its first window), launches.order.by (what the order check compared: each launch's
-#      start, or for a side-by-side round's launches, which start together, their first window). Every other
-#      field is as in 2.
+#      measurement did, or null), launches.entries[].side_by_side (a launch of a side-by-side round: its
+#      partners up, windows, the partners' CPU share, its first window), launches.order.by (what the order
+#      check compared: each launch's start, or for a side-by-side round's launches, which start together,
+#      their first window). Every other field is as in 2.
 REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
