@@ -65,7 +65,10 @@ from specsweep.files import write_text_atomic
 #   2  race: a race's answer (``analysis.race.race_record``: the winner, its verdicts against every other
 #      configuration, each one's history, the rounds' standings, the launches spent against the full
 #      design), or null when the rounds did not race (rounds.mode: sweep).
-REPORT_FORMAT_VERSION = 2
+#   3  race.screen: the cost model's screen before the race (``analysis.screen``: every prediction, the margin,
+#      the set-aside configurations, or why nothing was set aside), race.history's ``screened out``,
+#      race.launches.screened_out; null without screening.
+REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.
@@ -137,7 +140,8 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
     """report.json of ``summaries`` (summary.json files, formats 1 to 8, with their description and expect
     labels); ``sweep`` holds the grids, the planned launch order, whether the A/A control was planned, the
     positive control, the smallest effect to resolve, the named own baselines, the measurement design
-    (``workflow.inputs.report_params``) and every round's plan and judgement (``rounds``)."""
+    (``workflow.inputs.report_params``), every round's plan and judgement (``rounds``) and a race's screen
+    (``screen``: ``analysis.screen.screen``'s record)."""
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
@@ -148,7 +152,7 @@ def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[st
     _expected_failure_warnings(rows)
     sizes = verify_sizes(rows)
     race = race_record(rows, (sweep.get("rounds") or {}).get("judgements") or [], effect,
-                       bool(sweep.get("aa_control", True)))
+                       bool(sweep.get("aa_control", True)), sweep.get("screen"))
     return {
         "format_version": REPORT_FORMAT_VERSION,
         "baseline": {"name": baseline, "row": _key(base)},
