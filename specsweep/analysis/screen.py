@@ -83,14 +83,15 @@ def threshold(margin: float) -> float:
 
 def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: Sequence[Mapping[str, Any]],
            latencies: Mapping[str, float | None], max_error: float, benches: int | None = None,
-           sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+           sources: Mapping[str, str] | None = None, keep: Sequence[str] = ()) -> dict[str, Any]:
     """The screen of a grid (module docstring): ``groups`` its configurations that differ only in the
     communication ``settings`` (``plan.screen.groups``), ``rows`` the report rows measured so far (report.json's,
     or ``analysis.answer.annotate``'s), ``latencies`` each configuration's micro-benchmark median (us; None or
     missing: not measured), ``max_error`` the largest error the model may show and still screen, ``benches``
     how many micro-benchmark runs measured the latencies; ``sources``: a group's measured configuration by
     another name (``{group: config of rows}``, its plan the group's but for the settings: ``plan.screen.group_key``),
-    else a member of the group measured under its own name."""
+    else a member of the group measured under its own name; ``keep``: never set aside (the baseline, which every
+    verdict of the report is against), though predicted."""
     error = model_error(rows)
     margin = error["margin"]
     measured = _first_points(rows)
@@ -132,7 +133,10 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
         out["validated"] = True
         out["threshold"] = threshold(margin)
         for p in predicted:
-            if p["slower"] > out["threshold"]:
+            if p["slower"] > out["threshold"] and p["config"] in keep:
+                p["why"] = (f"predicted {p['slower'] * 100:.1f} % slower than {out['best']}, but kept: the baseline "
+                            "every verdict is against")
+            elif p["slower"] > out["threshold"]:
                 p["set_aside"] = True
                 p["why"] = (f"predicted {p['slower'] * 100:.1f} % slower than {out['best']}, beyond the model's "
                             f"error ({margin * 100:.1f} % each way: {out['threshold'] * 100:.1f} %)")
