@@ -1,12 +1,14 @@
-"""A race's screen in the DAG (rules/screen.smk): ``-n`` before the screen shows the micro-benchmarks (one per
-distinct communication setting) and the checkpoint, and no server launch; the rounds then hold only what the
-screen kept (``workflow.inputs``: the set-aside list read through the checkpoint)."""
+"""A race's DAG without running servers: the ground-truth grid's planned rounds (config/race-cpu.yaml), and the
+screen (rules/screen.smk): ``-n`` before the screen shows the micro-benchmarks (one per distinct communication
+setting) and the checkpoint, and no server launch; the rounds then hold only what the screen kept
+(``workflow.inputs``: the set-aside list read through the checkpoint)."""
 
 from __future__ import annotations
 
 import json
 
-from specsweep.testing.workflow import SNAKEMAKE, copy_workflow, job_counts, run
+from specsweep.plan.config import load_config
+from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, run
 from specsweep.workflow import inputs
 
 SCREEN = ["--configfile", "config/screen-cpu.yaml"]
@@ -41,3 +43,19 @@ def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
     assert len(inputs.walk_rounds(launches, off, lambda r: "unused", upto=1, screened=never)[0]) == 4
     assert inputs.report_summaries(["a", "b"], off, never) == ["results/a/summary.json", "results/b/summary.json"]
     assert inputs.judge_params(params, off, never) == params and inputs.screen_input(off) == {}
+
+
+def test_the_ground_truth_grid_races_16_known_slowdowns_and_plans_its_two_rounds(tmp_path):
+    config = load_config(REPO / "config/race-cpu.yaml")
+    expanded = config["configurations"]  # the grid expanded
+    slowdowns = sorted(float(c["env"]["SPECSWEEP_TEST_STEP_SLOWDOWN"]) for c in expanded.values())
+    assert slowdowns == [k / 50 for k in range(16)], "0, 2, 4, ..., 30 %"
+    assert config["rounds"]["mode"] == "race" and config["baseline"] == "race-slow00" in expanded
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "all", "--configfile", "config/race-cpu.yaml"], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    # the planned rounds: 16 x 2 launches and the A/A control, after the burn-in; the survivors' rounds come
+    # from the judgement of round 2 (a checkpoint)
+    assert counts["benchmark_server"] == 33 and counts["burn_in_host"] == 1 and counts["judge_round"] == 1, counts
+    assert "bench_setting" not in counts and "screen_grid" not in counts, "no screen asked for"
