@@ -82,3 +82,21 @@ def bench_settings(plans: Mapping[str, Mapping[str, Any]], settings: Sequence[st
             run["members"].append(name)
         out.extend(seen.values())
     return out
+
+
+def unvaried_settings(config: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """With ``screen.enabled``, each of ``screen.settings`` that takes one value in every plan (a typo, or a
+    setting the grid does not vary): it would group nothing, and the screen would set nothing aside."""
+    own = ScreenSettings.from_config(config)
+    if not own.enabled:
+        return []
+    out = []
+    for k, name in enumerate(own.settings):
+        values = {canonical_json(setting(plan, name)) for plan in plans.values()}
+        if len(values) < 2:
+            varied = sorted({f"{section}.{key}" for section in SETTING_SECTIONS for key in
+                             {key for plan in plans.values() for key in (plan.get(section) or {})}
+                             if len({canonical_json((p.get(section) or {}).get(key)) for p in plans.values()}) > 1})
+            out.append(f"screen.settings[{k}]: {name!r} takes one value in every configuration, so it tells no "
+                       f"configuration from another; allowed: a setting the configurations vary: {varied}")
+    return out

@@ -502,6 +502,8 @@ def screen_params(config: Mapping[str, Any], plans: Mapping[str, dict], keys: Ma
     """screen_grid's params: the settings, the largest error, the groups, the micro-benchmark runs (each with the
     configuration it runs for and its plan key), the baseline (never set aside) and the plans' group keys."""
     own = ScreenSettings.from_config(config)
+    if not own.enabled:
+        return canonical_json({"enabled": False})  # no job reads it: nothing to compute at every start
     runs = bench_settings(plans, own.settings)
     return canonical_json({
         "settings": list(own.settings), "max_error": own.max_error, "groups": groups(plans, own.settings),
@@ -513,7 +515,8 @@ def screen_params(config: Mapping[str, Any], plans: Mapping[str, dict], keys: Ma
 def screen_bench_inputs(config: Mapping[str, Any], plans: Mapping[str, dict], keys: Mapping[str, str]) -> list[str]:
     """Every micro-benchmark file the screen reads (one per distinct setting)."""
     own = ScreenSettings.from_config(config)
-    return [bench_path(r["config"], keys[r["config"]]) for r in bench_settings(plans, own.settings)]
+    return [bench_path(r["config"], keys[r["config"]]) for r in bench_settings(plans, own.settings)] \
+        if own.enabled else []
 
 
 def screened_out(path: str) -> list[str]:

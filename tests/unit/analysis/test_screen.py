@@ -134,3 +134,14 @@ def test_the_config_key_is_checked_naming_file_key_and_allowed_values():
         check_config(_race_config(max_error=0.9), "test.yaml")
     with pytest.raises(ConfigError, match=r"screen: unknown key\(s\) \['margin'\]; allowed: \['enabled', "):
         check_config(_race_config(margin=0.1), "test.yaml")
+
+
+def test_a_setting_no_configuration_varies_is_refused_with_those_it_could_be():
+    from specsweep.plan.screen import unvaried_settings
+
+    config = {"screen": {"enabled": True, "settings": ["server_args.all-reduce-backend", "env.NCCL_ALGOO"]}}
+    [problem] = unvaried_settings(config, PLANS)
+    assert problem.startswith("screen.settings[1]: 'env.NCCL_ALGOO' takes one value in every configuration")
+    assert "allowed: a setting the configurations vary: ['env.SPECSWEEP_TEST_STEP_SLOWDOWN', " \
+           "'server_args.all-reduce-backend', 'server_args.speculative-algorithm']" in problem
+    assert unvaried_settings({"screen": {"enabled": False, "settings": ["env.X"]}}, PLANS) == []
