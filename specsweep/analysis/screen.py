@@ -88,10 +88,11 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
     communication ``settings`` (``plan.screen.groups``), ``rows`` the report rows measured so far (report.json's,
     or ``analysis.answer.annotate``'s), ``latencies`` each configuration's micro-benchmark median (us; None or
     missing: not measured), ``max_error`` the largest error the model may show and still screen, ``benches``
-    how many micro-benchmark runs measured the latencies; ``sources``: a group's measured configuration by
-    another name (``{group: config of rows}``, its plan the group's but for the settings: ``plan.screen.group_key``),
-    else a member of the group measured under its own name; ``keep``: never set aside (the baseline, which every
-    verdict of the report is against), though predicted."""
+    how many micro-benchmark runs measured the latencies; ``sources``: each group's measured configuration,
+    ``{group: config of rows}``, found by plan (its plan the group's but for the settings: ``plan.screen.group_key``,
+    whatever its name; a summary of a member's name but of another plan is none); None: a member of the group
+    measured under its own name; ``keep``: never set aside (the baseline, which every verdict of the report is
+    against), though predicted."""
     error = model_error(rows)
     margin = error["margin"]
     measured = _first_points(rows)
@@ -100,7 +101,7 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
                            "threshold": None, "error_from": error["error_from"], "best": None, "predictions": [],
                            "set_aside": [], "benches": benches, "method": SCREEN_METHOD}
     for group, members in groups.items():
-        named = [(sources or {}).get(group), *members]
+        named = members if sources is None else [sources.get(group)]
         source = next((m for m in named if m in measured and _parts(measured[m]) is not None), None)
         for name in members:
             entry = {"config": name, "group": group, "measured_from": source, "latency_us": latencies.get(name),

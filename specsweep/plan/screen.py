@@ -44,12 +44,13 @@ def setting_problems(settings: Sequence[Any]) -> list[str]:
 
 def group_key(plan: Mapping[str, Any], settings: Sequence[str]) -> str:
     """The plan's identity with the communication settings removed: what a group shares. Left out besides them:
-    the name, the argv and the engine's facts, which follow from the settings (``facts.all_reduce_backend``)."""
+    the name, the argv and the engine's facts, which follow from the settings (``facts.all_reduce_backend``), and
+    the plan file's format version (how the plan is written, not what the server is)."""
     drop: dict[str, set[str]] = {}
     for name in settings:
         section, _, key = name.partition(".")
         drop.setdefault(section, set()).add(key)
-    out = {k: v for k, v in plan.items() if k not in ("name", "argv", "facts")}
+    out = {k: v for k, v in plan.items() if k not in ("name", "argv", "facts", "format_version")}
     for section, keys in drop.items():
         out[section] = {k: v for k, v in (plan.get(section) or {}).items() if k not in keys}
     return canonical_json(out)

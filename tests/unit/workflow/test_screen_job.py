@@ -23,7 +23,8 @@ RECORD = REPO / "docs/measurements/2026-12-06-cpu-forward-bench/run1"
 
 def _results(root: Path, names: list[str], keys: dict[str, str], measured: list[str]) -> None:
     """``measured``'s summaries under ``root/results`` and every configuration's micro-benchmark file. The record's
-    plans are of format 4, before plans carried the engine's facts: added here as the engine resolves them."""
+    plans are of format 4, before plans carried the engine's facts (what the cost model reads the TP size from):
+    added here as the engine resolves them; today's plans of these configurations differ in nothing else."""
     for name in names:
         bench = root / inputs.bench_path(name, keys[name])
         bench.parent.mkdir(parents=True, exist_ok=True)
@@ -74,14 +75,21 @@ def test_with_nothing_measured_nothing_is_set_aside(tmp_path, monkeypatch, grid)
 
 def test_a_group_measured_under_another_name_counts(tmp_path, monkeypatch, grid):
     """A summary named ``earlier`` whose plan is eagle3-shm's (another config file's name for the same server)
-    stands for the eagle3 group; the record's own format-4 plans match no group of today's plans."""
+    stands for the eagle3 group; one of a member's name but of another plan stands for none."""
     config, plans, keys = grid
     _results(tmp_path, sorted(plans), keys, ["eagle3-shm"])
     path = tmp_path / "results" / "eagle3-shm" / "summary.json"
     summary = json.loads(path.read_text())
     settings = ["server_args.all-reduce-backend"]
     group_keys = json.loads(inputs.screen_params(config, plans, keys))["group_keys"]
-    assert measured_rows(tmp_path / "results", settings, group_keys)[1] == {}
+    assert measured_rows(tmp_path / "results", settings, group_keys)[1] == {"eagle3-gloo": "eagle3-shm"}
+    stale = json.loads(path.read_text())
+    stale["plan"]["workload"] = dict(stale["plan"]["workload"], output_len=32)
+    path.write_text(json.dumps(stale))
+    monkeypatch.chdir(tmp_path)
+    got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, io.StringIO())
+    assert got["margin"] is not None and not any(p["measured_from"] for p in got["predictions"]), \
+        "its residual counts for the error on this host; its parts predict no group of other plans"
     summary["config"] = "earlier"
     for point in summary["points"]:
         point["config"] = "earlier"
@@ -91,7 +99,6 @@ def test_a_group_measured_under_another_name_counts(tmp_path, monkeypatch, grid)
     path.unlink()
     rows, sources = measured_rows(tmp_path / "results", settings, group_keys)
     assert sources == {"eagle3-gloo": "earlier"} and [r["config"] for r in rows] == ["earlier"]
-    monkeypatch.chdir(tmp_path)
     got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, io.StringIO())
     by = {p["config"]: p for p in got["predictions"]}
     assert by["eagle3-gloo"]["measured_from"] == by["eagle3-shm"]["measured_from"] == "earlier"
