@@ -18,6 +18,8 @@ from specsweep.refengine.config import load_config, request_token_limit, serving
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
+# What one server holds on a GPU, for plan.design's side-by-side check.
+from specsweep.refengine.footprint import ALLOWANCE_BYTES, plan_server_bytes  # noqa: F401
 
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
 from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401

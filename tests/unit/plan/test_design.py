@@ -7,6 +7,7 @@ import pytest
 from specsweep.contracts.rounds import Design
 from specsweep.plan.design import DesignError, choose_design
 from specsweep.testing.doubles import plan_dict
+from specsweep.testing.workflow import REPO
 
 
 def plan(name: str, **keys) -> dict:
@@ -22,11 +23,37 @@ def test_reference_servers_on_the_cpu_run_side_by_side_and_say_why():
     assert why.startswith("every server fits on the CPU at once (3 reference-engine configurations)")
 
 
-def test_reference_servers_on_one_gpu_run_side_by_side():
-    plans = [plan("a", gpus=1, env={"CUDA_VISIBLE_DEVICES": "2"}), plan("b", gpus=1, env={"CUDA_VISIBLE_DEVICES": "2"})]
+H100 = 81559 * 2**20  # nvidia-smi's memory.total of an H100 80GB HBM3, in MiB
+
+
+def gpu_plan(name: str, **args) -> dict:
+    server_args = {"model-path": "config/models/refengine-kimi-gpu", "dtype": "bfloat16", **args}
+    return plan(name, gpus=1, env={"CUDA_VISIBLE_DEVICES": "2"}, server_args=server_args)
+
+
+def test_reference_servers_on_one_gpu_run_side_by_side_where_their_footprints_fit():
+    plans = [gpu_plan("a", **{"context-length": 512}), gpu_plan("b", **{"context-length": 512})]
     why = ("every server fits on GPU 2 at once (2 reference-engine configurations): up together, measured in turn, "
            "sharing the machine's drift")
-    assert choose_design(plans, "auto") == (Design.SIDE_BY_SIDE, why)
+    assert choose_design(plans, "auto", gpu_memory={"2": H100}.get, base=REPO) == (Design.SIDE_BY_SIDE, why)
+
+
+def test_six_servers_of_the_gpu_model_at_full_context_do_not_fit_an_h100():
+    """As an H100 showed: six servers of 18-19 GiB each ran out of memory in CUDA graph capture."""
+    plans = [gpu_plan(f"c{i}", **({"speculative-algorithm": "EAGLE3"} if i else {})) for i in range(6)]
+    design, why = choose_design(plans, "auto", gpu_memory={"2": H100}.get, base=REPO)
+    assert design == Design.SEQUENTIAL
+    assert why.startswith("the 6 servers need about 11")
+    assert "more than 90% of GPU 2's 79.6 GiB: one at a time (a smaller context-length" in why
+
+
+def test_a_gpu_whose_memory_cannot_be_read_runs_one_server_at_a_time():
+    plans = [gpu_plan("a", **{"context-length": 512}), gpu_plan("b", **{"context-length": 512})]
+    assert choose_design(plans, "auto", gpu_memory=lambda device: None, base=REPO) == (
+        Design.SEQUENTIAL, "GPU 2's memory cannot be read here (nvidia-smi), so whether 2 servers fit at once is "
+                           "not known: one at a time")
+    with pytest.raises(DesignError, match="memory cannot be read here"):
+        choose_design(plans, "side-by-side", gpu_memory=lambda device: None, base=REPO)
 
 
 @pytest.mark.parametrize("plans, why", [
