@@ -46,7 +46,10 @@ try:
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
     # Every round's design: side by side where every server fits on the host at once (plan.design).
-    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE)
+    # A round side by side runs all its launches at once: no more than Snakemake's local workers (--cores + 5);
+    # under a cluster executor (Slurm) none: its jobs land on any node at any time.
+    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE,
+                                   sw.local_job_slots(workflow.resource_settings.cores) if workflow.local_exec else 0)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 for _warning in _warnings:
@@ -62,6 +65,8 @@ ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
 BURN_IN = sw.burn_in_params(SWEEP.config)
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
+# A race's screen (screen.enabled; specsweep.workflow.screen): what its checkpoint is given.
+SCREEN_PARAMS = sw.screen_params(SWEEP.config, PLANS, PLAN_KEYS)
 # What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
 if workflow.is_main_process:
     _cost, _cost_warnings = sweep_cost_lines(config_cost(SWEEP.config, PLANS, LAUNCHES))
@@ -125,8 +130,29 @@ def judgement_of(round_no):
     return checkpoints.judge_round.get(round=round_no).output[0]
 
 
+def screened_out():
+    # The configurations the screen set aside: a checkpoint, so the DAG stops here until it is written.
+    return sw.screened_out(checkpoints.screen_grid.get().output[0])
+
+
 def rounds_upto(round_no=None):
-    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no)
+    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no, screened_out)
+
+
+def screen_benches(wildcards):
+    return sw.screen_bench_inputs(SWEEP.config, PLANS, PLAN_KEYS)
+
+
+def screen_input(wildcards):
+    return sw.screen_input(SWEEP.config)
+
+
+def report_summaries(wildcards):
+    return sw.report_summaries(CONFIGS, SWEEP.config, screened_out)
+
+
+def judge_params(wildcards):
+    return sw.judge_params(ROUND_PARAMS, SWEEP.config, screened_out)
 
 
 def launch_round(wildcards):

@@ -36,8 +36,8 @@ from typing import Any
 
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.rounds import Design
-from specsweep.plan.rounds import DESIGNS
 from specsweep.engines.reference import ALLOWANCE_BYTES, plan_server_bytes
+from specsweep.plan.rounds import DESIGNS
 
 #: The config's ``rounds.design`` values (``plan.rounds.DESIGNS``): ``auto`` picks side by side where it fits.
 AUTO = "auto"
@@ -93,12 +93,23 @@ def why_not_on_one_gpu(plans: list[Plan], device: str, gpu_memory: Callable[[str
     return None
 
 
+def local_job_slots(cores: int | None) -> int:
+    """How many jobs Snakemake's local executor runs at once: ``--cores`` + 5 workers, "zero thread jobs do not
+    need a thread, but they occupy additional workers" (snakemake 9.27.1 ``executors/local.py:62-66``)."""
+    return (cores or 0) + 5
+
+
 def why_not_side_by_side(plans: Iterable[Plan], gpu_memory: Callable[[str], int | None] = gpu_memory_bytes,
-                         base: Path | None = None) -> str | None:
+                         base: Path | None = None, round_size: int | None = None,
+                         job_slots: int | None = None) -> str | None:
     """Why these servers cannot run side by side (one sentence), or None when they all fit at once.
 
     ``gpu_memory``: a GPU's total memory in bytes (nvidia-smi); ``base``: where model paths are relative to
-    (the working directory)."""
+    (the working directory); ``round_size``: the launches of the largest round (the A/A control included);
+    ``job_slots``: the jobs Snakemake runs at once here (``local_job_slots``; 0: a cluster executor; None: not
+    known). A
+    round's launches side by side must all run at once: on an H100 the 7th of 7 waited for a worker, was
+    dropped by its partners and started its server while two of them measured (both contaminated)."""
     plans = list(plans)
     if not plans:
         return "no configuration to measure"
@@ -118,14 +129,21 @@ def why_not_side_by_side(plans: Iterable[Plan], gpu_memory: Callable[[str], int 
         return (f"{sorted({p.engine for p in other})} servers ({_names(other)}) on {where}: whether several fit "
                 "needs the model's size, which the plan does not carry (SGLang sizes its KV pool from the memory "
                 "free at its start); one at a time")
+    if job_slots == 0:
+        return ("a cluster executor places every launch as a job of its own, on any node and at any time: one at "
+                "a time")
+    if round_size is not None and job_slots is not None and round_size > job_slots:
+        return (f"a round's {round_size} launches side by side must run at once, and Snakemake runs {job_slots} "
+                f"jobs at once here (--cores + 5): one at a time; --cores {round_size - 5} or more measures them "
+                "side by side")
     if devices != {"cpu"}:
         return why_not_on_one_gpu(plans, devices.pop(), gpu_memory, base or Path.cwd())
     return None
 
 
 def choose_design(plans: Iterable[Plan | Mapping[str, Any]], requested: str = AUTO,
-                  gpu_memory: Callable[[str], int | None] = gpu_memory_bytes, base: Path | None = None
-                  ) -> tuple[Design, str]:
+                  gpu_memory: Callable[[str], int | None] = gpu_memory_bytes, base: Path | None = None,
+                  round_size: int | None = None, job_slots: int | None = None) -> tuple[Design, str]:
     """The design of a round of these configurations' launches, and why (one sentence for the report).
 
     ``requested``: the config's ``rounds.design`` (``REQUESTED``): ``auto`` is side by side where
@@ -138,7 +156,7 @@ def choose_design(plans: Iterable[Plan | Mapping[str, Any]], requested: str = AU
     typed = [p if isinstance(p, Plan) else Plan.from_dict(p) for p in plans]
     if requested == Design.SEQUENTIAL:
         return Design.SEQUENTIAL, "rounds.design is sequential in the config: one server at a time"
-    against = why_not_side_by_side(typed, gpu_memory, base)
+    against = why_not_side_by_side(typed, gpu_memory, base, round_size, job_slots)
     if against is None:
         where = "the CPU" if {_device(p) for p in typed} == {"cpu"} else f"GPU {_device(typed[0])}"
         return Design.SIDE_BY_SIDE, (f"every server fits on {where} at once ({len(typed)} reference-engine "

@@ -10,36 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, TIED, WON, judge_rows, race_record
 from specsweep.analysis.rows import config_rows, explode_points
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.plan.rounds import RACE, RoundSettings
-from specsweep.records import DEFAULT_POINT
-from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
+from specsweep.testing.reports import launches_summary, render_summaries
 from specsweep.workflow.rounds import BUDGET, NOT_COMPARABLE, ONE_LEFT, TIE, decide, decide_race
 
 RACE_SETTINGS = RoundSettings(max_launches=4, mode=RACE)
 
 
-def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]], jitter: float = 0.02) -> dict:
-    """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
-    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
-            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
-    files = []
-    for k, (lid, (minute, factor)) in enumerate(launches.items()):
-        run = f"{name}-{lid}"
-        records = [dict(r, point=DEFAULT_POINT) for r in
-                   sequential_records(run, gap_ms * factor, 1, False, 100 + k + 7 * len(name), jitter=jitter)]
-        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
-                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 1.7e9 + 60 * minute,
-                                          "ended_at": 1.7e9 + 60 * minute + 50}, run_id=run))
-    return build_config_summary(plan, files, lambda _: None)
-
-
 def sweep_summaries(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
-                    jitter: float = 0.02) -> list[dict]:
+                    jitter: float = 0.02) -> list[ConfigSummary]:
     """The summaries of configurations whose decode time is ``1 + slowdown`` x the fastest's, each
     launched in rounds 1..``rounds[name]`` (in a random order per round), each launch off by a log-normal
     factor of SD ``launch_sd``."""
@@ -50,7 +32,7 @@ def sweep_summaries(slowdowns: dict[str, float], rounds: dict[str, int], launch_
         for name in rng.permutation(sorted(n for n in slowdowns if rounds[n] >= r)):
             starts[name][str(r)] = (minute, math.exp(rng.normal(0, launch_sd)))
             minute += 1
-    return [_summary(n, 12.0 * (1 + slowdowns[n]), s, jitter) for n, s in starts.items()]
+    return [launches_summary(n, 12.0 * (1 + slowdowns[n]), s, 100 + 7 * len(n), jitter) for n, s in starts.items()]
 
 
 def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
@@ -275,3 +257,48 @@ def test_while_nothing_can_be_compared_there_is_no_best():
     assert standings(fit, ["a", "slow"], 0.05, 1, dropping=False)["best"] == "a"
     got = standings(fit, ["a", "slow"], 0.05, 1, dropping=False, min_samples=1000)
     assert got["best"] is None and got["against"] == [] and got["survivors"] == ["a", "slow"] and not got["tied"]
+
+
+def test_the_screen_is_part_of_the_race_answer_and_of_its_section(tmp_path: Path):
+    """A screen before the race (``analysis.screen``): its set-aside configuration was never launched, its history
+    is ``screened out`` with the prediction, the full design counts it, and report.md gives the margin, what was
+    set aside and each prediction; a screen that set nothing aside says why."""
+    from specsweep.analysis.race import SCREENED
+    from specsweep.analysis.screen import screen
+
+    slowdowns, rounds = {"nospec": 0.0, "b": 0.4}, {"nospec": 2, "b": 2}
+    summaries = sweep_summaries(slowdowns, rounds, 0.01, seed=2)
+    rows = sweep_rows(slowdowns, rounds, 0.01, seed=2)
+    measured = [{"config": "nospec", "point_index": 0, "status": "ok",
+                 "model": {"parts": {"fixed_ms": 10.0, "allreduces": 16, "latency_us": 50.0, "tokens": 1.0},
+                           "residual": {"residual_share": 0.05}}}]
+    groups = {"nospec": ["b", "nospec", "nospec-gloo"]}
+    latencies = {"nospec": 50.0, "b": 50.0, "nospec-gloo": 400.0}
+    record = screen(groups, ["server_args.all-reduce-backend"], measured, latencies, 0.15, benches=2)
+    assert record["set_aside"] == ["nospec-gloo"]
+    standing = judge_rows(rows, ["b", "nospec"], 0.05, 2)
+    judgement = {"round": 2, "race": standing, **decide_race(2, RACE_SETTINGS, standing, 1.0, 0.05)}
+    race = race_record(rows, [judgement], 0.05, False, record)
+    history = {h["config"]: h for h in race["history"]}
+    assert history["nospec-gloo"]["outcome"] == SCREENED and history["nospec-gloo"]["round"] == 0
+    assert history["nospec-gloo"]["verdict"]["predicted_ms"] == pytest.approx(10 + 16 * 0.4)
+    cost = race["launches"]
+    assert cost["screened_out"] == ["nospec-gloo"] and cost["spent"] == 4
+    assert cost["full_design"] == 3 * max(cost["launches_needed"], 2), "the full design launches it too"
+    report = render_summaries(summaries, "nospec", tmp_path / "s.csv", tmp_path / "report.md", tmp_path / "plots",
+                              sweep={"smallest_effect": 0.05, "aa_control": False, "screen": record,
+                                     "rounds": {"plans": [], "judgements": [judgement]}})
+    assert report["race"]["screen"]["set_aside"] == ["nospec-gloo"]
+    section = (tmp_path / "report.md").read_text().split("## Race", 1)[1].split("\n## ", 1)[0]
+    assert "**set aside: nospec-gloo**" in section and "the model's error on this host is 5 %" in section, section
+    assert "predicted more than 10.5 % slower than the predicted best (nospec)" in section
+    assert "| nospec-gloo | nospec | 400.0 | 16.40 | 61.0 | +51.9 % | set aside |" in section, section
+    assert "| nospec-gloo | screened out (predicted +51.9 %) |" in section
+    from specsweep.workflow.closing import closing_lines
+    assert "; 1 screened out by the cost model." in "\n".join(closing_lines(tmp_path))
+    assert "(every one of the 3 configurations, the 1 screened out included, in " in section
+    unvalidated = screen(groups, ["server_args.all-reduce-backend"], [], latencies, 0.15)
+    render_summaries(summaries, "nospec", tmp_path / "u.csv", tmp_path / "u" / "report.md", tmp_path / "u" / "plots",
+                     sweep={"smallest_effect": 0.05, "aa_control": False, "screen": unvalidated,
+                            "rounds": {"plans": [], "judgements": [judgement]}})
+    assert "**nothing set aside**: no configuration measured yet" in (tmp_path / "u" / "report.md").read_text()

@@ -98,3 +98,23 @@ def test_the_shipped_default_config_runs_side_by_side():
     plans = resolve_plans(config)
     assert len(plans) >= 4  # nospec, eagle3-gloo, eagle3-shm and the positive control
     assert choose_design(plans.values(), "auto")[0] == Design.SIDE_BY_SIDE
+
+
+def test_a_round_side_by_side_needs_as_many_of_snakemakes_job_slots_as_it_has_launches():
+    """Snakemake's local executor runs --cores + 5 jobs at once (executors/local.py:62-66); on an H100 the 7th
+    launch of a round waited for a worker and started its server while two partners measured."""
+    from specsweep.plan.design import local_job_slots
+
+    assert local_job_slots(1) == 6 and local_job_slots(None) == 5
+    design, why = choose_design(CPU, "auto", round_size=7, job_slots=local_job_slots(1))
+    assert (design, why) == (Design.SEQUENTIAL, "a round's 7 launches side by side must run at once, and Snakemake "
+                             "runs 6 jobs at once here (--cores + 5): one at a time; --cores 2 or more measures "
+                             "them side by side")
+    assert choose_design(CPU, "auto", round_size=7, job_slots=local_job_slots(2))[0] == Design.SIDE_BY_SIDE
+    with pytest.raises(DesignError, match="--cores 2 or more"):
+        choose_design(CPU, "side-by-side", round_size=7, job_slots=6)
+
+
+def test_under_a_cluster_executor_a_round_is_never_side_by_side():
+    design, why = choose_design(CPU, "auto", round_size=3, job_slots=0)
+    assert design == Design.SEQUENTIAL and why.startswith("a cluster executor places every launch")

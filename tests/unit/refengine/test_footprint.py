@@ -7,11 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.config import load_config
 from specsweep.refengine.cudagraph import pool_capacity
 from specsweep.refengine.footprint import ALLOWANCE_BYTES, plan_server_bytes, server_bytes
 from specsweep.refengine.model import TPModel
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.testing.refengine import SMALL
 from specsweep.testing.workflow import REPO
 
