@@ -20,6 +20,7 @@ import yaml
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.rows import compare_rows, config_rows, explode_points
 from specsweep.analysis.stats import compare, pooled_noise
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.testing.workflow import beside_rounds, copy_workflow, plain_default_config, planned_jobs, run_pipeline
 
 pytestmark = pytest.mark.slow
@@ -53,8 +54,9 @@ def sweep(tmp_path_factory) -> Path:
     return run_pipeline(copy_workflow(tmp_path_factory.mktemp("sweep")), sweep_config())
 
 
-def _summaries(work: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((work / "results").glob("*/summary.json"))]
+def _summaries(work: Path) -> list[ConfigSummary]:
+    """Every summary.json, read as the stages read it (explode_points takes the typed records)."""
+    return [ConfigSummary.load(p) for p in sorted((work / "results").glob("*/summary.json"))]
 
 
 def test_launches_ran_round_by_round_in_each_rounds_seeded_order(sweep):
