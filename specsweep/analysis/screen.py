@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsweep.contracts.vocabulary import Status
+
 # Format history of the screen record (report.json's race.screen):
 #   1  enabled, settings, validated, why, margin, max_error, threshold, error_from (config, residual_share),
 #      best, predictions (config, group, measured_from, latency_us, predicted_ms, predicted_tok_s, slower,
@@ -60,7 +62,7 @@ def _parts(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A report.json row's cost-model parts (``model_record``), None where the model could not be computed."""
     model = row.get("model") or {}
     parts = model.get("parts")
-    if not parts or row.get("status") != "ok":
+    if not parts or row.get("status") != Status.OK:
         return None
     return parts if isinstance(parts, Mapping) else vars(parts)
 
@@ -105,7 +107,7 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
         source = next((m for m in named if m in measured and _parts(measured[m]) is not None), None)
         for name in members:
             entry = {"config": name, "group": group, "measured_from": source, "latency_us": latencies.get(name),
-                     "predicted_ms": None, "predicted_tok_s": None, "slower": None, "set_aside": False, "why": None}
+                     "predicted_ms": None, "predicted_tok_s": None, "slower_by": None, "set_aside": False, "why": None}
             parts = _parts(measured[source]) if source else None
             if parts is None:
                 entry["why"] = "no configuration of its group (the same but for the communication setting) measured"
@@ -120,7 +122,7 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
         best = max(predicted, key=lambda p: (p["predicted_tok_s"], p["config"] == p["measured_from"]))
         out["best"] = best["config"]
         for p in predicted:
-            p["slower"] = best["predicted_tok_s"] / p["predicted_tok_s"] - 1
+            p["slower_by"] = best["predicted_tok_s"] / p["predicted_tok_s"] - 1
     if margin is None:
         out["why"] = "no configuration measured yet with its cost model (profile.enabled): the model's error on " \
                      "this host is unknown, so nothing is set aside"
@@ -134,12 +136,12 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
         out["validated"] = True
         out["threshold"] = threshold(margin)
         for p in predicted:
-            if p["slower"] > out["threshold"] and p["config"] in keep:
-                p["why"] = (f"predicted {p['slower'] * 100:.1f} % slower than {out['best']}, but kept: the baseline "
+            if p["slower_by"] > out["threshold"] and p["config"] in keep:
+                p["why"] = (f"predicted {p['slower_by'] * 100:.1f} % slower than {out['best']}, but kept: the baseline "
                             "every verdict is against")
-            elif p["slower"] > out["threshold"]:
+            elif p["slower_by"] > out["threshold"]:
                 p["set_aside"] = True
-                p["why"] = (f"predicted {p['slower'] * 100:.1f} % slower than {out['best']}, beyond the model's "
+                p["why"] = (f"predicted {p['slower_by'] * 100:.1f} % slower than {out['best']}, beyond the model's "
                             f"error ({margin * 100:.1f} % each way: {out['threshold'] * 100:.1f} %)")
         out["set_aside"] = [p["config"] for p in predicted if p["set_aside"]]
     return out

@@ -76,7 +76,7 @@ def screen_lines(screen: Mapping[str, Any] | None) -> str:
     for p in screen["predictions"]:
         out.write(table_row([p["config"], p["measured_from"] or "none", f(p["latency_us"], "{:.1f}"),
                              f(p["predicted_ms"], "{:.2f}"), f(p["predicted_tok_s"], "{:.1f}"),
-                             "" if p["slower"] is None else f"{p['slower'] * 100:+.1f} %",
+                             "" if p["slower_by"] is None else f"{p['slower_by'] * 100:+.1f} %",
                              "set aside" if p["set_aside"] else (p["why"] or "kept")]))
     out.write("\n")
     return out.getvalue()
@@ -111,7 +111,7 @@ def race_section(ctx: Context) -> str:
         a = against.get(h["config"])
         verdict = "(winner)" if h["config"] == race["winner"] else (a["verdict"] if a else "not compared")
         if h["outcome"] == SCREENED:
-            when, verdict = f" (predicted {h['verdict']['slower'] * 100:+.1f} %)", "never launched"
+            when, verdict = f" (predicted {h['verdict']['slower_by'] * 100:+.1f} %)", "never launched"
         out.write(table_row([h["config"], h["outcome"] + when, f(row.get(BASELINE_TOK_S)),
                              "" if h["config"] == race["winner"] else _interval(a), verdict]))
     figure = ctx.figures.get("race", "not drawn")

@@ -69,7 +69,7 @@ def test_a_configuration_predicted_slower_than_the_best_by_more_than_the_models_
     # by hand: e-shm 2.5 / 20.8 ms = 120.2 tok/s; e-gloo 2.5 / 26.4 ms = 94.7 (+26.9 %); n-shm 1 / 10.8 ms (+29.8 %),
     # n-nccl 1 / 10.96 ms (+31.8 %), n-gloo 1 / 16.4 ms (+97 %): all beyond 1.04 / 0.96 - 1 = 8.3 %
     assert got["set_aside"] == ["e-gloo", "n-gloo", "n-nccl", "n-shm"], got["set_aside"]
-    assert by["e-gloo"]["slower"] == pytest.approx((2.5 / 20.8) / (2.5 / 26.4) - 1)
+    assert by["e-gloo"]["slower_by"] == pytest.approx((2.5 / 20.8) / (2.5 / 26.4) - 1)
     kept = screen(groups(PLANS, SETTINGS), SETTINGS, rows, lat, 0.15, keep=["n-shm"])
     assert kept["set_aside"] == ["e-gloo", "n-gloo", "n-nccl"] and "kept: the baseline" in \
         next(p["why"] for p in kept["predictions"] if p["config"] == "n-shm")

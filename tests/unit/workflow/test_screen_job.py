@@ -33,6 +33,10 @@ def _results(root: Path, names: list[str], keys: dict[str, str], measured: list[
         summary = json.loads((RECORD / name / "summary.json").read_text())
         for plan in [summary["plan"], *(p["plan"] for p in summary["points"])]:
             plan["facts"] = engine_facts("reference", plan["server_args"], plan["env"])
+        # and its launch sections predate the host-wait split (format 8 gained host_wait_s and server_s later)
+        for launch in summary["launches"]:
+            launch.setdefault("host_wait_s", None)
+            launch.setdefault("server_s", None)
         (root / "results" / name / "summary.json").write_text(json.dumps(summary))
 
 
