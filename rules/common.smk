@@ -68,6 +68,9 @@ if workflow.is_main_process:
     print(f"specsweep: {_cost}", file=sys.stderr)
     for _warning in _cost_warnings:
         print(f"specsweep: warning: {_warning}", file=sys.stderr)
+    # A download of gigabytes said before it starts (its job's own banner is off on the quiet console).
+    if _build := sw.parser_env_build_line(PLANS, config):
+        print(f"specsweep: {_build}", file=sys.stderr)
 # A summarized launch of a current plan with a file deleted: Snakemake would not notice (specsweep.workflow.stored).
 if workflow.is_main_process:
     for _line in stale_launch_lines(Path("results"), PLAN_KEYS, sw.launch_order(SWEEP.config, LAUNCHES)):

@@ -15,7 +15,12 @@ from typing import Any, NoReturn
 from specsweep.contracts import layout
 from specsweep.contracts.layout import LAUNCH_FILES, launch_dir
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import parser_env_dir
+from specsweep.engines.sglang.preflight import (
+    DEFAULT_REQUIREMENTS,
+    build_notice,
+    parser_env_dir,
+    parser_env_ready,
+)
 from specsweep.files import canonical_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
@@ -168,6 +173,20 @@ def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any],
             and plan.get("image"):
         return [layout.image_manifest(plan["image"])]
     return parser_env_input(plans, config, config_name)
+
+
+def parser_env_build_line(plans: Mapping[str, dict], config: Mapping[str, Any],
+                          requirements: Path = DEFAULT_REQUIREMENTS) -> str | None:
+    """Said at the start when this run must first build SGLang's parser environment (a download of gigabytes,
+    by the job ``make_parser_env``, which Snakemake's quiet console does not announce); None when no
+    configuration's preflight needs it or it is built already."""
+    venv = parser_env_path(config)
+    ready = f"{venv}/ready.json"
+    needing = [name for name in sorted(plans) if ready in preflight_parser_input(plans, config, name)]
+    if not needing or parser_env_ready(venv, requirements):
+        return None
+    return (f"this run first builds SGLang's parser environment: {build_notice(venv, requirements, needing)}, "
+            "before any image build or launch")
 
 
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
