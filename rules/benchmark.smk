@@ -43,6 +43,23 @@ rule benchmark_server:
         "../scripts/benchmark_server.py"
 
 
+# A launch's file asked for where launches were stored before they belonged to their plan
+# (results/<config>/launch-<n>/...): its input function stops the run with one line naming
+# the path under the current plan, instead of Snakemake's "No rule to produce". It never runs.
+rule moved_launch_file:
+    input:
+        moved_launch_input,
+    output:
+        "results/{config}/launch-{launch}/{leaf}",
+    log:
+        "results/{config}/logs/moved_launch_file/launch-{launch}/{leaf}.log",
+    localrule: True
+    conda:
+        "../envs/specsweep.yaml"
+    shell:
+        "exit 1"
+
+
 # One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:

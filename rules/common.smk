@@ -14,7 +14,7 @@ from specsweep.workflow import inputs as sw
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
-from specsweep.workflow.stored import stale_launch_lines
+from specsweep.workflow.stored import launch_moved, stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -134,6 +134,10 @@ def rounds_upto(round_no=None):
 
 def launch_round(wildcards):
     return sw.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
+
+
+def moved_launch_input(wildcards):
+    return launch_moved(PLAN_KEYS, configuration(wildcards), wildcards.launch, wildcards.leaf)
 
 
 def launch_priority(wildcards):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from specsweep.contracts import layout
 from specsweep.files import read_json
@@ -80,3 +81,12 @@ def stale_launch_lines(results: Path | str, keys: Mapping[str, str], planned: It
                      f"Snakemake does not rerun a launch whose file was deleted (snakemake#1978); measure it "
                      f"again with `-R {outcome}` (`specsweep failed` lists it)")
     return lines
+
+
+def launch_moved(keys: Mapping[str, str], config_name: str, launch: str, leaf: str) -> NoReturn:
+    """Stop with one line (as ``inputs.no_launch``) for a launch's file asked for where launches were stored
+    before they belonged to their plan (``results/<config>/launch-<n>/...``): where the current plan keeps it."""
+    asked = f"{layout.config_dir(config_name)}/launch-{launch}/{leaf}"
+    now = f"{layout.launch_dir(config_name, keys[config_name], launch)}/{leaf}"
+    raise SystemExit(f"specsweep: {asked} is not a path of this workflow: a launch is stored under its plan, "
+                     f"{now} for `{config_name}`'s current plan ({layout.plan_path(config_name)})")
