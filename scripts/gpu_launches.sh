@@ -57,7 +57,7 @@ for summary in results/*/summary.json; do
   name=$(basename "$dir")
   mkdir -p "$out/$name"
   cp "$summary" "$out/$name/"
-  for launch in "$dir"/launch-*; do
+  for launch in "$dir"/plans/*/launch-*; do
     mkdir -p "$out/$name/$(basename "$launch")"
     cp "$launch/launch.json" "$launch/outcome.json" "$out/$name/$(basename "$launch")/"
   done
