@@ -10,7 +10,8 @@ rule benchmark_server:
     input:
         # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty
         unpack(server_inputs),
-        # the burn-in before round 1 (a temp file): every planned round waits for it; none for extra rounds or when off
+        # the burn-in before round 1 (ancient: rules/common.smk): every planned round waits for it; none for extra
+        # rounds or when off
         unpack(burn_in_input),
         # the round's plan, side by side only (a sequential launch's order is its job priority)
         unpack(round_plan_input),

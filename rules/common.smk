@@ -14,7 +14,7 @@ from specsweep.workflow import inputs as sw
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
-from specsweep.workflow.stored import launch_moved, stale_launch_lines
+from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -60,7 +60,9 @@ ROOT = workflow.basedir
 # the burn-in's configuration and settings.
 ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
-BURN_IN = sw.burn_in_params(SWEEP.config)
+# Its params say what it runs for: new in an invocation that measures launches (workflow.stored.burn_in_for).
+BURN_IN = sw.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
+                                                     sw.launch_order(SWEEP.config, LAUNCHES), STARTED_AT))
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 # What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
 if workflow.is_main_process:
@@ -151,7 +153,8 @@ def round_plan_input(wildcards):
 
 
 def burn_in_input(wildcards):
-    return sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES)
+    # ancient(): a burn-in run again for other launches reruns no launch measured already (burn_in_for)
+    return {k: ancient(v) for k, v in sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES).items()}
 
 
 def launch_threads(wildcards):

@@ -112,6 +112,7 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
                f"after {len(rates)} unit(s), decode {shown} tok/s")
     out = {"format_version": 1, "config": plan.name, "units": units, "steady": settled(rates, tolerance, min_units),
            "tolerance": tolerance, "min_units": min_units, "max_units": max_units,
-           "requests": int(settings["requests"]), "started_at": t0, "wall_s": time.time() - t0}
+           "requests": int(settings["requests"]), "started_at": t0, "wall_s": time.time() - t0,
+           "for": settings.get("for")}  # read back while nothing is to be measured (workflow.stored.burn_in_for)
     write_json_atomic(out_path, out)
     return out

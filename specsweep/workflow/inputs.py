@@ -404,7 +404,7 @@ def round_files(rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, list[s
             "judgements": [rounds_mod.round_path(r, "judgement.json") for r in range(1, n + 1)]}
 
 
-#: The burn-in's record (a temp() file: round 1 and its judgement read it).
+#: The burn-in's record, which every launch of a planned round waits for (an ancient() edge: rules/common.smk).
 BURN_IN_PATH = "results/rounds/burn-in.json"
 #: Its lasting copy, which round 1's judgement reads (rules/rounds.smk).
 BURN_IN_RECORD_PATH = "results/rounds/burn-in-record.json"
@@ -419,8 +419,11 @@ def burn_in_config(config: Mapping[str, Any], names: Sequence[str]) -> str | Non
     return baseline if baseline in names else (sorted(names)[0] if names else None)
 
 
-def burn_in_params(config: Mapping[str, Any]) -> str:
-    return canonical_json({**schema_default("burn_in"), **(config.get("burn_in") or {})})
+def burn_in_params(config: Mapping[str, Any], due: Any = None) -> str:
+    """burn_in_host's params: its settings, and ``for`` (``workflow.stored.burn_in_for``: what this invocation
+    measures, which makes the burn-in run again, or what the last burn-in ran for; none before any)."""
+    settings = {**schema_default("burn_in"), **(config.get("burn_in") or {})}
+    return canonical_json(settings if due is None else {**settings, "for": due})
 
 
 def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgement_of: Any,
