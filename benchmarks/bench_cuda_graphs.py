@@ -44,10 +44,11 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from specsweep.refengine.comm import make_communicator, prepare_spec  # noqa: E402
+from specsweep.refengine.comm import make_communicator  # noqa: E402
 from specsweep.refengine.config import load_config  # noqa: E402
 from specsweep.refengine.cudagraph import GraphPlan, GraphRunner, pool_capacity  # noqa: E402
 from specsweep.refengine.model import Segment, TPModel  # noqa: E402
+from specsweep.refengine.rendezvous import prepare_spec  # noqa: E402
 from specsweep.serve.server import Server as SupervisedServer  # noqa: E402
 from specsweep.serve.server import free_port  # noqa: E402
 

@@ -46,7 +46,10 @@ try:
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
     # Every round's design: side by side where every server fits on the host at once (plan.design).
-    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE)
+    # A round side by side runs all its launches at once: no more than Snakemake's local workers (--cores + 5);
+    # under a cluster executor (Slurm) none: its jobs land on any node at any time.
+    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE,
+                                   sw.local_job_slots(workflow.resource_settings.cores) if workflow.local_exec else 0)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 for _warning in _warnings:

@@ -4,7 +4,8 @@
 # seeded order, after a burn-in), plus the baseline's A/A control (the
 # overlay config/refengine-gpu-launches.yaml, with a +5 % positive control
 # eagle3-nccl-slow5): 6 configurations x 2 launches + 1 = 13 launches, and a
-# third round of 6 only while a comparison cannot yet see 3 %. The
+# third round of 6 only while a comparison cannot yet see 3 %. --cores 2:
+# Snakemake runs --cores + 5 jobs at once, and a round of 7 runs at once. The
 # four speculative configurations are physically the same at TP=1 (no
 # all-reduce), so their pairwise verdicts must be "no significant
 # difference", the positive control must be called slower than eagle3-nccl;
@@ -40,7 +41,7 @@ fi
 } >"$out/machine.txt" 2>&1
 
 t0=$(date +%s)
-python3 -m snakemake --cores 1 all \
+python3 -m snakemake --cores 2 all \
   --configfile config/refengine-gpu.yaml config/refengine-gpu-launches.yaml 2>&1 | tee "$out/snakemake.log"
 echo "workflow wall time: $(( $(date +%s) - t0 )) s" | tee -a "$out/machine.txt"
 

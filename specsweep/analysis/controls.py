@@ -14,7 +14,9 @@ nothing is measured or recomputed from records.
 * The positive control (``positive_record``): a configuration with a known
   injected slowdown against its twin: it must be called slower.
 * Launches (``launches_record``): every launch in the order it ran (from
-  ``started_at``), what it cost, and whether the order was the planned one.
+  ``started_at``), what it cost, whether the order was the planned one (a
+  side-by-side round's launches, which start together, by their first
+  measuring window), and what side-by-side measurement did.
 * Pairwise verdicts (``pairwise_records``): the configurations of a point
   against each other, one Holm family per point (small sweeps only).
 """
@@ -29,6 +31,7 @@ from typing import Any
 from specsweep.analysis.grids import units
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, called_beyond, detectable, holm_family, launches_needed
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.contracts.vocabulary import CALLED, Status, Verdict
 from specsweep.records import is_external
 
@@ -148,33 +151,86 @@ def external_record(rows: Sequence[dict[str, Any]]) -> dict[str, str | None]:
 # ------------------------------------------------------------------ launches
 
 
-def launch_entries(files: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def launch_entries(files: Sequence[ConfigSummary]) -> list[dict[str, Any]]:
     """Every launch of every summary file, with its configuration, sorted by start time."""
-    out = [dict(entry, config=f["config"]) for f in files for entry in f.get("launches") or []]
+    out = [dict(entry.to_dict(), config=f.config) for f in files for entry in f.launches]
     return sorted(out, key=lambda e: (e.get("started_at") is None, e.get("started_at") or 0.0))
 
 
+def measured_order(entries: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str]], bool]:
+    """The launches in the order they were measured, and whether a side-by-side round is among them.
+
+    A launch measured alone (sequential) is measured from its start (``started_at``). The launches of a
+    side-by-side round all start together, at once, so their start times say nothing of the planned order:
+    they are measured in turn, in the round's order, and the first window of each (the launch section's
+    ``side_by_side.first_window_ns``, one clock for the host's processes) says in which order the turns
+    began. Such a round sits in the sequence where its first launch started; a launch of it that never
+    measured (no window) is left out, as a launch that never started is."""
+    started = [e for e in entries if e.get("started_at") is not None]
+    side = [e for e in started if e.get("side_by_side") and e.get("planned_place")]
+    round_start: dict[Any, float] = {}
+    for e in side:
+        r = e["planned_place"][0]
+        round_start[r] = min(round_start.get(r, e["started_at"]), e["started_at"])
+    side_ids = {id(e) for e in side}
+
+    def key(e: Mapping[str, Any]) -> tuple[float, int, int]:
+        if id(e) in side_ids:
+            return round_start[e["planned_place"][0]], 1, int(e["side_by_side"]["first_window_ns"])
+        return float(e["started_at"]), 0, 0
+
+    ran = sorted((e for e in started if id(e) not in side_ids or e["side_by_side"].get("first_window_ns")
+                  is not None), key=key)
+    return [(e["config"], e["launch"]) for e in ran], bool(side)
+
+
 def order_check(entries: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None) -> dict[str, Any]:
-    """Whether the launches ran in the planned order: ``{"planned": bool, "in_order": bool|None, "first_bad":
-    index, "ran": [config, launch], "expected": [config, launch]}`` (the first launch out of order)."""
+    """Whether the launches were measured in the planned order: ``{"planned": bool, "in_order": bool|None,
+    "by": "start" | "start and first window", "first_bad": index, "ran": [config, launch], "expected":
+    [config, launch]}`` (the first launch out of order). ``by``: what was compared, each launch's start, or for
+    a side-by-side round's launches, which start together, their first measuring window (``measured_order``)."""
     if not planned:
         return {"planned": False, "in_order": None}
-    ran = [(e["config"], e["launch"]) for e in entries if e.get("started_at") is not None]
+    ran, side = measured_order(entries)
+    by = "start and first window" if side else "start"
     planned_ran = [tuple(p) for p in planned if tuple(p) in set(ran)]
     if ran == planned_ran:
-        return {"planned": True, "in_order": True}
+        return {"planned": True, "in_order": True, "by": by}
     first_bad = next(i for i, (a, b) in enumerate(zip(ran, planned_ran)) if a != b) if len(ran) == len(
         planned_ran) else 0
-    return {"planned": True, "in_order": False, "first_bad": first_bad, "ran": list(ran[first_bad]),
+    return {"planned": True, "in_order": False, "by": by, "first_bad": first_bad, "ran": list(ran[first_bad]),
             "expected": list(planned_ran[first_bad])}
 
 
-def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequence[str]] | None,
+def side_by_side_record(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What side-by-side measurement did over the sweep (None: no launch was measured side by side):
+    ``launches`` measured so of ``of``, their ``windows``, ``alone`` (``[config, launch]`` of those with no
+    partner's server up, e.g. one configuration rerun by itself), and the partners' CPU share (cores): the
+    highest over one launch's windows (``partner_cpu_share_max``, the share that marks a launch
+    ``contaminated`` at ``limit``, and ``worst``, that launch) and in any single window (``worst_window``)."""
+    side = [e for e in entries if e.get("side_by_side")]
+    if not side:
+        return None
+    shares = [e for e in side if e["side_by_side"].get("partner_cpu_share") is not None]
+    worst = max(shares, key=lambda e: e["side_by_side"]["partner_cpu_share"], default=None)
+    windows = [e["side_by_side"]["partner_cpu_share_max"] for e in side
+               if e["side_by_side"].get("partner_cpu_share_max") is not None]
+    limits = {e["side_by_side"].get("partner_cpu_share_limit") for e in side} - {None}
+    return {"launches": len(side), "of": len(entries),
+            "windows": sum(e["side_by_side"].get("windows") or 0 for e in side),
+            "alone": [[e["config"], e["launch"]] for e in side if not e["side_by_side"].get("partners_up")],
+            "partner_cpu_share_max": None if worst is None else worst["side_by_side"]["partner_cpu_share"],
+            "worst": None if worst is None else [worst["config"], worst["launch"]],
+            "worst_window": max(windows) if windows else None,
+            "limit": max(limits) if limits else None}
+
+
+def launches_record(files: Sequence[ConfigSummary], planned: Sequence[Sequence[str]] | None,
                     round_plans: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Every launch as it ran (the Launches table), each with its round and its place in that round's seeded
     order (``planned_place``, from the rounds' plans; None where no plan names it), what replication cost (the
-    servers' own time, ``server_s``, apart from the waits for the host, ``host_wait_s``) and whether the order
-    was the planned one."""
+    servers' own time, ``server_s``, apart from the waits for the host, ``host_wait_s``), whether the order
+    was the planned one (``order_check``) and what side-by-side measurement did (``side_by_side_record``)."""
     place = {(c, lid): [plan["round"], k] for plan in round_plans for k, (c, lid) in enumerate(plan["order"], 1)}
     entries = [dict(e, planned_place=place.get((e["config"], e["launch"]))) for e in launch_entries(files)]
     walls = [e["wall_s"] for e in entries if e.get("wall_s") is not None]
@@ -188,7 +244,8 @@ def launches_record(files: Sequence[Mapping[str, Any]], planned: Sequence[Sequen
             "median_server_s": statistics.median(served) if served else None,
             "median_wall_s": statistics.median(walls) if walls else None,
             "median_ready_s": statistics.median(readies) if readies else None,
-            "span_s": (max(ends) - min(starts)) if starts and ends else None, "order": order_check(entries, planned)}
+            "span_s": (max(ends) - min(starts)) if starts and ends else None, "order": order_check(entries, planned),
+            "side_by_side": side_by_side_record(entries)}
 
 
 # ------------------------------------------------------------------ pairwise

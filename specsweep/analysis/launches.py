@@ -23,23 +23,21 @@ The A/A control (launch ``aa`` of the baseline) is pooled like any launch of
 the baseline when it succeeded; when it failed, that is a warning on the
 baseline (the launch effect stays unknown), not a failure of the baseline.
 
-summary.json (``analysis.summary.SUMMARY_FORMAT_VERSION`` = 8)::
-
-    {"format_version": 8, "config": name, "status": worst point status,
-     "plan": {...}, "launches": [{"launch", "control", "run_id", "status", "stage",
-     "reason", "started_at", "ended_at", "wall_s", "host_wait_s", "server_s",
-     "ready_s"}],
-     "points": [<point summary>]}
-
-A point summary is a version-5 summary (``analysis.summary``) plus
-``point``, ``workload``, ``launches`` (per launch: ``launch``, ``control``,
-``status``, ``run_id``, ``n_ok``, ``tok_s_median``, ``decode_tok_s_median``,
-``ttft_ms_median``, ``per_repeat_median``, ``repeats``) and ``samples[...]["launch"]`` (the
-launch of every sample), and its ``plan`` has that point's workload.
+summary.json is a ``contracts.summary.ConfigSummary`` (its records, shape and
+format history are there): the configuration's launches as they ran
+(``LaunchSection``: outcome, times, the wait for the host apart from the
+server's own time) and one ``PointSummary`` per point: a one-launch summary
+(``analysis.summary``) plus ``point``, ``workload``, ``launches``
+(``PointLaunch``: per launch its status, run, medians and repeats) and
+``samples[...]["launch"]`` (the launch of every sample), its ``plan`` with that
+point's workload. A launch of a side-by-side round
+also keeps ``side_by_side`` (``side_by_side``: its partners up, windows, their CPU
+share, its first window).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +47,6 @@ from specsweep.analysis.compute import compute_metrics
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.stats import Noise, Sample, compare, launch_estimate
 from specsweep.analysis.summary import (
-    SUMMARY_FORMAT_VERSION,
     BaselineRun,
     agreement_message,
     agreement_reference,
@@ -58,6 +55,7 @@ from specsweep.analysis.summary import (
     expected_failure,
 )
 from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.summary import ConfigSummary, LaunchSection, PointSummary
 from specsweep.contracts.vocabulary import STATUS_ORDER, Expect, Reason, Stage, Status, Verdict
 from specsweep.records import DEFAULT_POINT
 
@@ -153,7 +151,7 @@ def summarize_point(
     plan: Mapping[str, Any], point: Mapping[str, Any], launches: Sequence[LaunchFiles],
     evidence: Mapping[str, dict | None], baseline: BaselineRun | None = None,
     agreement_threshold: float | None = None, labels: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> PointSummary:
     """The summary of one point over every launch (module docstring); ``baseline``, ``agreement_threshold``
     and ``labels`` as for ``summary.build_summary`` (the baseline of the whole configuration)."""
     name = point["name"]
@@ -210,30 +208,55 @@ def summarize_point(
         e = control_failed[0]
         out["warnings"] = [*out.get("warnings", []), f"A/A control launch {e['launch']} did not end ok "
                            f"({e['status']}: {e['reason']}): the launch effect at this point is unknown"]
-    out.pop("format_version", None)  # a section of summary.json, which carries the version
     out.update(point=name, workload=point["workload"], launches=entries)
-    return out
+    return PointSummary.from_dict(out, f"summary of {plan['name']}: point {name}")
 
 
-def _launch_section(launch: LaunchFiles) -> dict[str, Any]:
+def _launch_section(launch: LaunchFiles) -> LaunchSection:
     record = launch.record or {}
     started, ended = launch.outcome.get("started_at") or record.get("started_at"), launch.outcome.get("ended_at")
     wall = (ended - started) if started is not None and ended is not None else None
     wait = host_wait_s(record)
-    return {
-        "launch": launch.launch,
-        "control": launch.launch == CONTROL,
-        "run_id": launch.run_id or launch.outcome.get("run_id"),
-        "status": launch.outcome.get("status"),
-        "stage": launch.outcome.get("stage"),
-        "reason": launch.outcome.get("reason"),
-        "started_at": started,
-        "ended_at": ended,
-        "wall_s": wall,
-        "host_wait_s": wait,
-        "server_s": None if wall is None or wait is None else wall - wait,
-        "ready_s": record.get("ready_s"),
-    }
+    side = side_by_side(launch)
+    return LaunchSection(
+        launch=launch.launch,
+        control=launch.launch == CONTROL,
+        run_id=launch.run_id or launch.outcome.get("run_id"),
+        status=launch.outcome.get("status"),
+        stage=launch.outcome.get("stage"),
+        reason=launch.outcome.get("reason"),
+        started_at=started,
+        ended_at=ended,
+        wall_s=wall,
+        host_wait_s=wait,
+        server_s=None if wall is None or wait is None else wall - wait,
+        ready_s=record.get("ready_s"),
+        side_by_side=side,
+    )
+
+
+#: What a launch section keeps of a side-by-side measurement (``serve.sidebyside.SideBySide.summary``).
+SIDE_BY_SIDE_KEYS = ("partners_up", "windows", "partner_cpu_share", "partner_cpu_share_max",
+                     "partner_cpu_share_limit")
+
+
+def side_by_side(launch: LaunchFiles) -> dict[str, Any] | None:
+    """How a launch of a side-by-side round was measured (outcome.json's ``side_by_side``, else launch.json's
+    keys of it): the partners whose servers were up during its windows, the windows, the partners' CPU share
+    over all of them and in the worst one, the limit, and when its first window began (``first_window_ns``:
+    launch.json's ``window_log``: ``time.perf_counter_ns``, on Linux ``clock_gettime(CLOCK_MONOTONIC)``
+    (``time.get_clock_info("perf_counter")``), a clock the processes of one host share: the round's turns in
+    the order they ran).
+    None for a launch measured alone (sequential), whose section stays as it was."""
+    record = launch.record or {}
+    part = launch.outcome.get("side_by_side")
+    if part is None and "windows" in record:
+        part = record
+    if part is None:
+        return None
+    windows = record.get("window_log") or []
+    return {**{k: part.get(k) for k in SIDE_BY_SIDE_KEYS},
+            "first_window_ns": windows[0].get("start_ns") if windows else None}
 
 
 def host_wait_s(record: Mapping[str, Any]) -> float | None:
@@ -249,7 +272,7 @@ def build_config_summary(
     plan: Mapping[str, Any], launches: Sequence[LaunchFiles], evidence_of: Callable[[LaunchFiles], dict | None],
     baseline: BaselineRun | None = None, agreement_threshold: float | None = None,
     labels: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ConfigSummary:
     """summary.json of one configuration from the files of its launches (in run order).
 
     ``evidence_of(launch)`` is what the engine's log check says about that
@@ -259,22 +282,9 @@ def build_config_summary(
     evidence = {launch.launch: evidence_of(launch) for launch in launches}
     points = [summarize_point(plan, point, launches, evidence, baseline, agreement_threshold, labels)
               for point in _points(plan)]
-    status = max((p["status"] for p in points), key=_STATUS_RANK.__getitem__, default=Status.FAILED)
-    return {
-        "format_version": SUMMARY_FORMAT_VERSION,
-        "config": plan["name"],
-        "status": status,
-        "plan": dict(plan),
-        "launches": [_launch_section(launch) for launch in launches],
-        "points": points,
-    }
-
-
-def point_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The point summaries of a summary.json (formats 6 and 7), or the file itself as one point (formats 1 to 5)."""
-    if "points" in summary:
-        return [dict(p) for p in summary["points"]]
-    return [dict(summary, point=DEFAULT_POINT, workload=(summary.get("plan") or {}).get("workload"), launches=[])]
+    status = max((p.status for p in points), key=_STATUS_RANK.__getitem__, default=Status.FAILED)
+    return ConfigSummary(config=plan["name"], status=status, plan=copy.deepcopy(dict(plan)),
+                         launches=tuple(_launch_section(launch) for launch in launches), points=tuple(points))
 
 
 def point_sample(point_summary: Mapping[str, Any], metric: str = PRIMARY_VERDICT) -> Sample | None:

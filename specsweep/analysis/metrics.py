@@ -19,8 +19,6 @@ from specsweep.analysis.formulas import (
     accept_length_weighted,
     accept_rate_by_position,
     aggregate_output_tok_s,
-    allreduce_bench_ms_per_verify,
-    allreduce_bench_us,
     allreduce_per_forward,
     cycle_time_ms,
     cycle_time_weighted_ms,
@@ -32,18 +30,22 @@ from specsweep.analysis.formulas import (
     output_common_prefix_tokens,
     output_match_share,
     output_tok_s,
-    profile_seconds,
-    profile_target,
     prompt_tokens,
     target_forward_comm_ms,
     target_forward_ms,
     timing_per_cycle_ms,
     tpot_ms,
-    trace_allreduce_impl,
-    trace_rank_skew_ms,
     ttft_ms,
     verify_comm_share,
     verify_compute_per_cycle_ms,
+)
+from specsweep.analysis.profile_formulas import (
+    allreduce_bench_ms_per_verify,
+    allreduce_bench_us,
+    profile_seconds,
+    profile_target,
+    trace_allreduce_impl,
+    trace_rank_skew_ms,
 )
 
 

@@ -18,15 +18,16 @@ trend check of the primary one (``row["trend"]``, ``row["cold_start"]``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.analysis.blocks import BLOCKED_METHOD, cold_start, contrast, fit_point, trend
 from specsweep.analysis.formulas import break_even_accept_length
-from specsweep.analysis.launches import aa_control, point_sample, point_summaries
+from specsweep.analysis.launches import aa_control, point_sample
 from specsweep.analysis.metrics import BASELINE_TOK_S, METRIC_COLUMNS, PRIMARY_VERDICT, VERDICT_METRICS, column_value
 from specsweep.analysis.stats import Noise, Sample, compare, estimate_interval, launches_needed
-from specsweep.contracts.vocabulary import Status, Verdict
+from specsweep.contracts.summary import ConfigSummary
+from specsweep.contracts.vocabulary import Expect, Status, Verdict
 from specsweep.files import canonical_json
 from specsweep.records import DEFAULT_POINT
 
@@ -75,7 +76,7 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         "description": summary.get("description", ""),
         "status": summary["status"],
         # `expect: failure` marks a known-failing case kept as a result (e.g. bare NCCL_ALGO=Tree); a label,
-        # not in the plan: analyze_sweep_files sets it from the report params.
+        # not in the plan nor the summary: explode_points sets it from the report params.
         "expect": summary.get("expect", "ok"),
         "stage": summary.get("stage"),
         "reason": summary.get("reason"),
@@ -251,17 +252,20 @@ def per_device(aggregate_tok_s: float | None, devices: int) -> float | None:
     return None if aggregate_tok_s is None else aggregate_tok_s / devices
 
 
-def explode_points(summaries: list[dict]) -> list[dict]:
-    """Point summaries of every summary file (format 2: one per point; format 1: the file itself),
-    each with its configuration's name, description and the point's index."""
+def explode_points(summaries: Sequence[ConfigSummary], descriptions: Mapping[str, str] | None = None,
+                   expects: Mapping[str, str] | None = None) -> list[dict]:
+    """What the rows are made from: each point of every summary as a mapping (``PointSummary.to_dict``), its
+    launches joined with the configuration's launch sections (each launch's start, for the model's blocks),
+    with the configuration's ``description`` and ``expect`` label (the report's params: they are not in the
+    summary) and the point's index."""
     out = []
     for summary in summaries:
-        for index, point in enumerate(point_summaries(summary)):
-            point.setdefault("config", summary["config"])
-            # each launch's start (and round) from the configuration's launch sections, for the model's blocks
-            sections = {str(e["launch"]): e for e in summary.get("launches") or []}
-            point["launches"] = [{**sections.get(str(e["launch"]), {}), **e} for e in point.get("launches") or []]
-            point["description"] = summary.get("description", point.get("description", ""))
-            point["point_index"] = index
-            out.append(point)
+        sections = {e.launch: e.to_dict() for e in summary.launches}
+        for index, point in enumerate(summary.points):
+            row = point.to_dict()
+            row["launches"] = [{**sections.get(e["launch"], {}), **e} for e in row["launches"]]
+            row["description"] = (descriptions or {}).get(summary.config, "")
+            row["expect"] = (expects or {}).get(summary.config, Expect.OK)
+            row["point_index"] = index
+            out.append(row)
     return out

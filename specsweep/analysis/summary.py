@@ -1,8 +1,10 @@
 """The summary of one launch at one workload point: status, metrics, warmup, provenance.
 
 ``analysis.launches`` pools these per point over a configuration's launches
-into summary.json (``SUMMARY_FORMAT_VERSION`` 8: one section per point).
-Shape of one::
+into summary.json (``contracts.summary``: its records and format history), each
+point a ``contracts.summary.PointSummary``. This one-launch summary is that
+record's mapping without ``point``, ``workload`` and ``launches``, which the
+pooling adds. Shape of one::
 
     {"config": name, "run_id": str|null,
      "status": "ok"|"failed"|"fallback"|"contaminated",
@@ -88,31 +90,6 @@ from specsweep.contracts.vocabulary import Expect, Reason, RequestStatus, Stage,
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.records import is_external, validate_record
 from specsweep.warmup import warmup_report
-
-# Format history of results/<config>/summary.json:
-#   1  the shape in the module docstring.
-#   2  + agreement; metrics prompt_tokens, accept_histogram, accept_rate_by_position,
-#      output_match_share, output_common_prefix_tokens; status failed/outputs_differ.
-#   3  + run_id (the server job's), host (load and other servers seen), status "contaminated".
-#   4  + expected_failure; variant evidence gains shadowed and failures.
-#   5  + "profile" (the profiling stages, issue 12; null when off), profile-kind metrics, trace evidence
-#      in variant.fell_back.
-#   6  points x launches (analysis.launches): {"format_version", "config",
-#      "status", "plan", "launches": [...], "points": [<the shape of 5 without
-#      format_version, plus point, workload, launches>]}; a point pooled over
-#      several launches has run_id null (each launch's run_id is in its launches);
-#      "profile" is the first regular launch's, in its first point only.
-#   7  verdicts on decode: metric decode_rate (geometric mean over launches of each launch's median
-#      decode tok/s: the verdicts' statistic and the baseline tok/s); ttft_ms gains median_ci,
-#      per_repeat_median and its samples (with their launches), for its own verdict; launch entries
-#      gain ttft_ms_median.
-#      (runtime external adds "server" to a point, only in such summaries: what the running server's
-#      /server_info says it runs; the other summaries read as before, so the version stays.)
-#   8  + metrics target_forward_ms and target_forward_comm_ms (per target forward, with or without
-#      speculation: the cost model's no-speculation step).
-#      (plan format 5 adds facts to the plan each summary embeds; every other byte is as before, so the
-#      version stays.)
-SUMMARY_FORMAT_VERSION = 8
 
 AGREEMENT_DEFINITION = (
     "each measured request is paired with the baseline's measured request of the same prompt_key "
@@ -291,7 +268,7 @@ def build_summary(
     labels: Mapping[str, Any] | None = None,
     profile: dict | None = None,
 ) -> dict:
-    """The summary.json dict of one configuration (shape and status rules: module docstring).
+    """The summary of one launch of a configuration at one point (shape and status rules: module docstring).
 
     ``labels``: how to read the result (``plan.resolve.build_labels``: ``expect``,
     ``expect_signature``), which are not part of the plan.
@@ -308,7 +285,6 @@ def build_summary(
     spec = (speculative_algorithm(server) if server is not None
             else (plan.get("facts") or {}).get("speculative_algorithm"))
     summary: dict[str, Any] = {
-        "format_version": SUMMARY_FORMAT_VERSION,
         "config": plan["name"],
         "run_id": outcome.get("run_id"),
         "status": Status.OK,

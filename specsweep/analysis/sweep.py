@@ -51,6 +51,7 @@ from specsweep.analysis.stats import (
     POWER_METHOD,
     VERDICT_LEVEL,
 )
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.contracts.vocabulary import Expect, Status
 from specsweep.files import write_text_atomic
 
@@ -65,7 +66,16 @@ from specsweep.files import write_text_atomic
 #   2  race: a race's answer (``analysis.race.race_record``: the winner, its verdicts against every other
 #      configuration, each one's history, the rounds' standings, the launches spent against the full
 #      design), or null when the rounds did not race (rounds.mode: sweep).
-REPORT_FORMAT_VERSION = 2
+#   3  fields that came beside 2 without a version of their own: launches.entries gain host_wait_s (the
+#      job's waits for the host) and server_s (wall_s less host_wait_s); launches.server_s is the sum of the
+#      entries' server_s (in 1 and 2: of their wall_s) and null when none is known; + launches.host_wait_s,
+#      launches.median_server_s; rows gain simulated_accept (VAR=value of the setting that fixed the accept
+#      length, or null); launches.side_by_side (``analysis.controls.side_by_side_record``: what side-by-side
+#      measurement did, or null), launches.entries[].side_by_side (a launch of a side-by-side round: its
+#      partners up, windows, the partners' CPU share, its first window), launches.order.by (what the order
+#      check compared: each launch's start, or for a side-by-side round's launches, which start together,
+#      their first window). Every other field is as in 2.
+REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.
@@ -132,17 +142,19 @@ def burn_in_record(rounds: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return (judgements[0].get("burn_in") or None) if judgements else None
 
 
-def analyze_sweep(summaries: list[dict], baseline: str | None, sweep: Mapping[str, Any] | None = None
+def analyze_sweep(summaries: Sequence[ConfigSummary], baseline: str | None, sweep: Mapping[str, Any] | None = None
                   ) -> dict[str, Any]:
-    """report.json of ``summaries`` (summary.json files, formats 1 to 8, with their description and expect
-    labels); ``sweep`` holds the grids, the planned launch order, whether the A/A control was planned, the
-    positive control, the smallest effect to resolve, the named own baselines, the measurement design
-    (``workflow.inputs.report_params``) and every round's plan and judgement (``rounds``)."""
+    """report.json of ``summaries`` (the configurations' summary.json, ``ConfigSummary.load``); ``sweep``
+    holds each configuration's description and expect label (``descriptions``, ``expects``), the grids, the
+    planned launch order, whether the A/A control was planned, the positive control, the smallest effect to
+    resolve, the named own baselines, the measurement design (``workflow.inputs.report_params``) and every
+    round's plan and judgement (``rounds``)."""
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
     round_plans = (sweep.get("rounds") or {}).get("plans") or []
-    rows, base = config_rows(explode_points(summaries), baseline, effect, rounds_of_plans(round_plans))
+    points = explode_points(summaries, sweep.get("descriptions"), sweep.get("expects"))
+    rows, base = config_rows(points, baseline, effect, rounds_of_plans(round_plans))
     annotate(rows, base, own_baselines({r["config"]: r["plan"] for r in rows}, sweep.get("own_baselines")),
              compare_primary)
     _expected_failure_warnings(rows)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.argv import args_to_argv, common_facts
 from specsweep.engines.context import ContextLimit, model_config, shown_path
 from specsweep.engines.preflight import PreflightResult
@@ -18,6 +19,9 @@ from specsweep.refengine.config import load_config, request_token_limit, serving
 # Its test-only faults that slow each step by a known fraction or delay (plan.controls: the positive control;
 # analysis.answer: a configuration that sets one is not an answer).
 from specsweep.refengine.faults import STEP_DELAY_ENV, STEP_SLOWDOWN_ENV  # noqa: F401
+
+# What one server holds on a GPU, for plan.design's side-by-side check.
+from specsweep.refengine.footprint import ALLOWANCE_BYTES, plan_server_bytes  # noqa: F401
 
 # Its profiler ranges (the forward phases, the all-reduce prefix + backend), for the trace analysis.
 from specsweep.refengine.ranges import ALL_REDUCE_PREFIX as TRACE_ALL_REDUCE_PREFIX  # noqa: F401
@@ -134,10 +138,12 @@ class ReferenceEngine:
                               f"{backend}; set variant: all-reduce:{backend} or change server_args.all-reduce-backend")
         return PreflightResult(errors=errors, checked_with="specsweep.engines.reference")
 
-    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
-        """The engine logs the all-reduce backend it really uses; compare with the request (``ready`` is
-        not needed: no failure signatures are read from this engine's log)."""
-        requested = plan["server_args"].get("all-reduce-backend")
+    def variant_evidence(self, server_log: str, plan: Plan, labels: Mapping[str, Any], ready: bool = False
+                         ) -> dict:
+        """The engine logs the all-reduce backend it really uses; compare with the plan's (its flag is the
+        request, so the labels add nothing; ``ready`` is not needed: no failure signatures are read from this
+        engine's log)."""
+        requested = plan.server_args.get("all-reduce-backend")
         found = _BACKEND_LINE.findall(server_log)
         evidence: dict[str, Any] = {
             "requested": [f"{REFERENCE_PREFIX}{requested}"] if requested else [],
@@ -150,9 +156,9 @@ class ReferenceEngine:
             )
         return evidence
 
-    def comm_profile(self, plan: dict) -> dict:
+    def comm_profile(self, plan: Plan) -> dict:
         """The reference engine's all-reduce: its own backend, one process per rank, 2 per layer exactly."""
-        ns = resolve_args(build_parser().parse_args([*plan["argv"][3:], "--port", str(self.container_port)]))
+        ns = resolve_args(build_parser().parse_args([*plan.argv[3:], "--port", str(self.container_port)]))
         spec = ns.speculative_algorithm != "NONE"
         out: dict[str, Any] = {
             "runner": "refengine",

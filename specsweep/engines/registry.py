@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.reference import ReferenceEngine
@@ -52,12 +53,14 @@ class Engine(Protocol):
         (``engines.context``); paths relative to ``base``; None when it cannot be known before a launch."""
         ...
 
-    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
-        """What the server log proves about the communication variant that really ran (``ready``: whether
-        the server answered /ready, which tells a failure while starting from one while serving)."""
+    def variant_evidence(self, server_log: str, plan: Plan, labels: Mapping[str, Any], ready: bool = False
+                         ) -> dict:
+        """What the server log proves about the communication variant that really ran, against the one the
+        plan and its labels (``variant``) asked for (``ready``: whether the server answered /ready, which tells
+        a failure while starting from one while serving)."""
         ...
 
-    def comm_profile(self, plan: dict) -> dict:
+    def comm_profile(self, plan: Plan) -> dict:
         """How this plan communicates, for the profiling stages (``specsweep.serve.profile``).
 
         ``runner``/``backend``/``timing`` (how ``serve/allreduce_bench.py`` times its all-reduce),

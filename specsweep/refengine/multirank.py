@@ -12,7 +12,8 @@ import queue
 import traceback
 from typing import Any, Callable
 
-from .comm import CommSpec, make_communicator, prepare_spec
+from .comm import make_communicator
+from .rendezvous import CommSpec, prepare_spec
 
 
 def _entry(rank: int, spec: CommSpec, fn: Callable[..., Any], args: tuple, num_threads: int, q: Any) -> None:

@@ -24,12 +24,13 @@ from typing import Any, Callable
 from . import __version__
 from .affinity import Placement, available_cores, pin_rank, plan_placement
 from .cli import cuda_graph_enabled, parse_args, resolved_args_dict
-from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, CommError, check_cuda_env, comm_host, parse_test_fault, prepare_spec
+from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, check_cuda_env, parse_test_fault
 from .config import ModelConfig, load_config, serving_context
 from .engine import Engine, Request
 from .faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
 from .http import ServerState, build_app
 from .metrics import Metrics
+from .rendezvous import CommError, comm_host, prepare_spec
 from .spec import parse_simulate_acc_len
 from .tokenizer import ByteTokenizer
 from .worker import Driver, RankSetup, build_graphs, build_rank, follower_main

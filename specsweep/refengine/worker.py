@@ -27,10 +27,11 @@ from typing import Any
 import torch
 
 from .affinity import Placement, pin_rank
-from .comm import CommSpec, make_communicator
+from .comm import make_communicator
 from .config import ModelConfig
 from .cudagraph import GraphRunner, make_plan, pool_capacity
 from .model import TPModel
+from .rendezvous import CommSpec
 from .trace import DRAFT_PREFILL, GRAPH_REPLAY, PREFILL, annotate
 
 log = logging.getLogger("specsweep.refengine")

@@ -14,9 +14,9 @@ from typing import Any
 from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.contracts.vocabulary import Verdict
 from specsweep.report.linked import Curve, Linked
+from specsweep.report.markdown import cpu_share, ratio_pct, verdict_text
 from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
-from specsweep.report.markdown import ratio_pct, verdict_text
 
 # ------------------------------------------------------------------ what to deploy
 
@@ -281,14 +281,28 @@ def speculative_baseline(data: Mapping[str, Any]) -> str | None:
 
 
 def burn_in_line(record: Mapping[str, Any] | None) -> str:
-    """The burn-in before round 1: its units' decode rates, how long it took and whether it settled."""
+    """The burn-in before round 1: its units' decode rates and times to ready, how long it took and whether it
+    settled (and, when not, what kept moving)."""
     if not record:
         return "Burn-in: none recorded (off, or this report's round 1 ran in an earlier invocation without one)."
-    rates = ", ".join(_f(u.get("decode_tok_s")) for u in record.get("units") or [])
-    state = (f"steady (within {record['tolerance']:.0%} of the unit before)" if record.get("steady")
-             else f"NOT steady after {len(record.get('units') or [])} units: the host kept changing")
-    return (f"Burn-in: {len(record.get('units') or [])} unmeasured launches of {record.get('config')} in "
-            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}: {state}; it enters no verdict.")
+    units = record.get("units") or []
+    rates = ", ".join(_f(u.get("decode_tok_s")) for u in units)
+    ready = record.get("ready_tolerance")
+    if ready is None:  # a record of format 1: the decode rate alone
+        rule, readies = f"within {record['tolerance']:.0%} of the unit before", ""
+    else:
+        rule = (f"the decode rate within {record['tolerance']:.0%} and the time to ready within {ready:.0%} "
+                f"(+{_f(record.get('ready_poll_s'), '{:.2f}')} s) of the unit before")
+        readies = ", time to ready s " + ", ".join(_f(u.get("ready_s")) for u in units)
+    if record.get("steady"):
+        state = f"steady ({rule})"
+    else:
+        moving = [what for what, key in (("the decode rate", "rate_steady"), ("the time to ready", "ready_steady"))
+                  if key in record and not record[key]]
+        state = (f"NOT steady after {len(units)} units: the host kept changing"
+                 + (f" ({' and '.join(moving)} at the last unit; asked: {rule})" if moving else ""))
+    return (f"Burn-in: {len(units)} unmeasured launches of {record.get('config')} in "
+            f"{_f(record.get('wall_s'))} s, decode tok/s per unit {rates}{readies}: {state}; it enters no verdict.")
 
 
 def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | None) -> str:
@@ -309,16 +323,41 @@ def design_lines(design: Mapping[str, Any] | None, burn_in: Mapping[str, Any] | 
 # ------------------------------------------------------------------ launches
 
 
+#: What the order check compared (report.json's ``launches.order.by``), in words.
+_ORDER_BY = {"start": "",
+             "start and first window": "; a side-by-side round's launches, whose servers start together, by their "
+                                       "first measuring window, i.e. the order their turns began"}
+
+
 def order_text(order: Mapping[str, Any]) -> str:
-    """Whether the launches ran in the planned order (a sentence)."""
+    """Whether the launches ran in the planned order (a sentence), and what was compared."""
     if not order["planned"]:
         return "planned order unknown"
+    by = _ORDER_BY.get(order.get("by") or "start", "")
     if order["in_order"]:
-        return "in the planned interleaved order (round by round, each round in its seeded order)"
+        return f"in the planned interleaved order (round by round, each round in its seeded order{by})"
     ran, expected = order["ran"], order["expected"]
     return (f"NOT in the planned order from launch #{order['first_bad'] + 1} on (ran {ran[0]}/{ran[1]}, "
-            f"planned {expected[0]}/{expected[1]}); launches of a configuration rerun alone run when Snakemake "
+            f"planned {expected[0]}/{expected[1]}{by}); launches of a configuration rerun alone run when Snakemake "
             "reaches them")
+
+
+def side_by_side_text(side: Mapping[str, Any] | None) -> str:
+    """What side-by-side measurement did (report.json's ``launches.side_by_side``), a sentence; empty when no
+    launch was measured side by side."""
+    if not side:
+        return ""
+    alone = side.get("alone") or []
+    alone_text = "" if not alone else (f"; {len(alone)} with no partner's server up ("
+                                       + ", ".join(f"{c}/{lid}" for c, lid in alone[:4])
+                                       + (" ..." if len(alone) > 4 else "") + ")")
+    share = side.get("partner_cpu_share_max")
+    cpu = ("the partners' CPU not recorded" if share is None else
+           f"the partners' servers used at most {cpu_share(share)} of a core over one launch's windows "
+           f"({side['worst'][0]}/{side['worst'][1]}), {cpu_share(side.get('worst_window'))} in the worst single "
+           f"window (a launch at {cpu_share(side.get('limit'))} or more is contaminated)")
+    return (f" Side by side: {side['launches']} of {side['of']} launches measured in turn with their round's other "
+            f"servers up, in {side['windows']} windows{alone_text}; {cpu}.")
 
 
 def launch_lines(launches: Mapping[str, Any]) -> str:
@@ -335,7 +374,8 @@ def launch_lines(launches: Mapping[str, Any]) -> str:
     waited = "" if not wait else (f", besides {wait / 60:.1f} min waiting for the host (its lock, or another "
                                   "specsweep server running)")
     return (f"Launches: {len(entries)} server launches of {launches['configurations']} configurations, "
-            f"{served}{waited}{span}; ran {order_text(launches['order'])}.\n\n")
+            f"{served}{waited}{span}; ran {order_text(launches['order'])}."
+            f"{side_by_side_text(launches.get('side_by_side'))}\n\n")
 
 
 # ------------------------------------------------------------ break-even curves

@@ -29,6 +29,11 @@ def pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:.1f} %"
 
 
+def cpu_share(v: float | None) -> str:
+    """A CPU share (cores) as a percentage of one core, two decimals (an idle server's is a few hundredths)."""
+    return "n/a" if v is None else f"{v * 100:.2f} %"
+
+
 def ratio_pct(ratio: float) -> str:
     """A ratio as a signed difference: ``1.053`` -> ``+5.3 %``."""
     return f"{(ratio - 1) * 100:+.1f} %"

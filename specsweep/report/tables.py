@@ -11,6 +11,7 @@ from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.analysis.rows import row_label
 from specsweep.contracts.vocabulary import Status, Verdict
 from specsweep.report.linked import Linked
+from specsweep.report.markdown import cpu_share
 from specsweep.report.markdown import f as _f
 from specsweep.report.markdown import pct as _pct
 
@@ -96,23 +97,42 @@ def best_section(winners: Sequence[Mapping[str, Any]], files: Mapping[str, Mappi
     return out.getvalue() + "\n"
 
 
+def measured_cell(entry: Mapping[str, Any]) -> str:
+    """How one launch was measured: alone (sequential), or side by side with the partners whose servers were up,
+    its windows and the partners' CPU over them (the worst window in brackets)."""
+    side = entry.get("side_by_side")
+    if not side:
+        return "alone"
+    up = side.get("partners_up") or []
+    partners = f"{len(up)} partner{'s' if len(up) != 1 else ''} up" if up else "no partner up"
+    return (f"side by side, {partners}, {side.get('windows')} windows, partners' CPU "
+            f"{cpu_share(side.get('partner_cpu_share'))} (worst window {cpu_share(side.get('partner_cpu_share_max'))})")
+
+
 def launch_table(entries: Sequence[Mapping[str, Any]]) -> str:
     """Every launch in the order it started (report.json's ``launches.entries``), with its round and its place
-    in the round's seeded order."""
+    in the round's seeded order; where a launch was measured side by side, a column says how each was."""
     if not entries:
         return ""
+    side = any(e.get("side_by_side") for e in entries)
     out = io.StringIO()
     out.write("## Launches\n\nIn the order they started; *round / place*: the launch's round and its place in "
               "that round's seeded order; *host wait s*: the time the job waited for the host (its lock, or another "
               "specsweep server running) before its own work; *server s*: the rest of the job, start to end "
-              "(*wall s*) less that wait.\n\n"
-              "| # | config | launch | round / place | status | host wait s | ready s | server s | wall s |\n"
-              "|---|---|---|---|---|---|---|---|---|\n")
+              "(*wall s*) less that wait.")
+    if side:
+        out.write(" *measured*: alone on the host, or side by side: how many of its round's other servers were up "
+                  "during its windows, and the share of a core they used over its windows (the worst window in "
+                  "brackets).")
+    out.write("\n\n| # | config | launch | round / place | status | host wait s | ready s | server s | wall s |"
+              + (" measured |" if side else "") + "\n|---|---|---|---|---|---|---|---|---|"
+              + ("---|" if side else "") + "\n")
     for i, e in enumerate(entries, 1):
         name = f"{e['launch']} (A/A control)" if e.get("control") else e["launch"]
         status = e["status"] if e["status"] == Status.OK else f"{e['status']} ({e.get('stage')}: {e.get('reason')})"
         where = e.get("planned_place")
         cell = f"{where[0]} / {where[1]}" if where else "n/a"
         out.write(f"| {i} | {e['config']} | {name} | {cell} | {status} | {_f(e.get('host_wait_s'))} | "
-                  f"{_f(e.get('ready_s'))} | {_f(e.get('server_s'))} | {_f(e.get('wall_s'))} |\n")
+                  f"{_f(e.get('ready_s'))} | {_f(e.get('server_s'))} | {_f(e.get('wall_s'))} |"
+                  + (f" {measured_cell(e)} |" if side else "") + "\n")
     return out.getvalue() + "\n"

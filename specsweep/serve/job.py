@@ -18,13 +18,17 @@ result that is a failure) and always tears down. Its life cycle, in the order
 
 1. ``watch_parents``: the job tears down (as on SIGTERM) when Snakemake dies
    (``serve.watchdog``).
-2. host: ``host_lock``: one server per host, whatever the checkout, Snakemake
-   invocation or ``--resources`` (``serve.lock``); waits with a message, then
-   fails ``host_busy``. Taken before the job touches its files, released after
-   ``outcome.json`` is written, so an orphaned job and its rerun never write
-   the same files at once. Then the files are this run's, the prompts are
-   read, leftovers of this checkout removed, the host must be free of other
-   specsweep servers (``serve.guard``), else wait, then ``host_busy``.
+2. host: ``launch_lock``, the launch's own lock, taken before the job touches
+   its files and released after ``outcome.json`` is written, so an orphaned
+   job and its rerun never write the same files at once; ``host_lock``: one
+   server per host, whatever the checkout, Snakemake invocation or
+   ``--resources`` (``serve.lock``); waits with a message, then fails
+   ``host_busy``. Then the files are this run's, the prompts are read,
+   leftovers of this checkout removed, and the host must be free of other
+   specsweep servers (``serve.guard``): while it is not, the job lets go of
+   the host lock and waits without it (a side-by-side round's servers take
+   the lock for each window: ``phases.quiet_host_locked``), then takes it
+   again; ``host_busy`` after the lock's wait.
 3. ``reaper``: ends the server group and the run's container if the job dies.
 4. micro-benchmark (profiling on): before the server, on free GPUs.
 5. launch: the server, with the guard sampling beside it until measurement
@@ -117,7 +121,7 @@ __all__ = ["OUTCOME_FORMAT_VERSION", "Interrupted", "JobHost", "JobPaths", "run_
 
 OUTCOME_FORMAT_VERSION = 3
 #: A wait for the host (its lock, then no other specsweep server) at least this long is said on the terminal
-#: with the job's next line (the log has its own lines: serve.lock, phases.wait_for_quiet_host).
+#: with the job's next line (the log has its own lines: serve.lock, quiet.wait_for_quiet_host).
 WAIT_SAID_S = 1.0
 
 
@@ -237,13 +241,15 @@ class _Runner:
     def _launched(self, stack: contextlib.ExitStack) -> None:
         job = self.job
         side = job.round is not None and job.round.design == Design.SIDE_BY_SIDE
-        # host: the host lock for the job's life, or (side by side) this launch's own lock
+        # host: this launch's own lock for the job's life; sequential, the host lock too (side by side: per window)
         holder = {**self.launch, "config": job.plan.name}
+        own = phases.launch_lock(job, holder)  # the launch's files are this job's, whoever holds the host
+        stack.callback(own.release)
         if side:
-            lock = sidebyside.launch_lock(job, holder)
-            stack.callback(lock.release)
+            lock = own
         else:
-            lock = stack.enter_context(phases.host_lock(job, holder))
+            lock = phases.host_lock(job, holder)
+            stack.callback(lock.release)
         self.record({"host_lock": lock.record()})
         self._own_files()
         prompts = phases.point_prompts(job)
@@ -254,9 +260,18 @@ class _Runner:
             assert job.round is not None and job.round_plan_path is not None
             self.side = sidebyside.SideBySide(job, job.round, job.round_plan_path)
             self.side.join()
-        known = self.side.known if self.side else None
-        quiet = self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known))
-        waited = lock.waited_s + quiet["host_before_launch"]["waited_s"]
+        waited = lock.waited_s
+        if self.side is not None:
+            known = self.side.known
+            # no server but the partners', and no job outside the round holding the host lock (a sequential
+            # one may be about to launch)
+            quiet = self.record(phases.quiet_host(job, job.host.lock.wait_s - lock.waited_s, known, lock_free=True))
+        else:  # never waiting for a server while holding the host lock (a side-by-side round's windows need it)
+            known = None
+            lock, quiet = phases.quiet_host_locked(job, lock, holder, job.host.lock.wait_s - lock.waited_s,
+                                                   on_lock=lambda taken: stack.callback(taken.release))
+            self.record(quiet)
+        waited += quiet["host_before_launch"]["waited_s"]
         if waited >= WAIT_SAID_S:  # the terminal got "waiting ..." at once; how long, with the next line
             job.defer(f"had the host after {waited:.1f} s of waiting")
         phases.refuse_busy_gpus(self.record(phases.gpus_in_use(job, known)))

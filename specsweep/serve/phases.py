@@ -12,9 +12,10 @@ What every phase reads (the plan, the paths, the host, the run) is one frozen
 
 The phases, in the runner's order (docs/design.md, "The server job"):
 
-* host: ``host_lock``, then ``own_files`` (the job's files are this run's);
+* host: ``launch_lock`` and ``host_lock``, then ``own_files`` (the job's files are this run's);
   ``point_prompts``; ``check_target`` (volumes, RDMA devices),
-  ``prepare_runtime``, ``kernel_caches``, ``quiet_host``, ``gpus_in_use`` / ``refuse_busy_gpus``;
+  ``prepare_runtime``, ``kernel_caches``, ``quiet_host_locked`` (side by side: ``quiet_host``),
+  ``gpus_in_use`` / ``refuse_busy_gpus``;
 * micro-benchmark: ``micro_benchmark`` (``serve.profile``, before the server);
 * launch: ``server_launch`` (argv), ``new_server``, ``start_server``,
   ``await_ready``, ``read_server_info``, ``read_provenance``; for
@@ -31,6 +32,7 @@ The phases, in the runner's order (docs/design.md, "The server job"):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -38,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 from specsweep.contracts.plan import Point
 from specsweep.contracts.vocabulary import Failure, Reason, Stage, Status
@@ -51,7 +53,7 @@ from specsweep.records import run_header
 from specsweep.serve import client, guard, kernel_cache
 from specsweep.serve import profile as profiling
 from specsweep.serve.container import RDMA_DEVICE_DIR, container_runtime, rdma_devices, uses_host_network
-from specsweep.serve.jobspec import Job, JobHost, JobPaths
+from specsweep.serve.jobspec import Job, JobPaths
 from specsweep.serve.launch import (
     build_launch,
     collect_provenance,
@@ -59,26 +61,34 @@ from specsweep.serve.launch import (
     gpu_ids,
     server_info,
 )
-from specsweep.serve.lock import NOTICE_AFTER_S, HostBusy, HostLock, acquire
+from specsweep.serve.lock import HostBusy, HostLock, LockSettings, acquire
 from specsweep.serve.payloads import Prompt
 from specsweep.serve.provenance import from_server_info, gpu_busy
+from specsweep.serve.quiet import wait_for_quiet_host
 from specsweep.serve.server import AttachedServer, LaunchError, Server, free_port
 from specsweep.serve.watchdog import reaper
 
 # ------------------------------------------------------------ host
 
 
-@contextlib.contextmanager
-def host_lock(job: Job, holder: Mapping[str, Any]) -> Iterator[HostLock]:
-    """The host's (and the GPUs') lock for the block; a busy host becomes this job's ``host_busy`` result."""
+def host_lock(job: Job, holder: Mapping[str, Any], wait_s: float | None = None) -> HostLock:
+    """The host's (and the GPUs') lock, waiting up to ``wait_s`` (default: the host's); a busy host becomes this
+    job's ``host_busy`` result. The caller releases it (``HostLock.release``, which may be called twice)."""
+    settings = job.host.lock if wait_s is None else LockSettings(job.host.lock.lock_dir, max(0.0, wait_s))
     try:
-        lock = acquire(job.host.lock, dict(holder), gpu_ids(job.plan, os.environ), job.log, notice=job.host.notice)
+        return acquire(settings, dict(holder), gpu_ids(job.plan, os.environ), job.log, notice=job.host.notice)
     except HostBusy as exc:
         raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, str(exc)) from exc
+
+
+def launch_lock(job: Job, holder: Mapping[str, Any]) -> HostLock:
+    """This launch's own lock for the job's life (not the host's): an orphan and its rerun never write one
+    launch's files at once, whoever holds the host."""
+    key = hashlib.sha256(f"{job.paths.outcome.resolve().parent}".encode()).hexdigest()[:16]
     try:
-        yield lock
-    finally:
-        lock.release()
+        return acquire(job.host.lock, dict(holder), names=[f"launch-{key}.lock"], log=job.log)
+    except HostBusy as exc:
+        raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, str(exc)) from exc
 
 
 def own_files(job: Job) -> None:
@@ -149,46 +159,43 @@ def kernel_caches(job: Job) -> dict[str, Any]:
     return {"kernel_cache": record}
 
 
-def wait_for_quiet_host(run_id: str, host: JobHost, wait_s: float, log: TextIO, config: str = "",
-                        known: Callable[[], Collection[str]] | None = None, notice: TextIO | None = None
-                        ) -> dict[str, Any]:
-    """Wait (up to ``wait_s``) until no other specsweep server runs here; the last sample with ``waited_s``
-    (how long this wait took: the report keeps it apart from the server's own time), or ``host_busy``.
-    ``known()``: run ids that do not count (a side-by-side round's partners; read after each sample). The
-    waiting line goes to ``log`` at once and to ``notice`` (the terminal) once the wait lasted
-    ``lock.NOTICE_AFTER_S``; how long it took to ``log`` only."""
-    t0 = time.monotonic()
-    told = noticed = False
-    while True:
-        seen = guard.sample(run_id, host.docker)
-        if known is not None and seen["others"]:
-            ours = known()
-            seen = {**seen, "others": [o for o in seen["others"] if o.get("run_id") not in ours],
-                    "partners": [o for o in seen["others"] if o.get("run_id") in ours]}
-        if not seen["others"]:
-            waited = time.monotonic() - t0
-            if told:
-                print(f"the host is free after {waited:.0f} s", file=log, flush=True)
-            return {**seen, "waited_s": round(waited, 3)}
-        who = guard.describe(seen["others"])
-        if time.monotonic() - t0 >= wait_s:
-            raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, f"other specsweep servers run on this host: {who}; "
-                              f"waited {time.monotonic() - t0:.0f} s; not measuring beside them")
-        message = f"waiting: other specsweep servers run on this host: {who} (before launching {config})"
-        if not told:
-            print(message, file=log, flush=True)
-            told = True
-        if notice is not None and not noticed and time.monotonic() - t0 >= NOTICE_AFTER_S:
-            print(message, file=notice, flush=True)
-            noticed = True
-        time.sleep(max(0.5, min(host.guard_interval_s, 5.0)))
-
-
-def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
-    """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``:
-    ``wait_for_quiet_host``)."""
+def quiet_host(job: Job, wait_s: float, known: Callable[[], Collection[str]] | None = None,
+               lock_free: bool = False) -> dict[str, Any]:
+    """No other specsweep server may run here while this one measures: ``host_before_launch`` (``known``,
+    ``lock_free``: ``wait_for_quiet_host``)."""
     return {"host_before_launch": wait_for_quiet_host(job.run_id, job.host, wait_s, job.log, job.plan.name, known,
-                                                      notice=job.host.notice)}
+                                                      notice=job.host.notice, lock_free=lock_free)}
+
+
+def quiet_host_locked(job: Job, lock: HostLock, holder: Mapping[str, Any], wait_s: float,
+                      on_lock: Callable[[HostLock], None]) -> tuple[HostLock, dict[str, Any]]:
+    """No other specsweep server here, with the host lock held, and never a wait for one while holding it:
+    the held lock (``lock``, or one taken again) and ``host_before_launch``.
+
+    Why: the servers of a side-by-side round (``serve.sidebyside``; another checkout's, or another Snakemake
+    invocation's) are up between their windows, and each window needs the host lock. A job that held the
+    lock until those servers were gone would wait for jobs that wait for it, both until the lock's wait
+    (``SPECSWEEP_LOCK_WAIT_S``) and then ``host_busy``. So the host is looked at right after the lock was
+    taken; while it is busy the lock is let go, the job waits for a quiet host without it
+    (``wait_for_quiet_host``), takes the lock again (``on_lock`` is told of each new one) and looks again.
+    ``host_before_launch``: the last sample; ``waited_s``, from the first look to the quiet one, the lock's
+    retakes included; ``host_lock_released``, how often the lock was let go. ``wait_s``: for all of it."""
+    t0 = time.monotonic()
+    released = 0
+    while True:
+        seen = guard.sample(job.run_id, job.host.docker)
+        if not seen["others"]:
+            return lock, {"host_before_launch": {**seen, "waited_s": round(time.monotonic() - t0, 3),
+                                                 "host_lock_released": released}}
+        lock.release()
+        released += 1
+        print(f"other specsweep servers run on this host: {guard.describe(seen['others'])}; letting go of the "
+              "host lock while waiting for them (a side-by-side round's servers take it for each window)",
+              file=job.log, flush=True)
+        wait_for_quiet_host(job.run_id, job.host, wait_s - (time.monotonic() - t0), job.log, job.plan.name,
+                            notice=job.host.notice)
+        lock = host_lock(job, holder, wait_s - (time.monotonic() - t0))
+        on_lock(lock)
 
 
 def gpus_in_use(job: Job, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:

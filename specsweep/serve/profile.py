@@ -202,7 +202,7 @@ def run_allreduce_bench(plan: Plan, settings: Mapping[str, Any], out_path: Path,
     record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=dict(settings))
     t0 = time.monotonic()
     try:
-        comm = get_engine(plan.engine).comm_profile(plan.to_dict())
+        comm = get_engine(plan.engine).comm_profile(plan)
         record["comm"] = comm
         if not settings.get("allreduce_bench", True):
             record.update(status=StageStatus.OFF, reason="profile.allreduce_bench is false")
@@ -335,7 +335,7 @@ def after_measure(server: Server, plan: Plan, profile_json: Path | None, log: Te
     record = _record(True, run_id, status=StageStatus.FAILED, reason=None, detail=None, settings=settings, files=[],
                      requests=str(Path(directory.name) / "requests.jsonl"))
     t0 = time.monotonic()
-    ranks = int(get_engine(plan.engine).comm_profile(plan.to_dict())["world_size"])
+    ranks = int(get_engine(plan.engine).comm_profile(plan)["world_size"])
     # In a container the directory is mounted (before_launch); the server writes to the mount point.
     output_dir = CONTAINER_PROFILE_DIR if container_runtime(plan.runtime) is not None else str(directory.resolve())
     body: dict[str, Any] = {"output_dir": output_dir, "activities": list(settings["activities"]),

@@ -34,6 +34,10 @@ from specsweep.serve.watchdog import exec_argv
 TERM_GRACE_S = 15.0
 
 
+#: How often the readiness wait asks the server (seconds): a time to ready is measured in steps of it.
+READY_POLL_S = 0.25
+
+
 class LaunchError(Failure):
     """The server could not be brought up, or died: a ``Failure`` raised by the job's own checks."""
 
@@ -108,7 +112,7 @@ class Server:
             pass_fds=self.keep_fds,
         )
 
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+    def wait_ready(self, timeout_s: float, poll_s: float = READY_POLL_S) -> float:
         """Poll the readiness endpoint until 200; notice the process dying meanwhile."""
         assert self.proc is not None
         t0 = time.monotonic()
@@ -183,7 +187,7 @@ class AttachedServer:
     def base_url(self) -> str:
         return self.url
 
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+    def wait_ready(self, timeout_s: float, poll_s: float = READY_POLL_S) -> float:
         """Poll the readiness endpoint until 200 (a server that is still starting is waited for)."""
         t0 = time.monotonic()
         deadline = t0 + timeout_s

@@ -10,12 +10,13 @@ changes is what the host lock guards: the measurement, not the server's life.
 A job of a ``side-by-side`` round (``contracts.rounds.RoundPlan``; plan time:
 ``plan.design``), in the order ``serve.job`` runs it:
 
-1. holds for its life only its own launch's lock (``launch_lock``), so an orphan
+1. holds for its life only its own launch's lock (``phases.launch_lock``), so an orphan
    and its rerun never write one file; registers in the round's directory
    (``serve.rounddir.Registry``: ``<lock_dir>/rounds/<key>/``, keyed by the
    checkout, the round plan's path and the round; one small JSON file per launch:
    run id, job pid, the server's process group, its state);
-2. starts its server without the host lock and waits until it is ready;
+2. once no server but its partners' runs and no job outside the round holds the host lock
+   (``phases.quiet_host``), starts its server without the host lock and waits until it is ready;
 3. the barrier (``SideBySide.barrier``): waits until every partner's server is
    ready or has ended, so that nobody measures while another server starts; the
    deadline is the plan's ready timeout; a partner that failed, died or never
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -104,15 +104,6 @@ def round_record(round_plan: RoundPlan, config: str, launch: str) -> dict[str, A
     """launch.json's part of any round: ``round``, ``position`` (1-based), ``design``, ``design_why``."""
     return {"round": round_plan.round, "position": round_plan.position(config, launch),
             "design": round_plan.design.value, "design_why": round_plan.why}
-
-
-def launch_lock(job: Job, holder: Mapping[str, Any]) -> HostLock:
-    """This launch's own lock for the job's life (not the host's): an orphan and its rerun wait for each other."""
-    key = hashlib.sha256(f"{job.paths.outcome.resolve().parent}".encode()).hexdigest()[:16]
-    try:
-        return acquire(job.host.lock, dict(holder), names=[f"launch-{key}.lock"], log=job.log)
-    except HostBusy as exc:
-        raise LaunchError(Stage.LAUNCH, Reason.HOST_BUSY, str(exc)) from exc
 
 
 # ------------------------------------------------------------ the job's part in its round

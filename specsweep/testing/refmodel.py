@@ -9,10 +9,11 @@ import collections
 import torch
 
 from specsweep.refengine import trace
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.cudagraph import GraphRunner, make_plan, pool_capacity
 from specsweep.refengine.engine import Engine, Request
 from specsweep.refengine.model import TPModel
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.refengine.worker import Driver
 from specsweep.testing.refengine import SMALL
 

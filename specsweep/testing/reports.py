@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
+from specsweep.contracts.summary import SUMMARY_FORMAT_VERSION, ConfigSummary
 from specsweep.contracts.vocabulary import RequestStatus, Status
-from specsweep.records import new_record
+from specsweep.records import DEFAULT_POINT, new_record
+from specsweep.report import plots
 from specsweep.report.render import HtmlPages, render_report
+from specsweep.testing.doubles import engine_facts
 
 MS = 1_000_000
 #: The workload of every synthetic run: 2 repeats x 12 sequential requests of 33 tokens.
@@ -49,11 +56,68 @@ def sequential_records(run: str, gap_ms: float, per_chunk: int, spec: bool, seed
     return out
 
 
-def render_summaries(summaries: list[dict], baseline: str | None, csv_path: Path, md_path: Path, plots_dir: Path,
-                     sweep: dict | None = None, best_dir: Path | None = None, html: HtmlPages | None = None) -> dict:
+def launches_summary(name: str, gap_ms: float, launches: Mapping[str, tuple[float, float]], seed: int,
+                     jitter: float = 0.02) -> ConfigSummary:
+    """The summary.json of a configuration without speculation measured in ``launches`` (launch id -> (start
+    minute, decode-time factor)): each launch WORKLOAD's ``sequential_records`` at ``gap_ms`` x its factor
+    (seeded ``seed`` + its index), started at its minute and ended 50 s later, summarised as summarize_config
+    does (``analysis.launches.build_config_summary``)."""
+    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
+            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
+            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
+    files = []
+    for k, (lid, (minute, factor)) in enumerate(launches.items()):
+        run = f"{name}-{lid}"
+        records = [dict(r, point=DEFAULT_POINT) for r in
+                   sequential_records(run, gap_ms * factor, 1, False, seed + k, jitter=jitter)]
+        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
+                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 1.7e9 + 60 * minute,
+                                          "ended_at": 1.7e9 + 60 * minute + 50}, run_id=run))
+    return build_config_summary(plan, files, lambda _: None)
+
+
+def config_summary(summary: Mapping[str, Any] | ConfigSummary) -> ConfigSummary:
+    """The summary.json of a configuration measured in one launch at its one point, from that launch's
+    summary (``analysis.summary.build_summary``; a ``ConfigSummary`` is returned as it is): the point named
+    ``records.DEFAULT_POINT`` with the plan's workload, no launch sections."""
+    if isinstance(summary, ConfigSummary):
+        return summary
+    point = {"point": DEFAULT_POINT, "workload": summary["plan"]["workload"], "launches": [], **summary}
+    return ConfigSummary.from_dict({"format_version": SUMMARY_FORMAT_VERSION, "config": summary["config"],
+                                    "status": summary["status"], "plan": summary["plan"], "launches": [],
+                                    "points": [point]})
+
+
+def render_summaries(summaries: Sequence[Mapping[str, Any] | ConfigSummary], baseline: str | None, csv_path: Path,
+                     md_path: Path, plots_dir: Path, sweep: dict | None = None, best_dir: Path | None = None,
+                     html: HtmlPages | None = None) -> dict:
     """What the two rules do in turn: analyze_sweep (report.json beside ``md_path``, returned as written)
-    and render_report from that file."""
+    and render_report from that file; ``summaries`` as ``config_summary`` takes them."""
     report_path = Path(md_path).with_name("report.json")
-    write_report(report_path, analyze_sweep(summaries, baseline, sweep))
+    write_report(report_path, analyze_sweep([config_summary(s) for s in summaries], baseline, sweep))
     render_report(load_report(report_path), csv_path, md_path, plots_dir, best_dir, html)
     return load_report(report_path)
+
+
+@contextlib.contextmanager
+def kept_figures(laid_out: bool = False) -> Iterator[list[Any]]:
+    """The figures the report's plot functions would save (every one goes through ``report.plots._save``),
+    kept open for inspection instead of written, and closed at the end; ``laid_out``: each laid out and drawn
+    first, as ``_save`` lays a figure out before saving it (for tests of where its artists land)."""
+    figures: list[Any] = []
+
+    def keep(fig: Any, path: Path) -> None:
+        if laid_out:
+            if fig.get_layout_engine() is None:
+                fig.tight_layout()
+            fig.canvas.draw()
+        figures.append(fig)
+
+    saved = plots._save
+    plots._save = keep
+    try:
+        yield figures
+    finally:
+        plots._save = saved
+        for fig in figures:
+            plots.plt.close(fig)

@@ -27,10 +27,10 @@ from pathlib import Path
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.serve.lock import LockSettings
 out, lock_dir = Path(sys.argv[1]), Path(sys.argv[2])
-plan, launch, round_plan = json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+plan, launch, round_plan, wait_s = json.loads(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6])
 (out / "logs").mkdir(parents=True, exist_ok=True)
 paths = JobPaths(*(out / n for n in ("launch.json", "server.log", "warmup.jsonl", "requests.jsonl", "outcome.json")))
-host = JobHost(lock=LockSettings(lock_dir=lock_dir, wait_s=300), workdir=Path.cwd(), guard_interval_s=0.5)
+host = JobHost(lock=LockSettings(lock_dir=lock_dir, wait_s=wait_s), workdir=Path.cwd(), guard_interval_s=0.5)
 with open(out / "logs" / "job.log", "w", buffering=1) as log:
     run_config(plan, paths, None, log, host=host, launch_id=launch, round_plan=round_plan or None)
 """
@@ -50,15 +50,18 @@ def launch_dir(results: Path, config: str, launch: str) -> Path:
 
 
 def start_round_jobs(results: Path, lock_dir: Path, plans: Mapping[str, Mapping[str, Any]],
-                     order: Sequence[tuple[str, str]], round_plan: Path | None) -> list[subprocess.Popen]:
-    """Every job of the round at once, each in its own process (``plans``: configuration -> plan.json object)."""
+                     order: Sequence[tuple[str, str]], round_plan: Path | None, wait_s: float = 300.0
+                     ) -> list[subprocess.Popen]:
+    """Every job of the round at once, each in its own process (``plans``: configuration -> plan.json object;
+    ``wait_s``: the host's ``SPECSWEEP_LOCK_WAIT_S``)."""
     procs = []
     for config, launch in order:
         out = launch_dir(results, config, launch)
         out.mkdir(parents=True, exist_ok=True)
         procs.append(subprocess.Popen(
             [sys.executable, "-c", ROUND_JOB, str(out), str(lock_dir), json.dumps(dict(plans[config])), launch,
-             str(round_plan or "")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+             str(round_plan or ""), str(wait_s)],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     return procs
 
 

@@ -7,7 +7,6 @@ One helper of each for every test tier, so that all of them run the same files t
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from specsweep.contracts import layout
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.records import DEFAULT_POINT
 
 #: The repository root (this file is specsweep/testing/workflow.py).
@@ -54,9 +54,10 @@ def plain_default_config(repo: Path = REPO) -> dict:
     config = yaml.safe_load((repo / "config.yaml").read_text())
     config.pop("positive_control", None)
     config.setdefault("defaults", {})["launches"] = 1
-    # No burn-in: these sweeps time and count their own launches (the pipeline tests that check the
-    # burn-in turn it on).
+    # No burn-in, one server at a time and no extra rounds: these sweeps time, order and count their own
+    # launches (the pipeline tests that check the burn-in, side by side or the rounds turn them on).
     config["burn_in"] = {"enabled": False}
+    config["rounds"] = {**config.get("rounds", {}), "design": "sequential", "max_launches": None}
     return config
 
 
@@ -171,7 +172,8 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 def only_point(work: Path, name: str) -> dict:
-    """The summary section of a configuration that declares no workload points (its one, ``default``)."""
-    [point] = json.loads((work / "results" / name / "summary.json").read_text())["points"]
-    assert point["point"] == DEFAULT_POINT, point["point"]
-    return point
+    """The summary section of a configuration that declares no workload points (its one, ``default``), read
+    as every stage reads summary.json (``ConfigSummary.load``), as its mapping."""
+    [point] = ConfigSummary.load(work / "results" / name / "summary.json").points
+    assert point.point == DEFAULT_POINT, point.point
+    return point.to_dict()

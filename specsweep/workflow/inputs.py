@@ -26,7 +26,7 @@ from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
 from specsweep.plan.config import ConfigError, schema_default
 from specsweep.plan.controls import control_params
-from specsweep.plan.design import DesignError, choose_design
+from specsweep.plan.design import DesignError, choose_design, local_job_slots  # noqa: F401 - for the Snakefile
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.plan.rounds import RoundSettings
 from specsweep.records import is_external
@@ -442,13 +442,16 @@ def previous_judgement(round_no: int) -> list[str]:
     return [] if round_no <= 1 else [round_path(round_no - 1, "judgement.json")]
 
 
-def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict], source: str = "config"
-                       ) -> tuple[str, str]:
+def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict], source: str = "config",
+                       job_slots: int | None = None) -> tuple[str, str]:
     """(design, why) of every round: ``rounds.design``, ``auto`` decided by what fits on the host at once
-    (``plan.design.choose_design``); a side-by-side request that cannot be is a ``ConfigError``."""
+    (``plan.design.choose_design``); a side-by-side request that cannot be is a ``ConfigError``.
+    ``job_slots``: the jobs Snakemake runs at once (``plan.design.local_job_slots``; 0 under a cluster
+    executor), which a round's launches side by side must not outnumber."""
     asked = RoundSettings.from_config(config).design
+    aa = bool(config.get("aa_control", True)) and config.get("baseline") in plans
     try:
-        design, why = choose_design(list(plans.values()), asked)
+        design, why = choose_design(list(plans.values()), asked, round_size=len(plans) + aa, job_slots=job_slots)
     except DesignError as exc:
         raise ConfigError(source, [str(exc)]) from None
     return str(design.value if hasattr(design, "value") else design), why

@@ -24,7 +24,8 @@ from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
 from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.rounds import RoundPlanError
-from specsweep.contracts.vocabulary import Expect, Status
+from specsweep.contracts.summary import ConfigSummary, SummaryError
+from specsweep.contracts.vocabulary import Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
@@ -279,19 +280,18 @@ def read_launch(paths: Mapping[str, str],
 
 
 def summarize_files(inputs: Mapping[str, Sequence[str] | str], out_path: str, log: TextIO, agreement: str = "{}",
-                    labels_json: str = "{}") -> dict:
+                    labels_json: str = "{}") -> ConfigSummary:
     """summarize_config: summary.json of one configuration from the files of all its launches
     (``summary_of_files``), written atomically."""
     summary = summary_of_files(inputs, log, agreement, labels_json)
-    write_json_atomic(out_path, summary)
-    states = ", ".join(f"{p['point']}: {p['status']}" for p in summary["points"])
-    print(f"summary {summary['config']}: {summary['status']} ({len(summary['launches'])} launches; {states})",
-          file=log)
+    write_json_atomic(out_path, summary.to_dict())
+    states = ", ".join(f"{p.point}: {p.status}" for p in summary.points)
+    print(f"summary {summary.config}: {summary.status} ({len(summary.launches)} launches; {states})", file=log)
     return summary
 
 
 def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agreement: str = "{}",
-                     labels_json: str = "{}") -> dict:
+                     labels_json: str = "{}") -> ConfigSummary:
     """The summary of one configuration from the files of all its launches (also what a round's
     judgement reads, ``workflow.rounds``).
 
@@ -325,7 +325,7 @@ def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agr
         # Read on failure too: a known-failing case is expected only if its own failure line is there.
         # launch.json has ready_s once the server answered /ready: a failure line after it is a crash
         # while serving, not one while starting (engines.sglang.logcheck.failure_signatures).
-        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), dict(plan, **labels),
+        return engine.variant_evidence(launch.server_log + "".join(launch.nccl_logs), typed, labels,
                                        ready=launch.record.get("ready_s") is not None)
 
     params = json.loads(agreement)
@@ -348,12 +348,12 @@ def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: 
     if plans:
         report["launch_order"] = [item for plan in plans for item in plan["order"]]
         report["rounds"] = {"plans": plans, "judgements": [read_json(p) for p in judgements]}
-    summaries = [read_json(p) for p in summary_paths]
-    for summary in summaries:
-        summary["description"] = report["descriptions"].get(summary["config"], "")
-        summary["expect"] = report.get("expects", {}).get(summary["config"], Expect.OK)
-    sweep = {k: report.get(k) for k in ("grids", "launch_order", "aa_control", "positive_control",
-                                                  "smallest_effect", "own_baselines", "design", "rounds")
+    try:
+        summaries = [ConfigSummary.load(p) for p in summary_paths]
+    except SummaryError as exc:  # a summary of another format (or none): one line, no traceback
+        raise SystemExit(str(exc)) from None
+    sweep = {k: report.get(k) for k in ("descriptions", "expects", "grids", "launch_order", "aa_control",
+                                        "positive_control", "smallest_effect", "own_baselines", "design", "rounds")
              if k in report}
     data = analyze_sweep(summaries, report["baseline"], sweep)
     write_report(report_path, data)

@@ -54,7 +54,8 @@ from typing import Any, TextIO
 
 from specsweep.contracts import rounds as rounds_words
 from specsweep.contracts.layout import CONTROL
-from specsweep.contracts.vocabulary import CALLED, Expect, Status
+from specsweep.contracts.summary import ConfigSummary
+from specsweep.contracts.vocabulary import CALLED, Status
 from specsweep.files import read_json, write_json_atomic
 from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
 
@@ -231,10 +232,10 @@ def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared
             "next": nxt}
 
 
-def elapsed_minutes(summaries: Sequence[Mapping[str, Any]]) -> float | None:
+def elapsed_minutes(summaries: Sequence[ConfigSummary]) -> float | None:
     """Minutes from the first launch's start to the last launch's end, over every summary."""
-    starts = [e["started_at"] for s in summaries for e in s.get("launches") or [] if e.get("started_at")]
-    ends = [e["ended_at"] for s in summaries for e in s.get("launches") or [] if e.get("ended_at")]
+    starts = [e.started_at for s in summaries for e in s.launches if e.started_at]
+    ends = [e.ended_at for s in summaries for e in s.launches if e.ended_at]
     return (max(ends) - min(starts)) / 60 if starts and ends else None
 
 
@@ -259,12 +260,10 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     for config in launches_of:
         inputs = summary_inputs(launches_of, config, params["plans"])
         labels = json.dumps((params.get("labels") or {}).get(config) or {})
-        summary = summary_of_files(inputs, quiet, "{}", labels)
-        summary["description"], summary["expect"] = "", (params.get("expects") or {}).get(config, Expect.OK)
-        summaries.append(summary)
+        summaries.append(summary_of_files(inputs, quiet, "{}", labels))
     effect = float(params["smallest_effect"])
     baseline, control = params.get("baseline"), params.get("positive_control")
-    rows, _ = config_rows(explode_points(summaries), baseline, effect,
+    rows, _ = config_rows(explode_points(summaries, expects=params.get("expects")), baseline, effect,
                           {(c, lid): k for k, members in enumerate(rounds[:round_no], 1) for c, lid in members})
     compared = comparisons(rows, baseline, control, effect, compare_primary)
     elapsed = elapsed_minutes(summaries)

@@ -37,7 +37,10 @@ def missing_files(launch_dir: Path) -> list[str]:
 
 
 def summarized_launches(results: Path | str, config_name: str) -> set[str]:
-    """The launch ids the configuration's summary was built from (its ``launches``); empty without one."""
+    """The launch ids the configuration's summary was built from (its ``launches``); empty without one.
+
+    Read as plain JSON, not as ``contracts.summary.ConfigSummary``: this runs at every Snakemake start, also
+    over a summary of an older format that the run is about to rebuild."""
     path = Path(layout.summary_path(config_name, str(results)))
     return {str(e["launch"]) for e in read_json(path).get("launches") or []} if path.exists() else set()
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.multirank import run_on_ranks
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.testing.refengine import PROMPT, SMALL, run_allreduce_bench
 from specsweep.testing.workflow import REPO
 

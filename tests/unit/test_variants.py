@@ -171,8 +171,10 @@ from pathlib import Path
 from specsweep.analysis.profiling import trace_variant_evidence
 from specsweep.analysis.summary import build_summary
 from specsweep.analysis.trace import analyze_traces
+from specsweep.contracts.plan import Plan
 from specsweep.engines.registry import get_engine
 from specsweep.engines.variants import image_targets, packages
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
 
 out = {}
@@ -182,13 +184,13 @@ plan = {"name": "fake", "engine": "sglang", "image": "sglang-fake", "server_args
 checked = sglang.check_labels(plan, {"variant": "fake_ar"})
 out["errors"], out["warnings"] = checked.errors, checked.warnings
 out["unknown"] = sglang.check_labels(plan, {"variant": "no_such_variant"}).errors
-labelled = {**plan, "variant": ["fake_ar"]}
-out["on"] = sglang.variant_evidence("[TP0] Fake all-reduce on (world=2)", labelled)
+typed = Plan.from_dict(plan_dict(**plan))
+out["on"] = sglang.variant_evidence("[TP0] Fake all-reduce on (world=2)", typed, {"variant": ["fake_ar"]})
 off_log = "[TP0] Fake all-reduce is off"
-out["off"] = sglang.variant_evidence(off_log, labelled)
+out["off"] = sglang.variant_evidence(off_log, typed, {"variant": ["fake_ar"]})
 both = ("[TP0] Fake all-reduce on (world=8)\\n"
         "[TP0] FlashInfer AllReduce Fusion enabled and workspace initialized: backend=trtllm")
-out["both"] = sglang.variant_evidence(both, {**plan, "variant": ["fake_ar", "flashinfer_fusion"]})
+out["both"] = sglang.variant_evidence(both, typed, {"variant": ["fake_ar", "flashinfer_fusion"]})
 trace = json.loads(Path(sys.argv[1]).read_text())
 for e in trace["traceEvents"]:
     if e.get("name", "").startswith("ncclDevKernel_AllReduce"):

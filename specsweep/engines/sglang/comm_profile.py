@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.sglang.environ import env_bool
 
 
@@ -33,10 +34,9 @@ def _first(args: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
-def comm_profile(plan: Mapping[str, Any]) -> dict[str, Any]:
+def comm_profile(plan: Plan) -> dict[str, Any]:
     """``Engine.comm_profile`` for SGLang (see ``specsweep.engines.registry``)."""
-    args = plan.get("server_args") or {}
-    env = plan.get("env") or {}
+    args, env = plan.server_args, plan.env
     tp = int(_first(args, "tp-size", "tp", "tensor-parallel-size") or 1)
     algo = str(_first(args, "speculative-algorithm") or "NONE").upper()
     spec = algo not in ("NONE", "")

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import requested_variants
 from specsweep.engines.argv import common_facts
 from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
@@ -71,11 +73,12 @@ class SGLangEngine:
             checked_with="specsweep.engines.sglang.rules",
         )
 
-    def variant_evidence(self, server_log: str, plan: dict, ready: bool = False) -> dict:
-        """What the server log proves about the communication variants the plan requested."""
-        return variant_evidence(server_log, plan, ready)
+    def variant_evidence(self, server_log: str, plan: Plan, labels: Mapping[str, Any], ready: bool = False
+                         ) -> dict:
+        """What the server log proves about the communication variants the labels requested."""
+        return variant_evidence(server_log, requested_variants(labels), plan.env, ready)
 
-    def comm_profile(self, plan: dict) -> dict:
+    def comm_profile(self, plan: Plan) -> dict:
         """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""
         return comm_profile(plan)
 

@@ -38,7 +38,7 @@ variant's. The only witness is the server's own log, so:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.contracts.variants import Signature, log_line, requested_variants
@@ -302,8 +302,10 @@ def failure_signatures(ready: bool) -> tuple[Signature, ...]:
     return tuple(s for s in FAILURES + NVSHMEM_SIGNATURES if s.kind == "failure" and s.when in (None, when))
 
 
-def variant_evidence(log: str, plan: Mapping[str, Any], ready: bool = False) -> dict[str, Any]:
-    """Compare what ``plan`` requested (its ``variant`` list) with what ``log`` shows.
+def variant_evidence(log: str, requested: Sequence[str], env: Mapping[str, str], ready: bool = False
+                     ) -> dict[str, Any]:
+    """Compare what was requested (the ``variant`` label's names, sorted: ``contracts.variants.requested_variants``)
+    with what ``log`` shows, the plan's ``env`` telling which NCCL settings NCCL must report.
 
     ``log`` is the server's log with the NCCL debug files appended (NCCL_DEBUG_FILE); ``ready``:
     whether the server answered /ready (launch.json's ``ready_s``), which tells a breakable-graph
@@ -319,7 +321,7 @@ def variant_evidence(log: str, plan: Mapping[str, Any], ready: bool = False) -> 
     ``unproven`` the requested ones with neither line. NCCL errors such as
     "No algorithm/protocol available" make ``nccl_env`` fall back.
     """
-    requested = requested_variants(plan)
+    requested = list(requested)
     lines = log.splitlines()
     active_hits: dict[str, str] = {}
     fallback_hits: dict[str, str] = {}
@@ -343,7 +345,7 @@ def variant_evidence(log: str, plan: Mapping[str, Any], ready: bool = False) -> 
     nccl = parse_nccl(log)
     if nccl["no_algorithm"]:
         failures.append({"signature": "nccl_no_algorithm", "line": nccl["no_algorithm"][0]})
-    env_proven, env_mismatch = _nccl_env_evidence(nccl, plan.get("env") or {})
+    env_proven, env_mismatch = _nccl_env_evidence(nccl, env)
     if env_proven:
         active_hits["nccl_env"] = "NCCL reports every NCCL_* value of the plan as set by environment"
     if env_mismatch:

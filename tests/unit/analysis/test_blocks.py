@@ -30,12 +30,10 @@ import pytest
 
 from specsweep.analysis import blocks as B
 from specsweep.analysis import stats as S
-from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.rows import config_rows, explode_points
-from specsweep.records import DEFAULT_POINT
-from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
+from specsweep.contracts.summary import ConfigSummary
+from specsweep.testing.reports import launches_summary, render_summaries
 from specsweep.workflow.closing import closing_lines
 
 NOMINAL = 0.05
@@ -356,22 +354,6 @@ def test_a_cold_start_is_flagged_by_the_cold_start_check():
 # ------------------------------------------------------------------ into the report
 
 
-def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]]) -> dict:
-    """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
-    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
-            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
-    files = []
-    for k, (lid, (minute, factor)) in enumerate(launches.items()):
-        run = f"{name}-{lid}"
-        records = [dict(r, point=DEFAULT_POINT) for r in
-                   sequential_records(run, gap_ms * factor, 1, False, 100 + k + len(name), jitter=0.02)]
-        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
-                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 1.7e9 + 60 * minute,
-                                          "ended_at": 1.7e9 + 60 * minute + 50}, run_id=run))
-    return build_config_summary(plan, files, lambda _: None)
-
-
 def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_path: Path):
     """Four identical configurations in 3 rounds, in a random order each, on a machine that slows 3 % a minute."""
     rng = np.random.default_rng(11)
@@ -385,7 +367,8 @@ def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_pa
             if r == 3 and n == "b":
                 starts["nospec"]["aa"] = minute
                 minute += 1
-    summaries = [_summary(n, 12.0, {lid: (m, math.exp(0.03 * m + rng.normal(0, 0.003))) for lid, m in s.items()})
+    summaries = [launches_summary(n, 12.0, {lid: (m, math.exp(0.03 * m + rng.normal(0, 0.003)))
+                                            for lid, m in s.items()}, 100 + len(n))
                  for n, s in starts.items()]
     rows, _ = config_rows(explode_points(summaries), "nospec")
     base = next(r for r in rows if r["config"] == "nospec")
@@ -401,7 +384,7 @@ def test_the_report_judges_by_blocks_and_names_a_trend_in_its_first_lines(tmp_pa
     assert len(closing) == 1 and closing[0].startswith("Trend: the residuals drift"), closing
 
 
-def _extra_round_sweep() -> tuple[list[dict], list[list[tuple[str, str]]]]:
+def _extra_round_sweep() -> tuple[list[ConfigSummary], list[list[tuple[str, str]]]]:
     """nospec and a in 2 planned rounds (the A/A control in round 2) and an extra round 3; a is 20 % slower."""
     rounds = [[("a", "1"), ("nospec", "1")], [("nospec", "aa"), ("a", "2"), ("nospec", "2")],
               [("nospec", "3"), ("a", "3")]]
@@ -409,7 +392,8 @@ def _extra_round_sweep() -> tuple[list[dict], list[list[tuple[str, str]]]]:
     starts: dict[str, dict[str, tuple[float, float]]] = {"nospec": {}, "a": {}}
     for minute, (config, lid) in enumerate(m for members in rounds for m in members):
         starts[config][lid] = (minute, math.exp(rng.normal(0, 0.01)))
-    return [_summary("nospec", 12.0, starts["nospec"]), _summary("a", 14.4, starts["a"])], rounds
+    return [launches_summary("nospec", 12.0, starts["nospec"], 100 + len("nospec")),
+            launches_summary("a", 14.4, starts["a"], 100 + len("a"))], rounds
 
 
 def test_the_rounds_plans_place_the_aa_control_in_its_planned_round():
@@ -431,8 +415,8 @@ def test_a_rounds_judgement_judges_by_the_reports_verdicts(monkeypatch, tmp_path
     from specsweep.workflow.rounds import judge_round
 
     summaries, rounds = _extra_round_sweep()
-    by_name = {s["config"]: s for s in summaries}
-    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: dict(by_name[inputs["plan"][0].split("/")[1]]))
+    by_name = {s.config: s for s in summaries}
+    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: by_name[inputs["plan"][0].split("/")[1]])
     params = {"rounds": RoundSettings(max_launches=6).as_dict(), "smallest_effect": 0.05, "baseline": "nospec",
               "positive_control": None, "launches": {"nospec": 2, "a": 2}, "aa_control": True,
               "plans": {"nospec": "0" * 12, "a": "1" * 12}}  # each configuration's current plan key

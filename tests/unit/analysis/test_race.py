@@ -10,36 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, TIED, WON, judge_rows, race_record
 from specsweep.analysis.rows import config_rows, explode_points
+from specsweep.contracts.summary import ConfigSummary
 from specsweep.plan.rounds import RACE, RoundSettings
-from specsweep.records import DEFAULT_POINT
-from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
+from specsweep.testing.reports import launches_summary, render_summaries
 from specsweep.workflow.rounds import BUDGET, NOT_COMPARABLE, ONE_LEFT, TIE, decide, decide_race
 
 RACE_SETTINGS = RoundSettings(max_launches=4, mode=RACE)
 
 
-def _summary(name: str, gap_ms: float, launches: dict[str, tuple[float, float]], jitter: float = 0.02) -> dict:
-    """A configuration's summary.json; ``launches``: launch id -> (start minute, decode-time factor)."""
-    plan = {"name": name, "engine": "reference", "image": None, "gpus": 0, "workload": WORKLOAD,
-            "server_args": {"speculative-algorithm": "NONE"}, "env": {},
-            "facts": engine_facts("reference", {"speculative-algorithm": "NONE"})}
-    files = []
-    for k, (lid, (minute, factor)) in enumerate(launches.items()):
-        run = f"{name}-{lid}"
-        records = [dict(r, point=DEFAULT_POINT) for r in
-                   sequential_records(run, gap_ms * factor, 1, False, 100 + k + 7 * len(name), jitter=jitter)]
-        files.append(LaunchFiles(launch=lid, record={"ready_s": 1.0}, warmup=[], measured=records, server_log="",
-                                 outcome={**OK, "run_id": run, "launch": lid, "started_at": 1.7e9 + 60 * minute,
-                                          "ended_at": 1.7e9 + 60 * minute + 50}, run_id=run))
-    return build_config_summary(plan, files, lambda _: None)
-
-
 def sweep_summaries(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,
-                    jitter: float = 0.02) -> list[dict]:
+                    jitter: float = 0.02) -> list[ConfigSummary]:
     """The summaries of configurations whose decode time is ``1 + slowdown`` x the fastest's, each
     launched in rounds 1..``rounds[name]`` (in a random order per round), each launch off by a log-normal
     factor of SD ``launch_sd``."""
@@ -50,7 +32,7 @@ def sweep_summaries(slowdowns: dict[str, float], rounds: dict[str, int], launch_
         for name in rng.permutation(sorted(n for n in slowdowns if rounds[n] >= r)):
             starts[name][str(r)] = (minute, math.exp(rng.normal(0, launch_sd)))
             minute += 1
-    return [_summary(n, 12.0 * (1 + slowdowns[n]), s, jitter) for n, s in starts.items()]
+    return [launches_summary(n, 12.0 * (1 + slowdowns[n]), s, 100 + 7 * len(n), jitter) for n, s in starts.items()]
 
 
 def sweep_rows(slowdowns: dict[str, float], rounds: dict[str, int], launch_sd: float, seed: int = 0,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.analysis.summary import SUMMARY_FORMAT_VERSION, build_summary, speculative_algorithm
+from specsweep.analysis.summary import build_summary, speculative_algorithm
 from specsweep.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from specsweep.records import new_record
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import MS, OK
+from specsweep.testing.reports import MS, OK, config_summary
 
 WORKLOAD = {
     "endpoint": "generate", "num_prompts": 4, "input_len": 8, "output_len": 8, "concurrency": 1,
@@ -71,12 +71,16 @@ def test_warmup_section_recomputed_from_records():
 def test_shape():
     s = build_summary(plan(), {"provenance": {"driver": "1"}, "argv": ["a"]}, OK, [], [record(i) for i in range(4)],
                       {"requested": [], "active": [], "fell_back": []})
-    for key in ("format_version", "config", "status", "stage", "reason", "detail", "log_tail", "engine", "image",
+    for key in ("config", "status", "stage", "reason", "detail", "log_tail", "engine", "image",
                 "plan", "metrics", "warmup", "provenance", "variant"):
         assert key in s
-    assert s["format_version"] == SUMMARY_FORMAT_VERSION and s["config"] == "cfg" and s["engine"] == "reference"
+    assert "format_version" not in s, "a launch's summary is a point of summary.json, which carries the version"
+    assert s["config"] == "cfg" and s["engine"] == "reference"
     assert s["provenance"]["driver"] == "1" and s["provenance"]["launch"] == {"argv": ["a"]}
     json.dumps(s, allow_nan=False)
+    # the point record of summary.json holds it as it is, plus its point, workload and launches
+    point = config_summary(s).points[0].to_dict()
+    assert point == {**s, "point": "default", "workload": plan()["workload"], "launches": []}
 
 
 def test_missing_accept_length_under_speculation_fails():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specsweep.refengine.comm import CommError, make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.multirank import run_on_ranks
+from specsweep.refengine.rendezvous import CommError, prepare_spec
 
 DTYPES = ("float32", "bfloat16", "float64")
 NUMELS = (1, 7, 1024, 7168, 65536)
@@ -119,7 +120,7 @@ def test_gloo_listens_on_the_configured_host_only():
 
 
 def test_comm_host_is_the_configured_address_or_loopback_for_a_wildcard():
-    from specsweep.refengine.comm import comm_host, interface_of
+    from specsweep.refengine.rendezvous import comm_host, interface_of
 
     assert comm_host("0.0.0.0") == "127.0.0.1"
     assert comm_host("127.0.0.1") == "127.0.0.1"

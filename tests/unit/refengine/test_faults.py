@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.config import load_config
 from specsweep.refengine.engine import Engine, Request
 from specsweep.refengine.faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
 from specsweep.refengine.model import TPModel
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.refengine.worker import Driver
 from specsweep.serve.launch import LAUNCH_ENV as JOB_LAUNCH_ENV
 from specsweep.serve.provenance import _filter_env

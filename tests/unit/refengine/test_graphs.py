@@ -18,7 +18,7 @@ import torch
 from specsweep.analysis import formulas as M
 from specsweep.refengine import trace
 from specsweep.refengine.cli import check_args, cuda_graph_enabled, parse_args
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.config import load_config
 from specsweep.refengine.cudagraph import (
     GraphKey,
@@ -33,6 +33,7 @@ from specsweep.refengine.cudagraph import (
 )
 from specsweep.refengine.engine import GRAPH_COMM_ABSENT, Request, _add_comm
 from specsweep.refengine.model import Segment, TPModel
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.refengine.server import rank_setup
 from specsweep.refengine.worker import Driver, build_graphs, build_rank
 from specsweep.testing.refengine import SMALL

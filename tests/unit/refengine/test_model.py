@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from specsweep.refengine.comm import make_communicator, prepare_spec
+from specsweep.refengine.comm import make_communicator
 from specsweep.refengine.config import load_config
 from specsweep.refengine.engine import Engine, Request
 from specsweep.refengine.model import Segment, TPModel
 from specsweep.refengine.multirank import run_on_ranks
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.refengine.spec import SimulatedAcceptance, greedy_accept, parse_simulate_acc_len
 from specsweep.refengine.worker import Driver
 from specsweep.testing.refengine import PROMPT, SMALL

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specsweep.refengine.comm import CorruptedComm, make_communicator, parse_test_fault, prepare_spec
+from specsweep.refengine.comm import CorruptedComm, make_communicator, parse_test_fault
 from specsweep.refengine.config import ModelConfig
 from specsweep.refengine.engine import Engine, Request
 from specsweep.refengine.model import TPModel
+from specsweep.refengine.rendezvous import prepare_spec
 from specsweep.refengine.tokenizer import apply_chat_template
 from specsweep.refengine.worker import Driver
 

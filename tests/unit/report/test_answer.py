@@ -9,6 +9,7 @@ import pytest
 
 from specsweep.analysis.answer import own_baselines
 from specsweep.analysis.summary import build_summary
+from specsweep.contracts.summary import SUMMARY_FORMAT_VERSION, ConfigSummary
 from specsweep.plan.resolve import own_baseline_problems
 from specsweep.report.figures import PLOT_FILES
 from specsweep.testing.doubles import engine_facts
@@ -125,9 +126,11 @@ def test_report_answers_per_backend(summaries, tmp_path: Path):
 
 def test_several_points_give_one_deploy_block(summaries, tmp_path: Path):
     # Two workload points per configuration (summary format 6 and later: a section per point).
-    files = [{"config": s["config"], "status": s["status"], "plan": s["plan"],
-              "points": [{**s, "point": "c1", "workload": WORKLOAD},
-                         {**s, "point": "c2", "workload": {**WORKLOAD, "concurrency": 2}, "profile": None}]}
+    files = [ConfigSummary.from_dict({
+        "format_version": SUMMARY_FORMAT_VERSION, "config": s["config"], "status": s["status"], "plan": s["plan"],
+        "launches": [], "points": [{**s, "point": "c1", "workload": WORKLOAD, "launches": []},
+                                   {**s, "point": "c2", "workload": {**WORKLOAD, "concurrency": 2}, "profile": None,
+                                    "launches": []}]})
              for s in summaries]
     md_path = tmp_path / "report.md"
     render_summaries(files, "nospec-shm", tmp_path / "s.csv", md_path, tmp_path / "plots")

@@ -12,26 +12,17 @@ from specsweep.report import plots, plots_parts
 from specsweep.report.linked import Curve
 from specsweep.report.plots import RATE_CI
 from specsweep.report.results import warning_lines
+from specsweep.testing.reports import kept_figures
 
 POINTS = ("c1", "c2", "c4")
 CONFIGS = [f"eagle3-{b}-acc{a}" for b in ("gloo", "shm") for a in ("1p2", "2p0", "2p8", "3p6")]
 
 
 @pytest.fixture
-def drawn(monkeypatch):
+def drawn():
     """The figures the plot functions would save, laid out (drawn) and kept open for inspection."""
-    figures = []
-
-    def keep(fig, path):
-        if fig.get_layout_engine() is None:
-            fig.tight_layout()  # as plots._save lays a figure out before saving it
-        fig.canvas.draw()
-        figures.append(fig)
-
-    monkeypatch.setattr(plots, "_save", keep)
-    yield figures
-    for fig in figures:
-        plots.plt.close(fig)
+    with kept_figures(laid_out=True) as figures:
+        yield figures
 
 
 def _inside(fig, artist) -> bool:

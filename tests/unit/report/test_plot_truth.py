@@ -14,16 +14,6 @@ from specsweep.report.answer import model_section
 from specsweep.report.plots import RATE_CI
 
 
-@pytest.fixture
-def drawn(monkeypatch):
-    """The figures the plot functions would save, kept open for inspection instead."""
-    figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
-    yield figures
-    for fig in figures:
-        plots.plt.close(fig)
-
-
 def test_tok_s_labels_the_end_of_the_bar_not_of_the_interval(drawn):
     row = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
            "absent": {}, RATE_CI[0]: 40.0, RATE_CI[1]: 65.0}

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from specsweep.report import plots
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """The figures the plot functions would save, kept open for inspection instead."""
-    figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
-    yield figures
-    for fig in figures:
-        plots.plt.close(fig)
 
 
 def _rows() -> list[dict]:

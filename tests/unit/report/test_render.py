@@ -108,10 +108,11 @@ def test_known_failing_case_is_expected_only_with_its_own_signature(summaries, t
     lucky = build_summary(plan("lucky", True), None, OK, [], records("l", 12.0, 2, True, 5), None,
                           labels={"expect": "failure", "expect_signature": ["nccl_no_algorithm"]})
     assert tree["expected_failure"]["expected"] is True and oom["expected_failure"]["expected"] is False
-    # render_report_files puts `expect` on the summaries from the report params.
-    tree["expect"] = oom["expect"] = lucky["expect"] = "failure"
+    # analyze_sweep_files passes each configuration's `expect` label from the report params.
+    expects = {"nccl-tree-bare": "failure", "tree-oom": "failure", "lucky": "failure"}
     md_path, csv_path = tmp_path / "report.md", tmp_path / "summary.csv"
-    render_summaries([*summaries, tree, oom, lucky], "base", csv_path, md_path, tmp_path / "plots")
+    render_summaries([*summaries, tree, oom, lucky], "base", csv_path, md_path, tmp_path / "plots",
+                     sweep={"expects": expects})
     md = md_path.read_text()
     assert "### nccl-tree-bare: failed (expected: the known failure, nccl_no_algorithm in the log)" in md
     assert "### tree-oom: failed (SURPRISE failure: known-failing case, but its own signature (nccl_no_algorithm)" in md

@@ -16,10 +16,10 @@ import pytest
 
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.summary import build_summary
-from specsweep.analysis.sweep import REPORT_FORMAT_VERSION, load_report, write_report
+from specsweep.analysis.sweep import REPORT_FORMAT_VERSION, analyze_sweep, load_report, write_report
 from specsweep.report.render import render_report
 from specsweep.testing.doubles import engine_facts
-from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential_records
+from specsweep.testing.reports import OK, WORKLOAD, launches_summary, render_summaries, sequential_records
 from specsweep.testing.workflow import REPO
 from specsweep.workflow.closing import closing_lines
 
@@ -118,6 +118,24 @@ def test_another_format_is_refused_with_the_file_named(tmp_path):
     path.write_text(json.dumps({"format_version": REPORT_FORMAT_VERSION + 1}))
     with pytest.raises(ValueError, match=f"{path}: format_version {REPORT_FORMAT_VERSION + 1}"):
         load_report(path)
+
+
+def test_a_report_of_format_2_is_refused_and_3_has_what_came_beside_it(results, tmp_path):
+    """Format 2 had no launch host_wait_s, its launches.server_s counted the waits and its rows had no
+    simulated_accept: those came without a version of their own, now 3."""
+    path = tmp_path / "report.json"
+    write_report(path, analyze_sweep([launches_summary("nospec", 12.0, {"1": (0, 1.0), "2": (1, 1.0)}, 101)],
+                                     "nospec"))
+    report = load_report(path)
+    assert report["format_version"] == REPORT_FORMAT_VERSION == 3
+    assert {"host_wait_s", "median_server_s"} <= set(report["launches"])
+    entries = report["launches"]["entries"]
+    assert len(entries) == 2 and all({"host_wait_s", "server_s"} <= set(e) for e in entries)
+    assert [r["simulated_accept"] for r in load_report(results / "report.json")["rows"]] == [None] * 3
+    old = tmp_path / "report-2.json"
+    old.write_text(json.dumps({**report, "format_version": 2}))
+    with pytest.raises(ValueError, match="format_version 2, this specsweep reads 3; rerun the analyze_sweep rule"):
+        load_report(old)
 
 
 #: What a view must not do: judge, pool, test or model (analysis/ does, once, for report.json).

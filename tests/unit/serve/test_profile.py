@@ -20,6 +20,7 @@ from specsweep.serve import lock
 from specsweep.serve import profile as prof
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.serve.launch import server_environment
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.refengine import PROFILE_SETTINGS as SETTINGS
 from specsweep.testing.refengine import ref_plan
 from specsweep.testing.workflow import REPO
@@ -89,27 +90,30 @@ def test_profiling_files_join_the_one_run_check(tmp_path):
         one_run_id({"run_id": "a0a0a0a0a0a0"}, {"run_id": "a0a0a0a0a0a0"}, header, [], [], stale)
 
 
+def _sglang(server_args: dict, env: dict | None = None) -> Plan:
+    return Plan.from_dict(plan_dict(engine="sglang", server_args=server_args, env=env or {}))
+
+
 def test_comm_profile_of_both_engines():
-    ref = get_engine("reference").comm_profile(ref_plan())
+    ref = get_engine("reference").comm_profile(Plan.from_dict(ref_plan()))
     assert (ref["runner"], ref["backend"], ref["world_size"], ref["draft_tokens"], ref["dtype"], ref["timing"]) == \
         ("refengine", "shm", 2, 4, "float32", "in_forward")
-    assert "skip" in get_engine("reference").comm_profile(ref_plan(tp=1))
-    sg = get_engine("sglang").comm_profile({"server_args": {"model-path": "/models/kimi-k2.5", "tp-size": 8,
-                                                             "speculative-algorithm": "EAGLE3",
-                                                             "speculative-num-steps": 3}, "env": {}})
+    assert "skip" in get_engine("reference").comm_profile(Plan.from_dict(ref_plan(tp=1)))
+    sg = get_engine("sglang").comm_profile(_sglang({"model-path": "/models/kimi-k2.5", "tp-size": 8,
+                                                    "speculative-algorithm": "EAGLE3", "speculative-num-steps": 3}))
     assert (sg["runner"], sg["backend"], sg["world_size"], sg["draft_tokens"], sg["dtype"], sg["timing"]) == \
         ("torch", "nccl", 8, 4, "config", "back_to_back")
     assert (sg["allreduces_per_layer"], sg["allreduces_outside_layers"]) == (2, 1)
-    sg = get_engine("sglang").comm_profile({"server_args": {"model-path": "/m", "tp-size": 8},
-                                            "env": {"SGLANG_ENABLE_EMBED_REPLICATION": "1"}})
+    sg = get_engine("sglang").comm_profile(_sglang({"model-path": "/m", "tp-size": 8},
+                                                   {"SGLANG_ENABLE_EMBED_REPLICATION": "1"}))
     assert sg["draft_tokens"] == 1 and sg["allreduces_outside_layers"] == 0
-    deepep = get_engine("sglang").comm_profile({"server_args": {"model-path": "/m", "tp-size": 8,
-                                                                 "moe-a2a-backend": "deepep"}, "env": {}})
+    deepep = get_engine("sglang").comm_profile(_sglang({"model-path": "/m", "tp-size": 8,
+                                                        "moe-a2a-backend": "deepep"}))
     assert deepep["allreduces_per_layer"] is None
 
 
 def test_bench_argv_local_and_docker():
-    comm = get_engine("reference").comm_profile(ref_plan())
+    comm = get_engine("reference").comm_profile(Plan.from_dict(ref_plan()))
     args = prof.bench_script_args(comm, concurrency=2, iters=50)
     assert args == ["--runner", "refengine", "--backend", "shm", "--world-size", "2", "--device", "cpu",
                     "--timing", "in_forward", "--model-path", "specsweep/refengine/configs/tiny", "--dtype", "float32",

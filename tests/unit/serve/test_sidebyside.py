@@ -20,7 +20,7 @@ import pytest
 from specsweep.contracts.rounds import RoundPlan
 from specsweep.contracts.vocabulary import Reason, Status
 from specsweep.files import read_json, read_jsonl
-from specsweep.serve import guard, phases, rounddir, sidebyside
+from specsweep.serve import guard, phases, quiet, rounddir, sidebyside
 from specsweep.serve.drive import Gate, drive
 from specsweep.testing.doubles import plan_dict
 from specsweep.testing.rounds import (
@@ -518,6 +518,72 @@ def test_kill_of_a_side_by_side_job_takes_its_server_and_its_turn(tmp_path):
     wait_all(procs[1:], timeout_s=180)
     outcome = read_json(launch_dir(results, "loop-b", "1") / "outcome.json")
     assert outcome["status"] == Status.OK, outcome
+
+
+def wait_for_line(log: Path, text: str, procs: list[subprocess.Popen], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not (log.exists() and text in log.read_text()):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+            log.read_text() if log.exists() else f"no {log}"
+        time.sleep(0.1)
+
+
+def test_a_sequential_job_waits_for_a_side_by_side_round_without_holding_the_host_lock(tmp_path):
+    """Another Snakemake invocation's (or checkout's) side-by-side round is up and about to measure when a
+    sequential job arrives. Each of the round's windows needs the host lock: a job that held it while waiting
+    for the round's servers to go would wait for jobs that wait for it, until the lock's wait (here 60 s), and
+    then one of them fails ``host_busy``. Real jobs, real locks: the round's second launch is this test,
+    registered and not ready until the sequential job is seen waiting for the host."""
+    locks, wait_s = tmp_path / "locks", 60.0
+    round_plan = write_round_plan(tmp_path / "b" / "round-1.json", [("loop-a", "1"), ("late", "1")])
+    registry = rounddir.Registry(locks, REPO, round_plan, 1)
+    late = {"config": "late", "launch": "1", "position": 2, "run_id": "1a7e1a7e1a7e", "job_pid": os.getpid(),
+            "job_start": rounddir.start_time(os.getpid()), "server_pgid": None, "state": sidebyside.STARTING,
+            "registered_at": time.time()}
+    registry.write("late", "1", late)
+    side = start_round_jobs(tmp_path / "b", locks, {"loop-a": loopback_plan("loop-a")}, [("loop-a", "1")],
+                            round_plan, wait_s=wait_s)
+    wait_for_line(launch_dir(tmp_path / "b", "loop-a", "1") / "logs" / "job.log", "waiting for partners", side)
+    seq = start_round_jobs(tmp_path / "a", locks, {"loop-s": loopback_plan("loop-s")}, [("loop-s", "1")], None,
+                           wait_s=wait_s)
+    wait_for_line(launch_dir(tmp_path / "a", "loop-s", "1") / "logs" / "job.log",
+                  "waiting: other specsweep servers run on this host", seq)
+    registry.write("late", "1", {**late, "state": sidebyside.ENDED, "updated_at": time.time()})  # the round measures
+    t0 = time.monotonic()
+    wait_all([*side, *seq], timeout_s=240)
+    took = time.monotonic() - t0
+    launch_b = read_json(launch_dir(tmp_path / "b", "loop-a", "1") / "launch.json")
+    outcome_b = read_json(launch_dir(tmp_path / "b", "loop-a", "1") / "outcome.json")
+    launch_a = read_json(launch_dir(tmp_path / "a", "loop-s", "1") / "launch.json")
+    outcome_a = read_json(launch_dir(tmp_path / "a", "loop-s", "1") / "outcome.json")
+    assert outcome_b["status"] == Status.OK and launch_b["windows"] == 5, outcome_b
+    assert outcome_a["status"] == Status.OK, outcome_a
+    assert launch_a["host_before_launch"]["host_lock_released"] >= 1
+    # the sequential server started once the round's server had ended, and nobody waited out the lock
+    assert outcome_b["server_stopped_at"] < outcome_a["server_started_at"]
+    assert took < wait_s, took
+
+
+def test_a_side_by_side_job_does_not_launch_while_a_job_outside_its_round_holds_the_host_lock(tmp_path):
+    """A sequential job holds the host lock from its look at the host until its server has ended: a side-by-side
+    server started in between would run beside it. A partner's window or teardown holding it does not count."""
+    import threading
+
+    from specsweep.serve.jobspec import JobHost
+    from specsweep.serve.lock import LockSettings, acquire
+
+    locks = tmp_path / "locks"
+    held = acquire(LockSettings(locks, 0), {"config": "seq", "run_id": "5e95e95e95e9"})
+    assert quiet.foreign_lock_holder(locks, lambda: {"5e95e95e95e9"}) is None  # a partner's window
+    assert quiet.foreign_lock_holder(locks, lambda: set())["config"] == "seq"
+    host = JobHost(lock=LockSettings(locks, 60), workdir=tmp_path, guard_interval_s=0.5)
+    log = io.StringIO()
+    threading.Timer(2.0, held.release).start()
+    t0 = time.monotonic()
+    seen = quiet.wait_for_quiet_host("0e0e0e0e0e0e", host, 30, log, "side", known=lambda: set(), lock_free=True)
+    assert time.monotonic() - t0 >= 1.9 and seen["waited_s"] >= 1.9
+    assert "waiting: the host lock is held by pid" in log.getvalue() and "'seq'" in log.getvalue()
+    assert quiet.foreign_lock_holder(locks, lambda: set()) is None
 
 
 def test_a_window_s_host_lock_names_its_checkout_for_a_job_waiting_for_the_host(tmp_path):

@@ -80,13 +80,13 @@ def test_summarize_reads_the_nccl_debug_files_and_judges_a_known_failure(tmp_pat
 
     labels = summary_labels(resolve_labels(load_configs([REPO / "config/kimi-k25-8gpu.yaml"])), "nccl-tree-bare")
     summary = summarize_files(inputs, str(tmp_path / "summary.json"), log, labels_json=labels)
-    assert summary["status"] == "failed" and "summary nccl-tree-bare: failed" in log.getvalue()
-    [point] = summary["points"]
-    assert point["expected_failure"]["expected"] is True
-    assert point["expected_failure"]["matched"][0]["signature"] == "nccl_no_algorithm"
+    assert summary.status == "failed" and "summary nccl-tree-bare: failed" in log.getvalue()
+    [point] = summary.points
+    assert point.expected_failure["expected"] is True
+    assert point.expected_failure["matched"][0]["signature"] == "nccl_no_algorithm"
     (tmp_path / "nccl" / "nccl.h.42.log").write_text("h:42:42 [0] NCCL INFO NCCL version 2.30.7+cuda13.0\n")
     summary = summarize_files(inputs, str(tmp_path / "summary.json"), io.StringIO(), labels_json=labels)
-    assert summary["points"][0]["expected_failure"]["expected"] is False  # a surprise failure
+    assert summary.points[0].expected_failure["expected"] is False  # a surprise failure
 
 
 def test_a_configuration_name_the_plans_hold_passes_and_another_stops_naming_the_files_that_define_it(tmp_path):

@@ -187,7 +187,7 @@ def test_dummy_matrix_passes_static_rules(dummy_plans):
 def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
     """layers/moe/ep_moe/layer.py:297-301 (and :167-177): DeepEP's MoE layer runs only FP8/W4AFP8 experts;
     the rule reads the model's config.json (Kimi-K2.5's text config: compressed-tensors INT4 experts)."""
-    from specsweep.engines.sglang.rules import model_quantization
+    from specsweep.engines.sglang.deepep import model_quantization
 
     deepep = dummy_plans[1]["deepep"]
     assert model_quantization(deepep, REPO)[0] == "compressed-tensors"
@@ -220,7 +220,7 @@ def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
 def test_deepep_quantization_is_read_from_text_config_as_sglang_does(gpu_plans):
     """Kimi-K2.5's real config.json keeps quantization_config under text_config, and SGLang copies it up
     (sglang/srt/configs/kimi_k25.py:157-159): the DeepEP refusal reads it there too."""
-    from specsweep.engines.sglang.rules import model_quantization
+    from specsweep.engines.sglang.deepep import model_quantization
 
     model = REPO / "tests" / "fixtures" / "models" / "kimi-k25-multimodal"
     assert "quantization_config" not in json.loads((model / "config.json").read_text())
@@ -466,7 +466,7 @@ def test_docs_outcome_table_matches_the_rules(dummy_plans):
 @pytest.mark.slow
 def test_kimi_k25_config_copies_text_config_quantization(wheel_site):
     """The line model_quantization's text_config reading relies on (TEXT_CONFIG_QUANT_TYPES)."""
-    from specsweep.engines.sglang.rules import TEXT_CONFIG_QUANT_TYPES
+    from specsweep.engines.sglang.deepep import TEXT_CONFIG_QUANT_TYPES
 
     lines = (wheel_site / "sglang/srt/configs/kimi_k25.py").read_text().splitlines()
     assert lines[157].strip() == 'if getattr(self.text_config, "quantization_config", None) is not None:'
