@@ -35,6 +35,8 @@
 #   results/summary.csv, results/report.md, results/plots/*.png   its views (a figure only when it has data)
 #   results/report_landing.html, report_page.html, summary.html   the same views for snakemake --report
 #   results/best/<grid>.{env,nccl-tuner.csv,json}     each grid's winner, as files to apply, and its evidence
+#   results/<config>/plans/<plan>/screen_bench.json   a race's screen: the micro-benchmark of this plan's communication setting
+#   results/screen/screen.json                        the screen: each configuration's predicted step, the margin, what is set aside
 #   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
 #   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
 #   results/rounds/burn-in.json, burn-in/unit-<k>/    the burn-in before round 1 and its units' files
@@ -61,6 +63,7 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 include: "rules/plan.smk"
 include: "rules/preflight.smk"
+include: "rules/screen.smk"
 include: "rules/rounds.smk"
 include: "rules/images.smk"
 include: "rules/benchmark.smk"

@@ -67,6 +67,8 @@ BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
 BURN_IN = sw.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
                                                      sw.launch_order(SWEEP.config, LAUNCHES), STARTED_AT))
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
+# A race's screen (screen.enabled; specsweep.workflow.screen): what its checkpoint is given.
+SCREEN_PARAMS = sw.screen_params(SWEEP.config, PLANS, PLAN_KEYS)
 # What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
 if workflow.is_main_process:
     _cost, _cost_warnings = sweep_cost_lines(config_cost(SWEEP.config, PLANS, LAUNCHES))
@@ -133,8 +135,29 @@ def judgement_of(round_no):
     return checkpoints.judge_round.get(round=round_no).output[0]
 
 
+def screened_out():
+    # The configurations the screen set aside: a checkpoint, so the DAG stops here until it is written.
+    return sw.screened_out(checkpoints.screen_grid.get().output[0])
+
+
 def rounds_upto(round_no=None):
-    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no)
+    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no, screened_out)
+
+
+def screen_benches(wildcards):
+    return sw.screen_bench_inputs(SWEEP.config, PLANS, PLAN_KEYS)
+
+
+def screen_input(wildcards):
+    return sw.screen_input(SWEEP.config)
+
+
+def report_summaries(wildcards):
+    return sw.report_summaries(CONFIGS, SWEEP.config, screened_out)
+
+
+def judge_params(wildcards):
+    return sw.judge_params(ROUND_PARAMS, SWEEP.config, screened_out)
 
 
 def launch_round(wildcards):

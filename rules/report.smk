@@ -2,7 +2,9 @@ rule analyze_sweep:
     input:
         # every round's plan and judgement: the design, the order that ran, what ended the rounds
         unpack(report_round_files),
-        summaries=expand("results/{config}/summary.json", config=CONFIGS),
+        # a race's screen (screen.enabled): its record, and no summary of a configuration it set aside
+        unpack(screen_input),
+        summaries=report_summaries,
     output:
         # The answer, computed once: every view below renders it (docs/report-json.md).
         report="results/report.json",

@@ -60,7 +60,7 @@ checkpoint judge_round:
     output:
         "results/rounds/round-{round}/judgement.json",
     params:
-        sweep=ROUND_PARAMS,
+        sweep=judge_params,
         members=round_members_params,
     log:
         "results/rounds/logs/judge_round-{round}.log",

@@ -24,7 +24,8 @@ The answer (``race_record``, report.json's ``race``) is read from the final
 rows, with the same model: the winner (the best of the last survivors), its
 verdict against every other configuration (one Holm family), each
 configuration's history from the rounds' judgements (dropped in round k,
-tied, won, still racing when the budget ended it, failed), and the launches
+tied, won, still racing when the budget ended it, failed; screened out when
+the cost model set it aside before any launch, ``analysis.screen``), and the launches
 spent against what the full design would spend: every configuration
 measured in the launches that resolve ``smallest_effect`` at this run's
 launch variance (``stats.launches_needed``, 80 % power, at the level of the
@@ -51,12 +52,16 @@ from specsweep.contracts.vocabulary import Status, Verdict
 #      else the winner is the best so far), ended_by, why, point, smallest_effect, against, history (each:
 #      config, outcome, round, verdict), rounds (the standings), launches {spent, per_configuration,
 #      launches_needed, level, full_design, why, smallest_effect}, method.
+#   2  the report's race: screen (``analysis.screen.screen``'s record, or null without screening); history's
+#      outcome ``screened out`` (with the prediction as ``verdict``); launches.screened_out (configurations never
+#      launched because the screen set them aside: the full design counts them, ``spent`` does not).
 
 #: How a configuration's race ended (``race_record``'s ``history``).
 WON = "won"
 TIED = "tied"
 DROPPED = "dropped"
 RACING = "still racing"
+SCREENED = "screened out"  # set aside by the cost model before any launch (``analysis.screen``)
 LEADING = "best so far"  # the best when the budget ended the race with others still racing
 FAILED = "failed"
 
@@ -173,31 +178,38 @@ def family_level(configurations: int) -> float:
 
 
 def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_planned: bool,
-                planned: int | None) -> dict[str, Any]:
+                planned: int | None, screened_out: Sequence[str] = ()) -> dict[str, Any]:
     """Launches the race spent (every launch at the first point, the A/A control's included) against the full
-    design: every configuration in ``max(planned, launches needed)`` launches, plus the A/A control."""
+    design: every configuration, the ones the screen set aside (``screened_out``, never launched) included, in
+    ``max(planned, launches needed)`` launches, plus the A/A control."""
     at = first_point(rows)
     per = _launches(at)
     spent = sum(per.values())
     fit = _fit(at)
-    level = family_level(len(per))
+    screened = [c for c in screened_out if c not in per]
+    level = family_level(len(per) + len(screened))
     needed = launches_needed(fit.noise, effect, level) if fit is not None and effect else None
     out: dict[str, Any] = {"spent": spent, "per_configuration": per, "launches_needed": needed, "level": level,
-                           "full_design": None, "why": None, "smallest_effect": effect}
+                           "full_design": None, "why": None, "smallest_effect": effect, "screened_out": screened}
     if needed is None:
         out["why"] = "no launch variance to compute the launches needed from" if effect else "no smallest_effect"
         return out
-    regular = {c for c in per}
+    regular = {c for c in per} | set(screened)
     aa = 1 if aa_planned and any(e.get("launch") == CONTROL for r in at for e in r.get("launch_entries") or []) else 0
     out["full_design"] = len(regular) * max(needed, planned or 1) + aa
     return out
 
 
 def _history(configs: Sequence[str], rounds: Sequence[Mapping[str, Any]], winner: str | None,
-             tied_with: Sequence[str], decided: bool) -> list[dict[str, Any]]:
+             tied_with: Sequence[str], decided: bool, screen: Mapping[str, Any] | None = None
+             ) -> list[dict[str, Any]]:
+    screened = {p["config"]: p for p in (screen or {}).get("predictions") or [] if p.get("set_aside")}
     out = []
-    for config in configs:
+    for config in [*configs, *(c for c in sorted(screened) if c not in configs)]:
         entry: dict[str, Any] = {"config": config, "outcome": RACING, "round": None, "verdict": None}
+        if config in screened:
+            out.append({**entry, "outcome": SCREENED, "round": 0, "verdict": screened[config]})
+            continue
         for standing in rounds:
             if config in (standing.get("failed") or []):
                 entry.update(outcome=FAILED, round=standing["round"])
@@ -216,9 +228,11 @@ def _history(configs: Sequence[str], rounds: Sequence[Mapping[str, Any]], winner
 
 
 def race_record(rows: Sequence[Mapping[str, Any]], judgements: Sequence[Mapping[str, Any]],
-                effect: float | None, aa_planned: bool) -> dict[str, Any] | None:
-    """report.json's ``race`` (module docstring), from the final rows and every round's judgement; None when
-    no judgement raced."""
+                effect: float | None, aa_planned: bool, screen: Mapping[str, Any] | None = None
+                ) -> dict[str, Any] | None:
+    """report.json's ``race`` (module docstring), from the final rows and every round's judgement, with the
+    screen before it (``analysis.screen.screen``'s record: its set-aside configurations are ``screened out``);
+    None when no judgement raced."""
     rounds = [j["race"] for j in judgements if j.get("race")]
     if not rounds:
         return None
@@ -237,9 +251,10 @@ def race_record(rows: Sequence[Mapping[str, Any]], judgements: Sequence[Mapping[
         tied_with = []
     return {"winner": winner, "tied_with": tied_with, "ended_by": last.get("ended_by"), "why": last.get("why"),
             "point": at[0]["point"] if at else None, "smallest_effect": effect,
-            "against": against, "history": _history(configs, rounds, winner, tied_with, decided),
-            "decided": decided, "rounds": rounds,
-            "launches": cost_record(rows, effect, aa_planned, planned), "method": RACE_METHOD}
+            "against": against, "history": _history(configs, rounds, winner, tied_with, decided, screen),
+            "decided": decided, "rounds": rounds, "screen": dict(screen) if screen else None,
+            "launches": cost_record(rows, effect, aa_planned, planned, (screen or {}).get("set_aside") or ()),
+            "method": RACE_METHOD}
 
 
 def ratio_to_best(entry: Mapping[str, Any]) -> tuple[float | None, list[float] | None]:

@@ -74,7 +74,9 @@ from specsweep.files import write_text_atomic
 #      measurement did, or null), launches.entries[].side_by_side (a launch of a side-by-side round: its
 #      partners up, windows, the partners' CPU share, its first window), launches.order.by (what the order
 #      check compared: each launch's start, or for a side-by-side round's launches, which start together,
-#      their first window). Every other field is as in 2.
+#      their first window); race.screen: the cost model's screen before the race (``analysis.screen``: every
+#      prediction, the margin, the set-aside configurations, or why nothing was set aside), race.history's
+#      ``screened out``, race.launches.screened_out; null without screening. Every other field is as in 2.
 REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
@@ -147,8 +149,9 @@ def analyze_sweep(summaries: Sequence[ConfigSummary], baseline: str | None, swee
     """report.json of ``summaries`` (the configurations' summary.json, ``ConfigSummary.load``); ``sweep``
     holds each configuration's description and expect label (``descriptions``, ``expects``), the grids, the
     planned launch order, whether the A/A control was planned, the positive control, the smallest effect to
-    resolve, the named own baselines, the measurement design (``workflow.inputs.report_params``) and every
-    round's plan and judgement (``rounds``)."""
+    resolve, the named own baselines, the measurement design (``workflow.inputs.report_params``), every
+    round's plan and judgement (``rounds``) and a race's screen (``screen``: ``analysis.screen.screen``'s
+    record)."""
     sweep = sweep or {}
     grids = sweep.get("grids") or {}
     effect = sweep.get("smallest_effect")
@@ -160,7 +163,7 @@ def analyze_sweep(summaries: Sequence[ConfigSummary], baseline: str | None, swee
     _expected_failure_warnings(rows)
     sizes = verify_sizes(rows)
     race = race_record(rows, (sweep.get("rounds") or {}).get("judgements") or [], effect,
-                       bool(sweep.get("aa_control", True)))
+                       bool(sweep.get("aa_control", True)), sweep.get("screen"))
     return {
         "format_version": REPORT_FORMAT_VERSION,
         "baseline": {"name": baseline, "row": _key(base)},

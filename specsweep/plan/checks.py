@@ -38,6 +38,7 @@ from specsweep.engines.registry import get_engine
 from specsweep.plan.datasets import prompts_needed
 from specsweep.plan.points import plan_points
 from specsweep.plan.resolve import label_findings, plan_problems
+from specsweep.plan.screen import unvaried_settings
 from specsweep.records import is_external
 
 
@@ -143,7 +144,7 @@ def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping],
                    labels: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow."""
     errors = (plan_problems(plans) + baseline_problems(plans, config.get("baseline")) + acceptance_problems(plans)
-              + context_findings(plans, Path.cwd()))
+              + context_findings(plans, Path.cwd()) + unvaried_settings(config, plans))
     warnings: list[str] = []
     for found in (label_findings(plans, labels, config.get("images")), prompt_findings(plans),
                   in_process_preflight(plans)):

@@ -30,6 +30,7 @@ from specsweep.plan.controls import expand_control
 from specsweep.plan.envcheck import env_problems
 from specsweep.plan.grid import Expansion, expand_axes
 from specsweep.plan.names import NAME_PATTERN, NAME_RULE
+from specsweep.plan.screen import setting_problems
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
@@ -191,6 +192,15 @@ def semantic_problems(config: Mapping) -> list[str]:
     if rounds.get("mode") == "race" and rounds.get("max_launches") is None:
         problems.append("rounds.max_launches: a race (rounds.mode: race) needs a budget of launches per "
                         "configuration; allowed: an integer >= the planned `launches`")
+    screen = config.get("screen") or {}
+    if screen.get("enabled"):
+        if rounds.get("mode") != "race":
+            problems.append(f"screen.enabled: a screen sets configurations aside before a race; rounds.mode is "
+                            f"{rounds.get('mode', 'sweep')!r}; allowed: rounds.mode: race, or screen.enabled: false")
+        if not screen.get("settings"):
+            problems.append("screen.settings: a screen needs the settings that make the communication setting; "
+                            "allowed: a list of server_args.<flag> or env.<VAR> (as a grid axis names them)")
+    problems += setting_problems(screen.get("settings") or [])
     return problems
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
-from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, TIED, WON, ratio_to_best
+from specsweep.analysis.race import DROPPED, FAILED, LEADING, RACING, SCREENED, TIED, WON, ratio_to_best
 from specsweep.report.linked import Context, Linked
 from specsweep.report.markdown import f, table_head, table_row
 
@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from specsweep.report.plots import _nothing, _save  # noqa: E402
 
 OUTCOME_COLORS = {WON: "#2ca02c", LEADING: "#2ca02c", TIED: "#1f77b4", RACING: "#7f7f7f", DROPPED: "#d62728",
-                  FAILED: "#000000"}
+                  FAILED: "#000000", SCREENED: "#ff7f0e"}
 
 
 def _pct(fraction: float | None) -> str:
@@ -55,6 +55,33 @@ def _headline(race: Mapping[str, Any]) -> str:
             "no launch is measured again.\n\n")
 
 
+def screen_lines(screen: Mapping[str, Any] | None) -> str:
+    """The screen before the race: the margin, what was set aside, each prediction (or why nothing was)."""
+    if not screen:
+        return ""
+    out = io.StringIO()
+    settings = ", ".join(f"`{s}`" for s in screen["settings"])
+    if screen["validated"]:
+        aside = ", ".join(screen["set_aside"]) or "none"
+        out.write(f"Screened by the cost model before any launch (communication setting: {settings}): "
+                  f"**set aside: {aside}**. Margin: the model's error on this host is {_pct(screen['margin'])} "
+                  f"(the largest |residual| of {len(screen['error_from'])} measured configurations), so a "
+                  f"configuration predicted more than {screen['threshold'] * 100:.1f} % slower than the predicted "
+                  f"best ({screen['best']}) was set aside.\n\n")
+    else:
+        out.write(f"Screened by the cost model (communication setting: {settings}): **nothing set aside**: "
+                  f"{screen['why']}.\n\n")
+    out.write(table_head(["configuration", "predicted from", "all-reduce us", "predicted step ms",
+                          "predicted tok/s", "slower than the predicted best", "screen"]))
+    for p in screen["predictions"]:
+        out.write(table_row([p["config"], p["measured_from"] or "none", f(p["latency_us"], "{:.1f}"),
+                             f(p["predicted_ms"], "{:.2f}"), f(p["predicted_tok_s"], "{:.1f}"),
+                             "" if p["slower_by"] is None else f"{p['slower_by'] * 100:+.1f} %",
+                             "set aside" if p["set_aside"] else (p["why"] or "kept")]))
+    out.write("\n")
+    return out.getvalue()
+
+
 def race_section(ctx: Context) -> str:
     """## Race: the answer, what it cost against the full design, each configuration's history."""
     race = ctx.report.data.get("race")
@@ -63,11 +90,14 @@ def race_section(ctx: Context) -> str:
     out = io.StringIO()
     out.write(f"## Race (at point {race['point']})\n\n")
     out.write(_headline(race))
+    out.write(screen_lines(race.get("screen")))
     cost = race["launches"]
     if cost["full_design"]:
+        configs = len(cost["per_configuration"]) + len(cost.get("screened_out") or [])
         out.write(f"Launches: **{cost['spent']}** spent, against **{cost['full_design']}** for the full design "
-                  f"(every one of the {len(cost['per_configuration'])} configurations in "
-                  f"{cost['full_design'] // max(1, len(cost['per_configuration']))} launches: "
+                  f"(every one of the {configs} configurations"
+                  + (f", the {len(cost['screened_out'])} screened out included," if cost.get("screened_out") else "")
+                  + f" in {cost['full_design'] // max(1, configs)} launches: "
                   f"{cost['launches_needed']} see {_pct(cost['smallest_effect'])} with 80 % power at this run's launch "
                   f"variance), {cost['spent'] / cost['full_design'] * 100:.0f} % of it.\n\n")
     else:
@@ -80,12 +110,16 @@ def race_section(ctx: Context) -> str:
         when = f" in round {h['round']}" if h["outcome"] in (DROPPED, FAILED) and h["round"] else ""
         a = against.get(h["config"])
         verdict = "(winner)" if h["config"] == race["winner"] else (a["verdict"] if a else "not compared")
+        if h["outcome"] == SCREENED:
+            when, verdict = f" (predicted {h['verdict']['slower_by'] * 100:+.1f} %)", "never launched"
         out.write(table_row([h["config"], h["outcome"] + when, f(row.get(BASELINE_TOK_S)),
                              "" if h["config"] == race["winner"] else _interval(a), verdict]))
     figure = ctx.figures.get("race", "not drawn")
     if figure is None:
         out.write(f"\n![race]({ctx.plots_rel}/{ctx.plot_files['race']})\n")
     out.write(f"\nMethod: {race['method']}.\n\n")
+    if race.get("screen"):
+        out.write(f"Screen: {race['screen']['method']}.\n\n")
     return out.getvalue()
 
 

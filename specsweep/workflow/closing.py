@@ -58,8 +58,10 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
         cost = race["launches"]
         what = ("won" if race["decided"] and not race["tied_with"] else
                 f"ties with {', '.join(race['tied_with'])}" if race["tied_with"] else "leads (not decided)")
+        screened = cost.get("screened_out") or []
         lines.append(f"Race: {race['winner']} {what} ({race['ended_by']}); {cost['spent']} launches"
-                     + (f" of {cost['full_design']} for the full design." if cost["full_design"] else "."))
+                     + (f" of {cost['full_design']} for the full design" if cost["full_design"] else "")
+                     + (f"; {len(screened)} screened out by the cost model." if screened else "."))
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:

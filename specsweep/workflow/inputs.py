@@ -8,6 +8,7 @@ numpy, matplotlib or aiohttp).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,7 +22,7 @@ from specsweep.engines.sglang.preflight import (
     parser_env_dir,
     parser_env_ready,
 )
-from specsweep.files import canonical_json
+from specsweep.files import canonical_json, read_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
 from specsweep.plan.config import ConfigError, schema_default
@@ -29,6 +30,7 @@ from specsweep.plan.controls import control_params
 from specsweep.plan.design import DesignError, choose_design, local_job_slots  # noqa: F401 - for the Snakefile
 from specsweep.plan.grid import Grid, grid_params
 from specsweep.plan.rounds import RoundSettings
+from specsweep.plan.screen import ScreenSettings, bench_settings, group_key, groups
 from specsweep.records import is_external
 from specsweep.workflow import rounds as rounds_mod
 
@@ -427,11 +429,21 @@ def burn_in_params(config: Mapping[str, Any], due: Any = None) -> str:
 
 
 def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgement_of: Any,
-                upto: int | None = None) -> list[list[tuple[str, str]]]:
-    """``workflow.rounds.walk_rounds`` with this config's baseline and A/A control."""
+                upto: int | None = None, screened: Any = None) -> list[list[tuple[str, str]]]:
+    """``workflow.rounds.walk_rounds`` with this config's baseline and A/A control, and without the
+    configurations a race's screen set aside (``screened()``: their names, once the screen is written; in a
+    Snakefile it reads the checkpoint ``screen_grid``, so the DAG stops there until the screen is done)."""
     extra = RoundSettings.from_config(config).max_launches is not None
-    return rounds_mod.walk_rounds(launches, config.get("baseline"), bool(config.get("aa_control", True)),
-                                  judgement_of, upto, extra)
+    return rounds_mod.walk_rounds(kept_launches(launches, config, screened), config.get("baseline"),
+                                  bool(config.get("aa_control", True)), judgement_of, upto, extra)
+
+
+def kept_launches(launches: Mapping[str, int], config: Mapping[str, Any], screened: Any = None) -> dict[str, int]:
+    """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``)."""
+    if screened is None or not ScreenSettings.from_config(config).enabled:
+        return dict(launches)
+    aside = set(screened())
+    return {name: n for name, n in launches.items() if name not in aside}
 
 
 round_path = rounds_mod.round_path
@@ -496,3 +508,63 @@ def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any
     key = plan_key(plans[name])
     return {"plan": layout.stored_plan_path(name, key), "preflight": layout.stored_preflight_path(name, key),
             **server_inputs(plans, name)}
+
+
+# ------------------------------------------------------------------ a race's screen (workflow.screen, rules/screen.smk)
+
+
+#: The screen's record, which the rounds and the report read.
+SCREEN_PATH = "results/screen/screen.json"
+#: The micro-benchmark of one setting, beside the plan of the configuration that stands for it.
+BENCH_LEAF = "screen_bench.json"
+
+
+def bench_path(config_name: str, key: str) -> str:
+    return f"{layout.plan_dir(config_name, key)}/{BENCH_LEAF}"
+
+
+def screen_params(config: Mapping[str, Any], plans: Mapping[str, dict], keys: Mapping[str, str]) -> str:
+    """screen_grid's params: the settings, the largest error, the groups, the micro-benchmark runs (each with the
+    configuration it runs for and its plan key), the baseline (never set aside) and the plans' group keys."""
+    own = ScreenSettings.from_config(config)
+    if not own.enabled:
+        return canonical_json({"enabled": False})  # no job reads it: nothing to compute at every start
+    runs = bench_settings(plans, own.settings)
+    return canonical_json({
+        "settings": list(own.settings), "max_error": own.max_error, "groups": groups(plans, own.settings),
+        "runs": [{"config": r["config"], "key": keys[r["config"]], "members": r["members"]} for r in runs],
+        "baseline": config.get("baseline"),
+        "group_keys": {g: group_key(plans[g], own.settings) for g in groups(plans, own.settings)}})
+
+
+def screen_bench_inputs(config: Mapping[str, Any], plans: Mapping[str, dict], keys: Mapping[str, str]) -> list[str]:
+    """Every micro-benchmark file the screen reads (one per distinct setting)."""
+    own = ScreenSettings.from_config(config)
+    return [bench_path(r["config"], keys[r["config"]]) for r in bench_settings(plans, own.settings)] \
+        if own.enabled else []
+
+
+def screened_out(path: str) -> list[str]:
+    """The configurations the screen set aside (its record at ``path``)."""
+    return list(read_json(path).get("set_aside") or [])
+
+
+def screen_input(config: Mapping[str, Any]) -> dict[str, str]:
+    """analyze_sweep's screen (report.json's race.screen), with ``screen.enabled``."""
+    return {"screen": SCREEN_PATH} if ScreenSettings.from_config(config).enabled else {}
+
+
+def report_summaries(names: Sequence[str], config: Mapping[str, Any], screened: Any = None) -> list[str]:
+    """The summaries the report reads: every configuration's but those the screen set aside (never launched)."""
+    kept = kept_launches(dict.fromkeys(names, 0), config, screened)
+    return [layout.summary_path(name) for name in names if name in kept]
+
+
+def judge_params(params: str, config: Mapping[str, Any], screened: Any = None) -> str:
+    """judge_round's params (``round_params``) with the planned launches of the configurations the screen kept
+    (the next planned round a judgement names holds no configuration set aside)."""
+    if screened is None or not ScreenSettings.from_config(config).enabled:
+        return params
+    own = json.loads(params)
+    own["launches"] = kept_launches(own["launches"], config, screened)
+    return canonical_json(own)

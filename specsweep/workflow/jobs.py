@@ -339,11 +339,14 @@ def summary_of_files(inputs: Mapping[str, Sequence[str] | str], log: TextIO, agr
 
 
 def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: str,
-                        round_plans: Sequence[str] = (), judgements: Sequence[str] = ()) -> dict[str, Any]:
+                        round_plans: Sequence[str] = (), judgements: Sequence[str] = (),
+                        screen_path: str | None = None) -> dict[str, Any]:
     """analyze_sweep: results/report.json from every summary (descriptions, grids, the controls, the
     smallest effect and the design from params: ``inputs.report_params``; the order and the rounds from
-    each round's plan and judgement)."""
+    each round's plan and judgement; a race's screen from ``screen_path``)."""
     report = json.loads(params)
+    if screen_path:
+        report["screen"] = read_json(screen_path)
     plans = [read_json(p) for p in round_plans]
     if plans:
         report["launch_order"] = [item for plan in plans for item in plan["order"]]
@@ -353,7 +356,8 @@ def analyze_sweep_files(summary_paths: Sequence[str], params: str, report_path: 
     except SummaryError as exc:  # a summary of another format (or none): one line, no traceback
         raise SystemExit(str(exc)) from None
     sweep = {k: report.get(k) for k in ("descriptions", "expects", "grids", "launch_order", "aa_control",
-                                        "positive_control", "smallest_effect", "own_baselines", "design", "rounds")
+                                        "positive_control", "smallest_effect", "own_baselines", "design", "rounds",
+                                        "screen")
              if k in report}
     data = analyze_sweep(summaries, report["baseline"], sweep)
     write_report(report_path, data)

@@ -257,3 +257,48 @@ def test_while_nothing_can_be_compared_there_is_no_best():
     assert standings(fit, ["a", "slow"], 0.05, 1, dropping=False)["best"] == "a"
     got = standings(fit, ["a", "slow"], 0.05, 1, dropping=False, min_samples=1000)
     assert got["best"] is None and got["against"] == [] and got["survivors"] == ["a", "slow"] and not got["tied"]
+
+
+def test_the_screen_is_part_of_the_race_answer_and_of_its_section(tmp_path: Path):
+    """A screen before the race (``analysis.screen``): its set-aside configuration was never launched, its history
+    is ``screened out`` with the prediction, the full design counts it, and report.md gives the margin, what was
+    set aside and each prediction; a screen that set nothing aside says why."""
+    from specsweep.analysis.race import SCREENED
+    from specsweep.analysis.screen import screen
+
+    slowdowns, rounds = {"nospec": 0.0, "b": 0.4}, {"nospec": 2, "b": 2}
+    summaries = sweep_summaries(slowdowns, rounds, 0.01, seed=2)
+    rows = sweep_rows(slowdowns, rounds, 0.01, seed=2)
+    measured = [{"config": "nospec", "point_index": 0, "status": "ok",
+                 "model": {"parts": {"fixed_ms": 10.0, "allreduces": 16, "latency_us": 50.0, "tokens": 1.0},
+                           "residual": {"residual_share": 0.05}}}]
+    groups = {"nospec": ["b", "nospec", "nospec-gloo"]}
+    latencies = {"nospec": 50.0, "b": 50.0, "nospec-gloo": 400.0}
+    record = screen(groups, ["server_args.all-reduce-backend"], measured, latencies, 0.15, benches=2)
+    assert record["set_aside"] == ["nospec-gloo"]
+    standing = judge_rows(rows, ["b", "nospec"], 0.05, 2)
+    judgement = {"round": 2, "race": standing, **decide_race(2, RACE_SETTINGS, standing, 1.0, 0.05)}
+    race = race_record(rows, [judgement], 0.05, False, record)
+    history = {h["config"]: h for h in race["history"]}
+    assert history["nospec-gloo"]["outcome"] == SCREENED and history["nospec-gloo"]["round"] == 0
+    assert history["nospec-gloo"]["verdict"]["predicted_ms"] == pytest.approx(10 + 16 * 0.4)
+    cost = race["launches"]
+    assert cost["screened_out"] == ["nospec-gloo"] and cost["spent"] == 4
+    assert cost["full_design"] == 3 * max(cost["launches_needed"], 2), "the full design launches it too"
+    report = render_summaries(summaries, "nospec", tmp_path / "s.csv", tmp_path / "report.md", tmp_path / "plots",
+                              sweep={"smallest_effect": 0.05, "aa_control": False, "screen": record,
+                                     "rounds": {"plans": [], "judgements": [judgement]}})
+    assert report["race"]["screen"]["set_aside"] == ["nospec-gloo"]
+    section = (tmp_path / "report.md").read_text().split("## Race", 1)[1].split("\n## ", 1)[0]
+    assert "**set aside: nospec-gloo**" in section and "the model's error on this host is 5 %" in section, section
+    assert "predicted more than 10.5 % slower than the predicted best (nospec)" in section
+    assert "| nospec-gloo | nospec | 400.0 | 16.40 | 61.0 | +51.9 % | set aside |" in section, section
+    assert "| nospec-gloo | screened out (predicted +51.9 %) |" in section
+    from specsweep.workflow.closing import closing_lines
+    assert "; 1 screened out by the cost model." in "\n".join(closing_lines(tmp_path))
+    assert "(every one of the 3 configurations, the 1 screened out included, in " in section
+    unvalidated = screen(groups, ["server_args.all-reduce-backend"], [], latencies, 0.15)
+    render_summaries(summaries, "nospec", tmp_path / "u.csv", tmp_path / "u" / "report.md", tmp_path / "u" / "plots",
+                     sweep={"smallest_effect": 0.05, "aa_control": False, "screen": unvalidated,
+                            "rounds": {"plans": [], "judgements": [judgement]}})
+    assert "**nothing set aside**: no configuration measured yet" in (tmp_path / "u" / "report.md").read_text()

@@ -19,15 +19,18 @@ def test_the_default_is_counted_from_its_plans_and_its_burn_in():
     config["burn_in"] = {"enabled": False}
     cost = _cost(config)
     per_launch = workload["repeats"] * workload["num_prompts"] + workload["warmup"]["max_requests"]
-    assert (cost.configurations, cost.launches, cost.more) == (4, 4 * 2 + 1, 0)  # launches: 2, and the A/A control
-    assert cost.requests == 9 * per_launch and cost.output_tokens == cost.requests * workload["output_len"]
+    # launches: 2, and the A/A control; up to 4 more in a third round (rounds.max_launches: 3)
+    assert (cost.configurations, cost.launches, cost.more) == (4, 4 * 2 + 1, 4)
+    assert cost.requests == (9 + 4) * per_launch and cost.output_tokens == cost.requests * workload["output_len"]
     line, warnings = cost_lines(cost)
-    assert line.startswith("cost: 4 configuration(s), 9 planned server launch(es), ") and "guessed" in line
+    assert line.startswith("cost: 4 configuration(s), 9 planned server launch(es) (up to 4 in extra rounds "
+                           "(rounds.max_launches)), at most 312 requests") and "guessed" in line
     assert warnings == []
     config["burn_in"] = {"enabled": True, "max_units": 8, "requests": 4}
     burnt = _cost(config)
-    assert burnt.more == 8 and burnt.requests == cost.requests + 8 * (workload["warmup"]["max_requests"] + 4)
-    assert "(up to 8 burn-in launches of nospec), at most " in cost_lines(burnt)[0]
+    assert burnt.more == 4 + 8 and burnt.requests == cost.requests + 8 * (workload["warmup"]["max_requests"] + 4)
+    assert "(up to 8 burn-in launches of nospec, up to 4 in extra rounds (rounds.max_launches)), at most " in \
+        cost_lines(burnt)[0]
 
 
 def test_a_huge_sweep_is_a_warning_naming_what_to_check():

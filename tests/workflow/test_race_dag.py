@@ -1,0 +1,61 @@
+"""A race's DAG without running servers: the ground-truth grid's planned rounds (config/race-cpu.yaml), and the
+screen (rules/screen.smk): ``-n`` before the screen shows the micro-benchmarks (one per distinct communication
+setting) and the checkpoint, and no server launch; the rounds then hold only what the screen kept
+(``workflow.inputs``: the set-aside list read through the checkpoint)."""
+
+from __future__ import annotations
+
+import json
+
+from specsweep.plan.config import load_config
+from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, run
+from specsweep.workflow import inputs
+
+SCREEN = ["--configfile", "config/screen-cpu.yaml"]
+
+
+def test_before_the_screen_the_dry_run_shows_the_micro_benchmarks_and_the_screen_and_no_launch(tmp_path):
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "all", *SCREEN], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    # 2 groups (with and without speculation) x 2 all-reduce backends: 4 distinct settings, one run each
+    assert counts["bench_setting"] == 4 and counts["screen_grid"] == 1, counts
+    # no server before the screen: the burn-in comes with round 1's launches, which exist once it is written
+    assert "benchmark_server" not in counts and "burn_in_host" not in counts and "judge_round" not in counts, counts
+    assert "checkpoint jobs" in result.stdout
+
+
+def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
+    config = {"baseline": "a", "aa_control": True, "rounds": {"mode": "race", "max_launches": 4},
+              "screen": {"enabled": True, "settings": ["server_args.all-reduce-backend"]}}
+    launches = {"a": 2, "b": 2, "c": 2}
+    rounds = inputs.walk_rounds(launches, config, lambda r: "unused", upto=2, screened=lambda: ["b"])
+    assert rounds == [[("a", "1"), ("c", "1"), ("a", "aa")], [("a", "2"), ("c", "2")]]
+    assert inputs.report_summaries(["a", "b", "c"], config, lambda: ["b"]) == ["results/a/summary.json",
+                                                                              "results/c/summary.json"]
+    params = inputs.round_params(config, {n: {"variant": None, "expect": "ok", "expect_signature": None}
+                                          for n in launches}, launches, {n: "k" for n in launches})
+    assert json.loads(inputs.judge_params(params, config, lambda: ["b"]))["launches"] == {"a": 2, "c": 2}
+    assert inputs.screen_input(config) == {"screen": inputs.SCREEN_PATH}
+    off = {**config, "screen": {"enabled": False}}
+    never = lambda: (_ for _ in ()).throw(AssertionError("no screen is read when it is off"))  # noqa: E731
+    assert len(inputs.walk_rounds(launches, off, lambda r: "unused", upto=1, screened=never)[0]) == 4
+    assert inputs.report_summaries(["a", "b"], off, never) == ["results/a/summary.json", "results/b/summary.json"]
+    assert inputs.judge_params(params, off, never) == params and inputs.screen_input(off) == {}
+
+
+def test_the_ground_truth_grid_races_16_known_slowdowns_and_plans_its_two_rounds(tmp_path):
+    config = load_config(REPO / "config/race-cpu.yaml")
+    expanded = config["configurations"]  # the grid expanded
+    slowdowns = sorted(float(c["env"]["SPECSWEEP_TEST_STEP_SLOWDOWN"]) for c in expanded.values())
+    assert slowdowns == [k / 50 for k in range(16)], "0, 2, 4, ..., 30 %"
+    assert config["rounds"]["mode"] == "race" and config["baseline"] == "race-slow00" in expanded
+    work = copy_workflow(tmp_path)
+    result = run(SNAKEMAKE + ["-n", "all", "--configfile", "config/race-cpu.yaml"], work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    # the planned rounds: 16 x 2 launches and the A/A control, after the burn-in; the survivors' rounds come
+    # from the judgement of round 2 (a checkpoint)
+    assert counts["benchmark_server"] == 33 and counts["burn_in_host"] == 1 and counts["judge_round"] == 1, counts
+    assert "bench_setting" not in counts and "screen_grid" not in counts, "no screen asked for"
