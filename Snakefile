@@ -39,7 +39,7 @@
 #   results/screen/screen.json                        the screen: each configuration's predicted step, the margin, what is set aside
 #   results/rounds/round-<r>/plan.json                round r's design and seeded order (launch r of each configuration)
 #   results/rounds/round-<r>/judgement.json           the verdicts after round r, and whether another round runs
-#   results/rounds/burn-in.json, burn-in/unit-<k>/    the burn-in before round 1 (a temp file) and its units' files
+#   results/rounds/burn-in.json, burn-in/unit-<k>/    the burn-in before round 1 and its units' files
 #   results/rounds/burn-in-record.json                its lasting copy, which round 1's judgement reads
 #   results/<config>/logs/<rule>.log, plans/<plan>/logs/<rule>.log   the other jobs' logs
 # Every file of one launch (launch.json, server.log, *.jsonl, outcome.json) carries the same run_id,

@@ -10,7 +10,8 @@ rule benchmark_server:
     input:
         # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty
         unpack(server_inputs),
-        # the burn-in before round 1 (a temp file): every planned round waits for it; none for extra rounds or when off
+        # the burn-in before round 1 (ancient: rules/common.smk): every planned round waits for it; none for extra
+        # rounds or when off
         unpack(burn_in_input),
         # the round's plan, side by side only (a sequential launch's order is its job priority)
         unpack(round_plan_input),
@@ -41,6 +42,23 @@ rule benchmark_server:
         "../envs/specsweep.yaml"
     script:
         "../scripts/benchmark_server.py"
+
+
+# A launch's file asked for where launches were stored before they belonged to their plan
+# (results/<config>/launch-<n>/...): its input function stops the run with one line naming
+# the path under the current plan, instead of Snakemake's "No rule to produce". It never runs.
+rule moved_launch_file:
+    input:
+        moved_launch_input,
+    output:
+        "results/{config}/launch-{launch}/{leaf}",
+    log:
+        "results/{config}/logs/moved_launch_file/launch-{launch}/{leaf}.log",
+    localrule: True
+    conda:
+        "../envs/specsweep.yaml"
+    shell:
+        "exit 1"
 
 
 # One summary per configuration: every launch, every point (a section each).

@@ -14,7 +14,7 @@ from specsweep.workflow import inputs as sw
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
-from specsweep.workflow.stored import stale_launch_lines
+from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -63,7 +63,9 @@ ROOT = workflow.basedir
 # the burn-in's configuration and settings.
 ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
 BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
-BURN_IN = sw.burn_in_params(SWEEP.config)
+# Its params say what it runs for: new in an invocation that measures launches (workflow.stored.burn_in_for).
+BURN_IN = sw.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
+                                                     sw.launch_order(SWEEP.config, LAUNCHES), STARTED_AT))
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 # A race's screen (screen.enabled; specsweep.workflow.screen): what its checkpoint is given.
 SCREEN_PARAMS = sw.screen_params(SWEEP.config, PLANS, PLAN_KEYS)
@@ -73,6 +75,9 @@ if workflow.is_main_process:
     print(f"specsweep: {_cost}", file=sys.stderr)
     for _warning in _cost_warnings:
         print(f"specsweep: warning: {_warning}", file=sys.stderr)
+    # A download of gigabytes said before it starts (its job's own banner is off on the quiet console).
+    if _build := sw.parser_env_build_line(PLANS, config):
+        print(f"specsweep: {_build}", file=sys.stderr)
 # A summarized launch of a current plan with a file deleted: Snakemake would not notice (specsweep.workflow.stored).
 if workflow.is_main_process:
     for _line in stale_launch_lines(Path("results"), PLAN_KEYS, sw.launch_order(SWEEP.config, LAUNCHES)):
@@ -159,6 +164,10 @@ def launch_round(wildcards):
     return sw.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
 
 
+def moved_launch_input(wildcards):
+    return launch_moved(PLAN_KEYS, configuration(wildcards), wildcards.launch, wildcards.leaf)
+
+
 def launch_priority(wildcards):
     r = launch_round(wildcards)
     return sw.launch_priority_in(rounds_upto(r), SWEEP.config, configuration(wildcards), wildcards.launch, r)
@@ -170,7 +179,8 @@ def round_plan_input(wildcards):
 
 
 def burn_in_input(wildcards):
-    return sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES)
+    # ancient(): a burn-in run again for other launches reruns no launch measured already (burn_in_for)
+    return {k: ancient(v) for k, v in sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES).items()}
 
 
 def launch_threads(wildcards):

@@ -8,16 +8,17 @@
 
 
 # Unmeasured launches of the baseline until its decode rate is steady from one
-# unit to the next (specsweep.workflow.burnin); never part of a verdict. A
-# temp() file: it runs again in the next invocation that launches round 1.
+# unit to the next (specsweep.workflow.burnin); never part of a verdict. It
+# runs again, first, in an invocation that measures launches of the planned
+# rounds (its params: specsweep.workflow.stored.burn_in_for); the launches
+# wait for it through an ancient() edge, so that it reruns none measured already.
 rule burn_in_host:
     input:
         unpack(burn_in_inputs),
     output:
-        # what round 1's launches wait for: a temp() file, so it runs again in the next invocation that launches
-        # round 1; and its lasting record, which round 1's judgement reads (a judgement that reruns alone, e.g.
-        # after a switch of config files, launches no burn-in)
-        burn_in=temp("results/rounds/burn-in.json"),
+        # what the planned rounds' launches wait for; and its copy, which round 1's judgement reads (a
+        # judgement that reruns alone, e.g. after a switch of config files, launches no burn-in)
+        burn_in="results/rounds/burn-in.json",
         record="results/rounds/burn-in-record.json",
     params:
         settings=BURN_IN,

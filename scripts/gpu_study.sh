@@ -8,8 +8,8 @@
 #   1. all-reduce latency at verify-shaped sizes (hidden 7168 x 1, 2, 4, 8, 16
 #      tokens in bf16 = 14..224 KiB) per backend: nccl with its defaults, nccl
 #      with NCCL_P2P_DISABLE=1 (through host memory, like a PCIe box without
-#      P2P), nccl with the seeds' starting set, nccl with allreduce:tree, and
-#      torch symmetric memory;
+#      P2P), nccl with the Kimi-K2.5 case's starting set (docs/sglang.md),
+#      nccl with allreduce:tree, and torch symmetric memory;
 #   2. the reference engine end to end through the workflow
 #      (config/refengine-gpu.yaml at TP=N): tok/s, accept length (simulated),
 #      verify ms and its all-reduce share, per backend, in the usual report.

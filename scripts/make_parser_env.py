@@ -11,4 +11,4 @@ from specsweep.workflow.jobs import job_log, make_parser_env  # noqa: E402
 
 with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     ready = Path(snakemake.output[0])  # noqa: F821
-    make_parser_env(ready.parent, Path(snakemake.input[0]), ready, log)  # noqa: F821
+    make_parser_env(ready.parent, Path(snakemake.input[0]), ready, log, console=sys.__stderr__)  # noqa: F821

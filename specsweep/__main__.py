@@ -35,10 +35,10 @@ from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
     DEFAULT_REQUIREMENTS,
     ParserEnvError,
+    build_notice,
     ensure_parser_env,
     image_parser_prefix,
     parser_env_ready,
-    parser_env_size,
     preflight_plans,
 )
 from specsweep.plan.checks import start_findings
@@ -75,11 +75,7 @@ def parser_plans(plans: Mapping[str, Mapping]) -> list[str]:
 
 def parser_env_notice(venv: Path, requirements: Path, names: Sequence[str]) -> str:
     """What building the parser environment costs and where it goes, said before it starts."""
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    size = parser_env_size(requirements)
-    return (f"building SGLang's parser environment in {venv} (once per {requirements}: {size}; "
-            f"log {venv.parent / (venv.name + '.build.log')}), to check {len(names)} SGLang configuration(s) "
-            f"({shown}) with SGLang's own parser; `specsweep check --no-parser-env` skips this check")
+    return f"{build_notice(venv, requirements, names)}; `specsweep check --no-parser-env` skips this check"
 
 
 def _parser_python(venv: Path, requirements: Path, names: Sequence[str]) -> str | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
+from specsweep.contracts.vocabulary import Verdict
 from specsweep.report.linked import Curve, Linked
 from specsweep.report.markdown import cpu_share, ratio_pct, verdict_text
 from specsweep.report.markdown import f as _f
@@ -175,10 +176,15 @@ def aa_lines(aa: Mapping[str, Any]) -> str:
                   f"+-{_pct(comp['threshold'])}" if "ratio" in comp else comp.get("note", "no interval"))
         if comp.get("model") == "blocked" and "ratio" in comp:
             judged += f"; judged against all of {baseline}'s launches, round effects removed"
-        verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
-                   "variance this sweep measured (the machine drifted during the sweep, or launches differ more "
-                   "than the model allows): read every verdict with care**" if p["called"]
-                   else f"{comp['verdict']}, as it must be")
+        if p["called"]:
+            verdict = (f"**CALLED {comp['verdict']}: the same configuration {twice} differed beyond the launch "
+                       "variance this sweep measured (the machine drifted during the sweep, or launches differ "
+                       "more than the model allows): read every verdict with care**")
+        elif comp["verdict"] == Verdict.INSUFFICIENT:  # nothing was judged: the control did not pass
+            verdict = (f"**not judged ({comp['verdict']})**: whether two launches of one configuration differ "
+                       "is untested")
+        else:
+            verdict = f"{comp['verdict']}, as it must be"
         if not p["called"] and p["drift_beyond_sd"]:
             verdict += (" (its drift is larger than the pooled launch SD of "
                         f"{_pct(p['launch_sd'])}: the machine changed during the sweep, and every threshold is wide "

@@ -153,7 +153,8 @@ def is_held(path: Path) -> bool:
 def describe_holder(holder: dict[str, Any] | None) -> str:
     if not holder:
         return "an unknown process (it wrote nothing into the lock file)"
-    return (f"pid {holder.get('pid')} (configuration {holder.get('config')!r} of {holder.get('checkout')}, "
+    of = f" of {holder['checkout']}" if holder.get("checkout") else ""  # a holder that wrote none: no "of None"
+    return (f"pid {holder.get('pid')} (configuration {holder.get('config')!r}{of}, "
             f"run {holder.get('run_id')}, since {time.strftime('%H:%M:%S', time.localtime(holder.get('since', 0)))})")
 
 

@@ -249,13 +249,19 @@ class SideBySide:
         return Gate(requests=window_requests(point.workload),
                     enter=lambda phase: _Window(self, f"{point.name}/{phase}"))
 
+    def holder(self, **what: str) -> dict[str, Any]:
+        """What this job writes into the host lock while it holds it (as a sequential job does: whose
+        configuration, checkout and run), for a job waiting for the host to name."""
+        return {"config": self.job.plan.name, "checkout": self.job.identity[guard.CHECKOUT_ENV],
+                "run_id": self.job.run_id, **what}
+
     def take_turn(self) -> tuple[bool, HostLock | None]:
         """(whether it is this job's turn, the host lock when it is and the lock was free)."""
         if next_turn(self.members(), self.registry.last_turn()) != self.position:
             return False, None
         try:
             lock = acquire(LockSettings(self.job.host.lock.lock_dir, 0.0),
-                           {"config": self.job.plan.name, "run_id": self.job.run_id, "round_window": self.name},
+                           self.holder(round_window=self.name),
                            names=self.locks)
         except HostBusy:
             return True, None
@@ -277,7 +283,7 @@ class SideBySide:
         waiting then; the reaper's bound holds)."""
         try:
             lock = acquire(LockSettings(self.job.host.lock.lock_dir, TEARDOWN_LOCK_WAIT_S if wait else 0.0),
-                           {"config": self.job.plan.name, "run_id": self.job.run_id, "round_teardown": self.name},
+                           self.holder(round_teardown=self.name),
                            names=self.locks)
         except HostBusy as exc:
             print(f"side by side: ending the server without the host lock: {exc}", file=self.job.log, flush=True)

@@ -30,6 +30,8 @@ Format history of the record (``BURN_IN_FORMAT_VERSION``):
      max_units, requests, started_at, wall_s.
   2  + ready_tolerance, ready_poll_s (the stop rule's time to ready), rate_steady and ready_steady (each part of
      the rule at the last unit).
+  3  + for: what it ran for (its params', ``workflow.stored.burn_in_for``), read back while nothing is to be
+     measured, so that it does not run again then.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from specsweep.serve.jobspec import JobHost, JobPaths
 from specsweep.serve.server import READY_POLL_S
 
 BURN_IN_DIR = "results/rounds/burn-in"
-BURN_IN_FORMAT_VERSION = 2
+BURN_IN_FORMAT_VERSION = 3
 
 
 def unit_plan(plan: Plan, requests: int) -> Plan:
@@ -144,6 +146,6 @@ def burn_in(plan_path: str, settings: Mapping[str, Any], out_path: str, log: Tex
     out = {"format_version": BURN_IN_FORMAT_VERSION, "config": plan.name, "units": units, **rule,
            "tolerance": tolerance, "ready_tolerance": ready_tolerance, "ready_poll_s": READY_POLL_S,
            "min_units": min_units, "max_units": max_units, "requests": int(settings["requests"]), "started_at": t0,
-           "wall_s": time.time() - t0}
+           "wall_s": time.time() - t0, "for": settings.get("for")}
     write_json_atomic(out_path, out)
     return out

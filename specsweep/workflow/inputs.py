@@ -16,7 +16,12 @@ from typing import Any, NoReturn
 from specsweep.contracts import layout
 from specsweep.contracts.layout import LAUNCH_FILES, launch_dir
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import parser_env_dir
+from specsweep.engines.sglang.preflight import (
+    DEFAULT_REQUIREMENTS,
+    build_notice,
+    parser_env_dir,
+    parser_env_ready,
+)
 from specsweep.files import canonical_json, read_json
 from specsweep.images.tag import content_spec_json, image_tag
 from specsweep.plan import rounds as plan_rounds
@@ -170,6 +175,20 @@ def preflight_parser_input(plans: Mapping[str, dict], config: Mapping[str, Any],
             and plan.get("image"):
         return [layout.image_manifest(plan["image"])]
     return parser_env_input(plans, config, config_name)
+
+
+def parser_env_build_line(plans: Mapping[str, dict], config: Mapping[str, Any],
+                          requirements: Path = DEFAULT_REQUIREMENTS) -> str | None:
+    """Said at the start when this run must first build SGLang's parser environment (a download of gigabytes,
+    by the job ``make_parser_env``, which Snakemake's quiet console does not announce); None when no
+    configuration's preflight needs it or it is built already."""
+    venv = parser_env_path(config)
+    ready = f"{venv}/ready.json"
+    needing = [name for name in sorted(plans) if ready in preflight_parser_input(plans, config, name)]
+    if not needing or parser_env_ready(venv, requirements):
+        return None
+    return (f"this run first builds SGLang's parser environment: {build_notice(venv, requirements, needing)}, "
+            "before any image build or launch")
 
 
 def image_manifest_input(plans: Mapping[str, dict], config_name: str) -> list[str]:
@@ -387,7 +406,7 @@ def round_files(rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, list[s
             "judgements": [rounds_mod.round_path(r, "judgement.json") for r in range(1, n + 1)]}
 
 
-#: The burn-in's record (a temp() file: round 1 and its judgement read it).
+#: The burn-in's record, which every launch of a planned round waits for (an ancient() edge: rules/common.smk).
 BURN_IN_PATH = "results/rounds/burn-in.json"
 #: Its lasting copy, which round 1's judgement reads (rules/rounds.smk).
 BURN_IN_RECORD_PATH = "results/rounds/burn-in-record.json"
@@ -402,8 +421,11 @@ def burn_in_config(config: Mapping[str, Any], names: Sequence[str]) -> str | Non
     return baseline if baseline in names else (sorted(names)[0] if names else None)
 
 
-def burn_in_params(config: Mapping[str, Any]) -> str:
-    return canonical_json({**schema_default("burn_in"), **(config.get("burn_in") or {})})
+def burn_in_params(config: Mapping[str, Any], due: Any = None) -> str:
+    """burn_in_host's params: its settings, and ``for`` (``workflow.stored.burn_in_for``: what this invocation
+    measures, which makes the burn-in run again, or what the last burn-in ran for; none before any)."""
+    settings = {**schema_default("burn_in"), **(config.get("burn_in") or {})}
+    return canonical_json(settings if due is None else {**settings, "for": due})
 
 
 def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgement_of: Any,

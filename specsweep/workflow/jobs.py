@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,14 @@ from specsweep.contracts.summary import ConfigSummary, SummaryError
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.registry import get_engine
-from specsweep.engines.sglang.preflight import ParserEnvError, ensure_parser_env, parser_env_size, parser_prefix
+from specsweep.engines.sglang.preflight import (
+    ParserEnvError,
+    build_log,
+    ensure_parser_env,
+    parser_env_ready,
+    parser_env_size,
+    parser_prefix,
+)
 from specsweep.files import read_json, read_jsonl, write_bytes_atomic, write_json_atomic
 from specsweep.images.build import build_image, state_path_for
 from specsweep.images.cli import DockerError
@@ -94,10 +102,18 @@ def select_plan(stored_path: str, out_path: str, log: TextIO) -> None:
     print(f"{out_path}: the current plan's, {stored_path}", file=log)
 
 
-def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: TextIO) -> None:
+def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: TextIO,
+                    console: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
     """make_parser_env: the pinned SGLang parser venv, and its ready file; a failed build ends the job with
-    the builder's message (what failed, its log, how to resume), not a traceback."""
+    the builder's message (what failed, its log, how to resume), not a traceback. A build (a download of
+    gigabytes, minutes) is said on ``console`` as it starts and as it ends: Snakemake's quiet console shows no
+    job banner."""
+    building = not parser_env_ready(venv_dir, requirements)
     print(f"building SGLang's parser environment in {venv_dir} ({parser_env_size(requirements)})", file=log)
+    if building and console is not None:
+        print(f"specsweep make_parser_env: building SGLang's parser environment in {venv_dir} "
+              f"({parser_env_size(requirements)}; log {build_log(venv_dir)})", file=console, flush=True)
+    started = clock()
     try:
         python = ensure_parser_env(venv_dir, requirements)
     except ParserEnvError as exc:
@@ -105,6 +121,9 @@ def make_parser_env(venv_dir: Path, requirements: Path, ready_path: Path, log: T
         raise SystemExit(f"make_parser_env: {exc}") from None
     write_json_atomic(ready_path, {"python": str(python), "requirements": str(requirements)})
     print(f"parser environment ready: {python}", file=log)
+    if building and console is not None:
+        print(f"specsweep make_parser_env: SGLang's parser environment ready after {clock() - started:.0f} s",
+              file=console, flush=True)
 
 
 def preflight_images(plan: Plan, image_spec: str) -> dict | None:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any, NoReturn
 
 from specsweep.contracts import layout
 from specsweep.files import read_json
-from specsweep.workflow.inputs import plan_key
+from specsweep.workflow.inputs import BURN_IN_PATH, plan_key
 
 
 def current_key(results: Path | str, config_name: str) -> str | None:
@@ -83,3 +84,34 @@ def stale_launch_lines(results: Path | str, keys: Mapping[str, str], planned: It
                      f"Snakemake does not rerun a launch whose file was deleted (snakemake#1978); measure it "
                      f"again with `-R {outcome}` (`specsweep failed` lists it)")
     return lines
+
+
+def launch_moved(keys: Mapping[str, str], config_name: str, launch: str, leaf: str) -> NoReturn:
+    """Stop with one line (as ``inputs.no_launch``) for a launch's file asked for where launches were stored
+    before they belonged to their plan (``results/<config>/launch-<n>/...``): where the current plan keeps it."""
+    asked = f"{layout.config_dir(config_name)}/launch-{launch}/{leaf}"
+    now = f"{layout.launch_dir(config_name, keys[config_name], launch)}/{leaf}"
+    raise SystemExit(f"specsweep: {asked} is not a path of this workflow: a launch is stored under its plan, "
+                     f"{now} for `{config_name}`'s current plan ({layout.plan_path(config_name)})")
+
+
+def unmeasured(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]]) -> list[str]:
+    """The planned launches of the current plans that have no outcome yet (``<config> launch-<id>``): what a
+    run would measure now."""
+    return [f"{name} launch-{launch}" for name, launch in planned if name in keys
+            and not Path(layout.launch_file(name, keys[name], launch, "outcome", str(results))).exists()]
+
+
+def burn_in_for(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]],
+                started_at: float) -> Any:
+    """What the burn-in runs for (its params' ``for``, ``inputs.burn_in_params``). The launches wait for its
+    record through an ancient() edge, so that a burn-in run again reruns none of the launches measured
+    already (its record a temp() file, every edit reran every launch of the planned rounds: the missing file
+    made each of them wait for a new one). It runs again, before them, in an invocation that measures
+    launches (``unmeasured``: this invocation's start makes the params new); when none is to be measured,
+    the params are those its record holds (None before any), and it does not run."""
+    due = unmeasured(results, keys, planned)
+    if due:
+        return {"launches": due, "invocation": round(started_at, 3)}
+    record = Path(results) / Path(BURN_IN_PATH).relative_to(layout.RESULTS)
+    return read_json(record).get("for") if record.is_file() else None

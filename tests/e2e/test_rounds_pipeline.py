@@ -102,7 +102,7 @@ def test_the_report_names_the_design_the_rounds_and_the_order(work):
 
 def test_a_judgement_that_reruns_alone_launches_no_burn_in(work):
     """A judgement rerun without any launch (here forced; a switch of config files back does it too) reads the
-    burn-in's lasting record, not the temp() file round 1's launches wait for: no burn-in server starts."""
+    burn-in's lasting record, not the file the launches wait for: no burn-in server starts."""
     result = run(["python3", "-m", "snakemake", "--cores", "1", "-n", "--forcerun", "judge_round", "all"], work)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "checkpoint judge_round:" in result.stdout, result.stdout[-3000:]

@@ -28,12 +28,18 @@ def test_every_profile_named_exists(path):
     assert missing == [], f"{path.relative_to(REPO)} names profiles that do not exist: {missing}"
 
 
-#: What ships and is read by users: the config files, the docs (a measurement record's own words: its
-#: README; the files it copied from a run, report.md and summary.csv, are quoted output and keep theirs),
-#: and the package.
-SHIPPED = [p for root in ("config", "docs", "specsweep") for p in sorted((REPO / root).rglob("*"))
-           if p.is_file() and p.suffix in {".py", ".md", ".yaml", ".yml", ".json", ".txt", ".sh"}
-           and not (p.parts[len(REPO.parts):][:2] == ("docs", "measurements") and p.name != "README.md")]
+#: What ships and is read by users: the config files (config.yaml first: the file a new user reads), the docs
+#: (a measurement record's own words: its README; the files it copied from a run, report.md and summary.csv,
+#: are quoted output and keep theirs), the package, the workflow (Snakefile, rules, schema, profiles, captions)
+#: and the scripts, images and benchmarks a user runs. Not the tests.
+SHIPPED_ROOTS = ("config", "docs", "specsweep", "rules", "schemas", "profiles", "report", "envs", "scripts",
+                 "containers", "benchmarks", ".ci")
+SHIPPED_FILES = ("config.yaml", "Snakefile", "README.md", "pyproject.toml", "requirements.txt")
+SHIPPED = [*(REPO / f for f in SHIPPED_FILES)] + [
+    p for root in SHIPPED_ROOTS for p in sorted((REPO / root).rglob("*"))
+    if p.is_file() and "__pycache__" not in p.parts
+    and p.suffix in {".py", ".md", ".yaml", ".yml", ".json", ".txt", ".sh", ".smk", ".rst", ".cu", ".patch", ""}
+    and not (p.parts[len(REPO.parts):][:2] == ("docs", "measurements") and p.name != "README.md")]
 #: Paths no user has: this project's working tree and notes outside the repository.
 OUTSIDE = re.compile(r"/work/|\bDOMAIN\.md\b|/root/|/home/[a-z]")
 

@@ -245,3 +245,17 @@ def test_a_launch_the_plan_does_not_have_is_one_line(tmp_path):
     [line] = [ln for ln in out.splitlines() if ln.startswith("specsweep: configuration")]
     expected = "specsweep: configuration `nospec` has no launch-7: the loaded config plans launch-1, "
     assert line.startswith(expected), line
+
+
+def test_a_launch_path_of_the_layout_before_plan_keys_names_where_the_launch_is_now(tmp_path):
+    """results/<config>/launch-<n>/... (launches were stored there before they belonged to their plan): one line
+    naming the path under the current plan, not Snakemake's MissingRuleException."""
+    work = copy_workflow(tmp_path)
+    key = plan_key_in(work, "nospec")
+    result = run(SNAKEMAKE + ["-n", "results/nospec/launch-7/outcome.json"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in out and "Exception" not in out, out[-3000:]
+    assert ("specsweep: results/nospec/launch-7/outcome.json is not a path of this workflow: a launch is stored "
+            f"under its plan, results/nospec/plans/{key}/launch-7/outcome.json for `nospec`'s current plan "
+            "(results/nospec/plan.json)") in out.splitlines(), out[-3000:]

@@ -103,6 +103,20 @@ def parser_env_size(requirements: Path = DEFAULT_REQUIREMENTS) -> str:
     return m.group("size") if m else "size not recorded"
 
 
+def build_log(venv_dir: Path) -> Path:
+    """Where :func:`ensure_parser_env` logs a build of ``venv_dir`` (beside it: the venv is made anew)."""
+    return Path(venv_dir).parent / f"{Path(venv_dir).name}.build.log"
+
+
+def build_notice(venv_dir: Path, requirements: Path, names: Sequence[str]) -> str:
+    """What building the parser venv costs and where it goes, said before it starts (a download of gigabytes),
+    for the configurations ``names`` that need it."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"building SGLang's parser environment in {venv_dir} (once per {requirements}: "
+            f"{parser_env_size(requirements)}; log {build_log(venv_dir)}), to check {len(names)} SGLang "
+            f"configuration(s) ({shown}) with SGLang's own parser")
+
+
 def _tail(log: Path, lines: int = 8) -> str:
     text = Path(log).read_text(errors="replace").rstrip().splitlines()
     return "\n".join("    " + line for line in text[-lines:])
@@ -182,7 +196,7 @@ def ensure_parser_env(
     wheels = wheels_dir(venv_dir)
     venv_dir.mkdir(parents=True, exist_ok=True)
     wheels.mkdir(parents=True, exist_ok=True)
-    log = venv_dir.parent / f"{venv_dir.name}.build.log"
+    log = build_log(venv_dir)
     with open(log, "a") as fh:
         fh.write(f"# building {venv_dir} from {requirements} (sha256 {digest})\n")
     resume = (f"Run the same command again to resume: what was downloaded is kept in {wheels} "

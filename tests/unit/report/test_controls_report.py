@@ -97,3 +97,24 @@ def test_a_control_below_what_the_design_sees_is_not_called_and_the_report_says_
     rows, _ = config_rows(explode_points(summaries), "nospec", 0.05)
     copy = next(r for r in rows if r["config"] == "eagle3-copy")
     assert copy["detectable"] > 0.05 and copy["launches_needed"] > 2
+
+
+def test_an_aa_control_with_too_few_requests_is_not_judged_and_not_said_to_pass():
+    """Fewer than min_samples requests a side (3 prompts x 2 repeats): the comparison has no interval and says
+    'insufficient samples'; the line said 'insufficient samples, as it must be', as if the control had passed."""
+    from specsweep.report.head import aa_lines
+
+    comparison = {"n": 6, "n_baseline": 6, "min_samples": 10, "level": 0.95, "verdict": "insufficient samples"}
+    aa = {"planned": True, "baseline": "nospec", "external": False, "points": [{
+        "point": "default", "called": False, "launch_sd": 0.033, "drift_beyond_sd": True,
+        "result": {"metric": "decode_tok_s", "first": "1", "control": "aa", "launch_medians": {"1": 53.8, "aa": 56.4},
+                   "drift": 0.048, "comparison": comparison}}]}
+    line = aa_lines(aa)
+    assert "as it must be" not in line, line
+    assert ("nospec launched again at a random place of round 1 (launch aa) against its launch 1: 53.8 vs 56.4 "
+            "decode tok/s (drift +4.8 %): **not judged (insufficient samples)**: whether two launches of one "
+            "configuration differ is untested") in line, line
+    judged = {**aa, "points": [{**aa["points"][0], "drift_beyond_sd": False, "result": {
+        **aa["points"][0]["result"], "comparison": {**comparison, "verdict": "no significant difference",
+                                                    "ratio": 1.048, "ratio_ci": [0.9, 1.2], "threshold": 0.1}}}]}
+    assert "no significant difference, as it must be (x1.048 [0.900, 1.200]" in aa_lines(judged)

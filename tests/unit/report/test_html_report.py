@@ -133,3 +133,14 @@ def test_the_rule_shows_pages_not_downloads_and_writes_the_landing_file_the_capt
     assert f'landing="{captions.LANDING_FILE}"' in rule
     assert re.search(r'^report: "report/workflow.rst"$', (REPO / "Snakefile").read_text(), re.M)
     assert pages.LANDING == ("deploy", "controls", "verdicts")
+
+
+def test_the_rules_whose_files_the_page_shows_have_no_params_to_show():
+    """Snakemake's report shows each file with its job's params, as an escaped dict (snakemake 9.27.1,
+    report/__init__.py:379-383): the params (a JSON blob of the report's inputs) belong to analyze_sweep, which
+    writes report.json and nothing the page shows."""
+    text = "\n".join((REPO / "rules" / name).read_text() for name in sorted(os.listdir(REPO / "rules")))
+    rules = re.split(r"^rule ", text, flags=re.M)[1:]
+    shown = [r for r in rules if "report(" in r]
+    assert [r.split(":")[0] for r in shown] == ["render_report"]
+    assert all("\n    params:" not in r for r in shown), shown

@@ -584,3 +584,20 @@ def test_a_side_by_side_job_does_not_launch_while_a_job_outside_its_round_holds_
     assert time.monotonic() - t0 >= 1.9 and seen["waited_s"] >= 1.9
     assert "waiting: the host lock is held by pid" in log.getvalue() and "'seq'" in log.getvalue()
     assert quiet.foreign_lock_holder(locks, lambda: set()) is None
+
+
+def test_a_window_s_host_lock_names_its_checkout_for_a_job_waiting_for_the_host(tmp_path):
+    """What another job waiting for the host prints names whose run holds it, as for a sequential job's lock
+    (a window's holder had no checkout: 'configuration 'a' of None')."""
+    from specsweep.serve.lock import describe_holder, read_holder
+
+    a = _side(tmp_path, "a", [("a", "1")])
+    mine, held = a.take_turn()
+    assert mine and held is not None
+    try:
+        holder = read_holder(held.paths[0])
+        assert holder["checkout"] == a.job.identity[guard.CHECKOUT_ENV] and holder["round_window"] == a.name
+        assert f"(configuration 'a' of {holder['checkout']}, run {a.job.run_id}, since " in describe_holder(holder)
+    finally:
+        held.release()
+    assert " of None" not in describe_holder({"pid": 1, "config": "a", "run_id": "r", "since": 0.0})

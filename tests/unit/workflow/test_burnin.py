@@ -77,10 +77,12 @@ def test_the_burn_in_runs_until_both_hold_and_its_record_says_so(tmp_path, monke
     monkeypatch.setattr(burnin, "run_config", run_unit)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(plan_dict(name="nospec", workload={"num_prompts": 4, "repeats": 3})))
-    record = burnin.burn_in(str(plan), SETTINGS, str(tmp_path / "burn-in.json"), io.StringIO(),
+    ran_for = {"launches": ["nospec launch-1"], "invocation": 1.5}  # its params' (workflow.stored.burn_in_for)
+    record = burnin.burn_in(str(plan), {**SETTINGS, "for": ran_for}, str(tmp_path / "burn-in.json"), io.StringIO(),
                             unit_dir=str(tmp_path / "units"))
     assert calls == ["burn-in-1", "burn-in-2", "burn-in-3", "burn-in-4"]
-    assert record["format_version"] == 2 and record["steady"] and record["rate_steady"] and record["ready_steady"]
+    assert record["format_version"] == 3 and record["steady"] and record["rate_steady"] and record["ready_steady"]
+    assert record["for"] == ran_for
     assert record["ready_tolerance"] == 0.1 and record["ready_poll_s"] == 0.25
     assert [u["ready_s"] for u in record["units"]] == [25.1, 21.3, 18.3, 18.0]
     assert json.loads((tmp_path / "burn-in.json").read_text()) == record

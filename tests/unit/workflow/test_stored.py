@@ -87,3 +87,26 @@ def test_launches_no_summary_of_the_plan_was_built_from_are_not_stale(tmp_path):
     # the summary is of another plan (another config file ran last): Snakemake rebuilds it from this plan's launches
     _current(tmp_path, OTHER)
     assert stale_launches(tmp_path, {"a": key}, [("a", "1"), ("a", "2")]) == []
+
+
+def test_the_burn_in_runs_for_the_launches_still_to_measure_and_else_keeps_what_it_last_ran_for(tmp_path):
+    """burn_in_host's params (``for``): new in an invocation that measures launches (it runs again, first), the
+    record's own when nothing is to be measured (it does not run), None before any burn-in."""
+    from specsweep.workflow.stored import burn_in_for, unmeasured
+
+    results = tmp_path / "results"
+    key = inputs.plan_key(PLAN)
+    _launch(results, key, "1")
+    planned = [("a", "1"), ("a", "2"), ("a", "aa"), ("other", "1")]
+    assert unmeasured(results, {"a": key}, planned) == ["a launch-2", "a launch-aa"]  # "other": no current plan
+    assert burn_in_for(results, {"a": key}, planned, 12.5) == {"launches": ["a launch-2", "a launch-aa"],
+                                                               "invocation": 12.5}
+    for launch in ("2", "aa"):
+        _launch(results, key, launch)
+    assert burn_in_for(results, {"a": key}, planned, 13.0) is None  # no burn-in ran yet: the settings alone
+    record = results / "rounds" / "burn-in.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"format_version": 1, "for": {"launches": ["a launch-2"], "invocation": 12.5}}))
+    assert burn_in_for(results, {"a": key}, planned, 14.0) == {"launches": ["a launch-2"], "invocation": 12.5}
+    assert json.loads(inputs.burn_in_params({}, None)).get("for") is None
+    assert json.loads(inputs.burn_in_params({}, {"launches": ["a launch-2"]}))["for"] == {"launches": ["a launch-2"]}
