@@ -170,9 +170,10 @@ def plot_tok_s(rows: list[dict[str, Any]], baseline: dict[str, Any] | None, path
     used = {r.get("verdict") for r in rows if r.get(BASELINE_TOK_S) is not None}
     legend = [(plt.Rectangle((0, 0), 1, 1, facecolor=c, alpha=0.8, edgecolor="black", linewidth=0.5), k)
               for k, c in VERDICT_COLORS.items() if k in used]
-    if any(r["status"] != Status.OK and r.get(BASELINE_TOK_S) is not None for r in rows):
+    hatched = sorted({str(r["status"]) for r in rows if r["status"] != Status.OK and r.get(BASELINE_TOK_S) is not None})
+    if hatched:  # the statuses the hatched bars really have (a contaminated or fallback row is never ok)
         legend.append((plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"),
-                       "hatched: status fallback / failed"))
+                       "hatched: status " + " / ".join(hatched)))
     if clipped:
         legend.append((plt.Line2D([], [], marker=">", color="black", ls="none"),
                        f"interval runs past {CI_AXIS_FACTOR:g}x the largest rate (too few launches)"))

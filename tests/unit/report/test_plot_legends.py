@@ -128,8 +128,12 @@ def test_tok_s_lists_hatching_only_when_a_hatched_bar_is_drawn(drawn):
            "absent": {}}
     plots.plot_tok_s([row], None, Path("unused.png"))
     plots.plot_tok_s([row, dict(row, config="b", status="fallback", verdict="faster")], None, Path("unused.png"))
-    ok, fallback = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
-    assert not any("hatched" in t for t in ok) and any("hatched" in t for t in fallback)
+    plots.plot_tok_s([row, dict(row, config="c", status="contaminated", verdict="contaminated")], None,
+                     Path("unused.png"))
+    ok, fallback, contaminated = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
+    assert not any("hatched" in t for t in ok) and "hatched: status fallback" in fallback
+    # the hatching names the statuses drawn (an H100 record's contaminated bars were called "fallback / failed")
+    assert "hatched: status contaminated" in contaminated
 
 
 def test_nothing_to_draw_is_no_file_and_a_reason(tmp_path):
