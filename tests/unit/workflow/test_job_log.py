@@ -84,7 +84,10 @@ def test_every_script_runs_in_job_log() -> None:
 def test_a_ctrl_c_ends_the_job_without_a_traceback(tmp_path: Path) -> None:
     """The job has torn down and said its outcome: one line in its log, exit status 130, nothing on the console."""
     log = tmp_path / "job.log"
+    # Python's own Ctrl-C handler, as under Snakemake: a shell that starts a command in the background gives it
+    # SIGINT ignored, and Python then keeps it ignored (a test run started that way saw exit status 0)
     code = ("import os, signal, sys; from specsweep.workflow.jobs import job_log\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             f"with job_log({str(log)!r}) as log:\n"
             "    print('outcome: failed launch interrupted', file=log)\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n")
