@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .cli import build_parser
 from .config import ModelConfig, load_config, serving_context
 
 #: Bytes per element of the engine's ``--dtype`` values on a GPU (``refengine.cli``: auto is bfloat16 there).
@@ -33,9 +34,9 @@ DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, 
 #: Per server, beyond its tensors: a CUDA context alone takes about 0.5 GiB; cuBLAS workspaces, the graphs'
 #: private pools and a forward's activations at the engine's batch sizes take the rest of this allowance.
 ALLOWANCE_BYTES = 1 << 30
-#: The engine's defaults where the plan leaves a flag out (``refengine.cli``).
-DEFAULT_MAX_RUNNING = 16
-DEFAULT_DTYPE = "auto"
+#: The engine's defaults where the plan leaves a flag out, read from its own parser (``refengine.cli``).
+DEFAULT_MAX_RUNNING = build_parser().get_default("max_running_requests")
+DEFAULT_DTYPE = build_parser().get_default("dtype")
 
 
 def weight_elements(cfg: ModelConfig, with_draft: bool, draft: ModelConfig | None = None) -> int:
