@@ -15,7 +15,7 @@ from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
-from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
+from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
@@ -29,6 +29,10 @@ if workflow.is_main_process:
 # When this Snakemake started: the closing summary speaks only of a report this run wrote.
 STARTED_AT = time.time()
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
+
+# A target after --configfile is read as one more config file: one line, not a schema error about its keys.
+if _target := target_as_configfile(workflow.configfiles):
+    raise SystemExit(_target)
 
 # Validated once (schema, then grids expanded, then semantics, with file, key
 # path and allowed values in every message), before any job is planned.
