@@ -7,6 +7,12 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
+# Ctrl-C on the user's console, from here on: one line (what was interrupted, how to resume), no traceback
+# (specsweep.workflow.console; before the imports below, which are a good part of Snakemake's first seconds).
+from specsweep.workflow.console import Interrupts
+
+INTERRUPTS = Interrupts(sys.stderr).install() if workflow.is_main_process else None
+
 from snakemake.logging import logger as snakemake_logger
 
 from specsweep.contracts import layout
@@ -258,6 +264,12 @@ def image_manifests(wildcards):
 
 def registry_json(wildcards):
     return sw.registry_json(config)
+
+
+def jobs_start():
+    """onstart: a Ctrl-C from now on stops running jobs."""
+    if INTERRUPTS is not None:
+        INTERRUPTS.started()
 
 
 def closing_summary():
