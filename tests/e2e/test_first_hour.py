@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,6 +27,7 @@ from specsweep.testing.browser import first_screen
 from specsweep.testing.workflow import (
     SNAKEMAKE,
     copy_workflow,
+    interrupted_run,
     launch_path,
     measured_launches,
     plain_default_config,
@@ -54,12 +52,6 @@ PROBE = r"""(() => {
     heading: heading ? heading.innerText.trim() : null,
     rows: [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim()))});
 })()"""
-
-# snakemake with Python's own Ctrl-C handler (a process started in the background inherits SIGINT ignored)
-SNAKEMAKE_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-                         "from snakemake.cli import main\n"
-                         "sys.argv = ['snakemake', *sys.argv[1:]]\n"
-                         "main()\n")
 
 
 def console_of(work: Path, *args: str) -> str:
@@ -114,7 +106,7 @@ def test_the_report_s_first_screen_holds_the_deploy_line_and_the_verdicts_table(
     assert 0 <= shown["deploy_top"] < shown["table_top"] < shown["height"], shown
 
 
-def test_an_edit_a_switch_and_back_a_ctrl_c_and_the_rerun(first_run):
+def test_an_edit_then_a_switch_to_another_config_file_and_back(first_run):
     work = first_run
     first = (work / "config.yaml").read_text()
     (work / "config" / "first.yaml").write_text(first)  # the first run's file, kept to switch back to
@@ -143,30 +135,26 @@ def test_an_edit_a_switch_and_back_a_ctrl_c_and_the_rerun(first_run):
     assert summary["points"][0]["run_id"] == edited_run
     assert launch_bytes(work) == measured, "switching relaunches nothing and rewrites no launch"
 
-    # A configuration added, and a Ctrl-C while its server measures: the console's last line is its outcome,
-    # no traceback. The rerun launches it alone and completes; nothing is left to do.
+
+def test_a_configuration_added_a_ctrl_c_at_once_then_while_it_measures_and_the_rerun(first_run):
+    """A Ctrl-C in the first seconds, then one while the new configuration's server measures: the console's last
+    line says what was interrupted (the second time, the launch's outcome), no traceback. The rerun launches it
+    alone and completes; nothing is left to do. (After the edit above, when run with it: config.yaml as it is.)"""
+    work = first_run
+    config = yaml.safe_load((work / "config.yaml").read_text())
     config["configurations"]["eagle3-shm"] = dict(plain_default_config()["configurations"]["eagle3-shm"],
                                                   workload={"num_prompts": 4, "output_len": 16, "repeats": 2})
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     measured = launch_bytes(work)
+    # Ctrl-C at once (the cost line said more than expected): one line, what was interrupted and how to resume.
+    code, text = interrupted_run(work, ["all"], lambda shown: "specsweep: cost: " in shown)
+    assert code != 0 and "Traceback" not in text, text[-3000:]
+    assert text.rstrip().splitlines()[-1].startswith("specsweep: interrupted (Ctrl-C)"), text[-3000:]
+    assert "run the same command again" in text.rstrip().splitlines()[-1]
+    # Ctrl-C while the new configuration's server measures.
     log = launch_path(work, "eagle3-shm") / "logs" / "benchmark_server.log"
-    shown = work / "console.txt"
-    with shown.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SNAKEMAKE_WITH_CTRL_C, "--cores", "1", "all"],  # noqa: S603
-                                cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 180
-            while not (log.exists() and "[measured" in log.read_text()):
-                assert proc.poll() is None and time.monotonic() < deadline, shown.read_text()[-3000:]
-                time.sleep(0.05)
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
-            proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    text = shown.read_text()
-    assert proc.returncode != 0 and "Traceback" not in text, text[-3000:]
+    code, text = interrupted_run(work, ["all"], lambda _: log.exists() and "[measured" in log.read_text())
+    assert code != 0 and "Traceback" not in text, text[-3000:]
     last = text.rstrip().splitlines()[-1]
     assert last == "specsweep eagle3-shm launch-1: outcome: failed benchmark interrupted", text
     assert not (work / "results" / "eagle3-shm" / "summary.json").exists()

@@ -9,47 +9,20 @@ and once the first jobs ran (a plan written) but no server was launched.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from specsweep.testing.workflow import copy_workflow
+from specsweep.testing.workflow import copy_workflow, interrupted_run
 
 pytestmark = pytest.mark.slow
 
-SNAKEMAKE_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-                         "from snakemake.cli import main\n"
-                         "sys.argv = ['snakemake', *sys.argv[1:]]\n"
-                         "main()\n")
 READING = ("specsweep: interrupted (Ctrl-C) while Snakemake read the workflow, before any job ran; "
            "run the same command again to start")
 RUNNING = ("specsweep: interrupted (Ctrl-C): the running jobs stop (a server job says its outcome); "
            "run the same command again to resume (launches measured already are kept)")
-
-
-def _interrupted(work: Path, ready, timeout_s: float = 120) -> tuple[int, str]:
-    console = work / "console.txt"
-    with console.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SNAKEMAKE_WITH_CTRL_C, "--cores", "1", "all"],  # noqa: S603
-                                cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + timeout_s
-            while not ready(console.read_text()):
-                assert proc.poll() is None, console.read_text()[-3000:]
-                assert time.monotonic() < deadline, console.read_text()[-3000:]
-                time.sleep(0.01)
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
-            proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return proc.returncode, console.read_text()
 
 
 def _reruns(work: Path) -> None:
@@ -60,7 +33,7 @@ def _reruns(work: Path) -> None:
 
 def test_ctrl_c_while_the_workflow_is_read_is_one_line_and_no_traceback(tmp_path):
     work = copy_workflow(tmp_path)
-    code, shown = _interrupted(work, lambda text: "specsweep: cost: " in text)
+    code, shown = interrupted_run(work, ["all"], lambda text: "specsweep: cost: " in text)
     assert code != 0 and "Traceback" not in shown and "KeyboardInterrupt" not in shown, shown[-3000:]
     assert shown.rstrip().splitlines()[-1] in (READING, RUNNING), shown[-3000:]
     print(shown.rstrip().splitlines()[-1])
@@ -69,7 +42,7 @@ def test_ctrl_c_while_the_workflow_is_read_is_one_line_and_no_traceback(tmp_path
 
 def test_ctrl_c_after_the_first_jobs_before_any_launch_is_one_line_and_no_traceback(tmp_path):
     work = copy_workflow(tmp_path)
-    code, shown = _interrupted(work, lambda _: any((work / "results").glob("*/plans/*/plan.json")))
+    code, shown = interrupted_run(work, ["all"], lambda _: any((work / "results").glob("*/plans/*/plan.json")))
     assert code != 0 and "Traceback" not in shown and "KeyboardInterrupt" not in shown, shown[-3000:]
     assert shown.rstrip().splitlines()[-1] == RUNNING, shown[-3000:]
     assert not any((work / "results").glob("*/plans/*/launch-*/outcome.json")), "no server job ran"
