@@ -414,7 +414,7 @@ class _Runner:
                 _write_job_files(job.paths, self.launch, outcome, job.run_id, job.plan.name)
             if late.names:
                 print(f"{late.said()} during the teardown: the server was ended at once; "
-                      + ("the job stops as interrupted" if self.interrupted else "the measured result stands"),
+                      + ("the job stops as interrupted" if self.interrupted else "the outcome stands"),
                       file=job.log)
             line = f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}"
             print(line, file=job.log)
