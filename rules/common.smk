@@ -7,6 +7,12 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
+# Ctrl-C on the user's console, from here on: one line (what was interrupted, how to resume), no traceback
+# (specsweep.workflow.console; before the imports below, which are a good part of Snakemake's first seconds).
+from specsweep.workflow.console import Interrupts
+
+INTERRUPTS = Interrupts(sys.stderr).install() if workflow.is_main_process else None
+
 from snakemake.logging import logger as snakemake_logger
 
 from specsweep.contracts import layout
@@ -16,7 +22,7 @@ from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
-from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
+from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
 from specsweep.plan.design import local_job_slots
@@ -31,6 +37,10 @@ if workflow.is_main_process:
 # When this Snakemake started: the closing summary speaks only of a report this run wrote.
 STARTED_AT = time.time()
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
+
+# A target after --configfile is read as one more config file: one line, not a schema error about its keys.
+if _target := target_as_configfile(workflow.configfiles):
+    raise SystemExit(_target)
 
 # Validated once (schema, then grids expanded, then semantics, with file, key
 # path and allowed values in every message), before any job is planned.
@@ -256,6 +266,12 @@ def image_manifests(wildcards):
 
 def registry_json(wildcards):
     return sw.registry_json(config)
+
+
+def jobs_start():
+    """onstart: a Ctrl-C from now on stops running jobs."""
+    if INTERRUPTS is not None:
+        INTERRUPTS.started()
 
 
 def closing_summary():
