@@ -52,12 +52,13 @@ def model_shapes(models=MODELS) -> list[dict]:
         path = REPO / "config" / "models" / name / "config.json"
         config = json.loads(path.read_text())
         config = config.get("text_config", config)
+        sizes = ("intermediate_size", "moe_intermediate_size")
         try:
             shapes.append({"model": name, "hidden": int(config["hidden_size"]), "eps": float(config["rms_norm_eps"]),
-                           "intermediate": sorted({int(config[k]) for k in ("intermediate_size", "moe_intermediate_size")
-                                                   if config.get(k)})})
+                           "intermediate": sorted({int(config[k]) for k in sizes if config.get(k)})})
         except KeyError as exc:
-            raise SystemExit(f"gpu_kernel_run: {path}: key {exc} missing (hidden_size, intermediate_size, rms_norm_eps)")
+            raise SystemExit(f"gpu_kernel_run: {path}: key {exc} missing "
+                             "(needed: hidden_size, intermediate_size, rms_norm_eps)") from None
     return shapes
 
 
@@ -99,7 +100,7 @@ def bare_sglang() -> None:
         return
     spec = importlib.util.find_spec("sglang")
     if spec is None:
-        raise SystemExit("gpu_kernel_run: sglang is not importable (install the wheels or set PYTHONPATH)")
+        raise ModuleNotFoundError("sglang is not importable (install the wheels or set PYTHONPATH)")
     sys.modules["sglang"] = importlib.util.module_from_spec(spec)
 
 
@@ -126,7 +127,11 @@ def versions() -> dict:
             "nvcc_path": nvcc, "nvcc": _run([nvcc, "--version"]).splitlines()[-1] if nvcc else None,
             "cuda_home": os.environ.get("CUDA_HOME"),
             "sglang": dist("sglang"), "flashinfer": dist("flashinfer-python"), "tvm_ffi": dist("apache-tvm-ffi"),
-            "triton": dist("triton"), "ninja": dist("ninja")}
+            "triton": dist("triton"), "ninja": dist("ninja"),
+            "ninja_on_path": shutil.which("ninja"),  # both libraries run `ninja` from PATH
+            # torch's own DLPack C exchange API; without it tvm-ffi builds an addon on import
+            # (tvm_ffi/_optional_torch_c_dlpack.py:92-180)
+            "torch_dlpack_c_exchange_api": hasattr(torch.Tensor, "__dlpack_c_exchange_api__")}
     if shutil.which("nvidia-smi"):
         info["nvidia_smi"] = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
                                    "--format=csv,noheader"])
@@ -143,7 +148,7 @@ def libcuda_for_link(scratch: pathlib.Path) -> str:
     ``libcuda.so`` leave the link failing; then a ``libcuda.so`` naming the loaded driver's file goes on
     ``LIBRARY_PATH``. Returns what the link uses."""
     stub = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "lib64" / "stubs" / "libcuda.so"
-    dirs = [str(stub.parent)] + os.environ.get("LIBRARY_PATH", "").split(":") + ["/usr/lib/x86_64-linux-gnu", "/usr/lib64"]
+    dirs = [str(stub.parent), *os.environ.get("LIBRARY_PATH", "").split(":"), "/usr/lib/x86_64-linux-gnu", "/usr/lib64"]
     link = next((pathlib.Path(d) / "libcuda.so" for d in dirs if d and (pathlib.Path(d) / "libcuda.so").exists()), None)
     try:
         ctypes.CDLL("libcuda.so.1")
@@ -171,11 +176,10 @@ def build(arch: str | None) -> tuple[list[dict], dict]:
     import torch
 
     bare_sglang()
+    import flashinfer.activation
     from sglang.kernels.jit.utils import override_jit_cuda_arch
     from sglang.kernels.ops.activation.activation import activation_module
     from sglang.kernels.ops.layernorm.norm import _jit_fused_add_rmsnorm_module
-
-    import flashinfer.activation
 
     override = override_jit_cuda_arch(int(arch[:-1]), int(arch[-1])) if arch else contextlib.nullcontext()
     entries, modules = [], {}
@@ -218,10 +222,9 @@ def libraries_built(cache: pathlib.Path) -> list[dict]:
 
 def run_checks(modules: dict, shapes: list[dict], seed: int) -> list[dict]:
     """Each built kernel on each model shape and token count, against its torch reference."""
-    import torch
-
-    from sglang.kernels.ops.layernorm.norm import fused_add_rmsnorm
     import flashinfer.activation
+    import torch
+    from sglang.kernels.ops.layernorm.norm import fused_add_rmsnorm
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     checks = []
@@ -229,30 +232,42 @@ def run_checks(modules: dict, shapes: list[dict], seed: int) -> list[dict]:
     def randn(*shape):
         return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
 
-    for shape in shapes:
+    def sglang_silu(x, ref):  # kernels/ops/activation/activation.py:63-67
+        out = torch.empty_like(ref)
+        modules[("sglang", "silu_and_mul")].run_activation(x, out, "silu")
+        return compare(out, ref)
+
+    def flashinfer_silu(x, ref):  # flashinfer/activation.py:91-130 (its public entry)
+        return compare(flashinfer.activation.silu_and_mul(x), ref)
+
+    def sglang_add_rmsnorm(hidden, n, eps):  # kernels/ops/layernorm/norm.py:138-148: in place
+        x, res, w = randn(n, hidden), randn(n, hidden), randn(hidden)
+        ref_out, ref_res = fused_add_rmsnorm_ref(x, res, w, eps)
+        fused_add_rmsnorm(x, res, w, eps)
+        out_cmp, res_cmp = compare(x, ref_out), compare(res, ref_res)
+        return {**out_cmp, "residual": res_cmp, "ok": out_cmp["ok"] and res_cmp["ok"]}
+
+    def check(library, kernel, model, shape, fn, *args):
+        if (library, kernel) not in modules:
+            return
+        entry = {"library": library, "kernel": kernel, "model": model, "shape": shape}
+        try:
+            entry.update(fn(*args))
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a failed run is this check's result
+            entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[-2000:],
+                         traceback=traceback.format_exc()[-3000:])
+        checks.append(entry)
+
+    for s in shapes:
         for n in TOKENS:
-            for inter in shape["intermediate"]:
+            for inter in s["intermediate"]:
                 x = randn(n, 2 * inter)
                 ref = silu_and_mul_ref(x)
-                if ("sglang", "silu_and_mul") in modules:  # kernels/ops/activation/activation.py:63-67
-                    out = torch.empty_like(ref)
-                    modules[("sglang", "silu_and_mul")].run_activation(x, out, "silu")
-                    checks.append({"library": "sglang", "kernel": "silu_and_mul", "model": shape["model"],
-                                   "shape": [n, 2 * inter], **compare(out, ref)})
-                if ("flashinfer", "silu_and_mul") in modules:  # flashinfer/activation.py:91-130
-                    out = flashinfer.activation.silu_and_mul(x)
-                    checks.append({"library": "flashinfer", "kernel": "silu_and_mul", "model": shape["model"],
-                                   "shape": [n, 2 * inter], **compare(out, ref)})
-            if ("sglang", "fused_add_rmsnorm") in modules:  # kernels/ops/layernorm/norm.py:138-148, in place
-                x, res, w = randn(n, shape["hidden"]), randn(n, shape["hidden"]), randn(shape["hidden"])
-                ref_out, ref_res = fused_add_rmsnorm_ref(x, res, w, shape["eps"])
-                fused_add_rmsnorm(x, res, w, shape["eps"])
-                torch.cuda.synchronize()
-                out_cmp, res_cmp = compare(x, ref_out), compare(res, ref_res)
-                checks.append({"library": "sglang", "kernel": "fused_add_rmsnorm", "model": shape["model"],
-                               "shape": [n, shape["hidden"]], **out_cmp, "residual": res_cmp,
-                               "ok": out_cmp["ok"] and res_cmp["ok"]})
-    torch.cuda.synchronize()
+                check("sglang", "silu_and_mul", s["model"], [n, 2 * inter], sglang_silu, x, ref)
+                check("flashinfer", "silu_and_mul", s["model"], [n, 2 * inter], flashinfer_silu, x, ref)
+            check("sglang", "fused_add_rmsnorm", s["model"], [n, s["hidden"]], sglang_add_rmsnorm,
+                  s["hidden"], n, s["eps"])
     return checks
 
 
@@ -271,28 +286,36 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_kernel_run: --compile-only and --arch go together; --arch is a compute capability "
               "such as 90", file=sys.stderr)
         return 2
-    shapes = model_shapes()
-    cache = pathlib.Path(args.cache_dir or tempfile.mkdtemp(prefix="gpu-kernel-jit-")).resolve()
-    os.environ["SGLANG_JIT_CACHE_DIR"] = str(cache / "sglang")
-    os.environ["FLASHINFER_WORKSPACE_BASE"] = str(cache / "flashinfer")
-    if args.arch:  # read when flashinfer is imported (flashinfer/compilation_context.py)
-        os.environ["FLASHINFER_CUDA_ARCH_LIST"] = f"{args.arch[:-1]}.{args.arch[-1]}"
     import torch
 
     if not args.compile_only and not torch.cuda.is_available():
         print(f"gpu_kernel_run: no CUDA device (torch {torch.__version__}, CUDA {torch.version.cuda}: "
               "torch.cuda.is_available() is False); without a GPU use --compile-only --arch 90", file=sys.stderr)
         return 2
+    shapes = model_shapes()
+    cache = pathlib.Path(args.cache_dir or tempfile.mkdtemp(prefix="gpu-kernel-jit-")).resolve()
+    os.environ["SGLANG_JIT_CACHE_DIR"] = str(cache / "sglang")
+    os.environ["FLASHINFER_WORKSPACE_BASE"] = str(cache / "flashinfer")
+    if args.arch:  # read when flashinfer is imported (flashinfer/compilation_context.py:114-115)
+        os.environ["FLASHINFER_CUDA_ARCH_LIST"] = f"{args.arch[:-1]}.{args.arch[-1]}"
     result = {"versions": versions(), "shapes": shapes, "tokens": list(TOKENS),
               "tolerance": {"rtol": RTOL, "atol": ATOL, "dtype": "bfloat16"},
               "cache_dir": str(cache), "compile_only": args.compile_only, "arch": args.arch}
     result["libcuda_link"] = libcuda_for_link(cache / "link")
+    result["builds"], result["checks"] = [], []
     t0 = time.monotonic()
-    result["builds"], modules = build(args.arch)
-    result["build_total_s"] = round(time.monotonic() - t0, 1)
-    result["libraries"] = libraries_built(cache)
-    result["checks"] = [] if args.compile_only else run_checks(modules, shapes, args.seed)
-    result["ok"] = all(b["ok"] for b in result["builds"]) and all(c["ok"] for c in result["checks"])
+    try:
+        result["builds"], modules = build(args.arch)
+        result["build_total_s"] = round(time.monotonic() - t0, 1)
+        result["libraries"] = libraries_built(cache)
+        if not args.compile_only:
+            result["checks"] = run_checks(modules, shapes, args.seed)
+    except Exception as exc:  # noqa: BLE001 - an import or setup failure still leaves its JSON
+        result["error"] = f"{type(exc).__name__}: {exc}"[-2000:]
+        result["traceback"] = traceback.format_exc()[-4000:]
+        print(result["traceback"], file=sys.stderr)
+    result["ok"] = ("error" not in result and bool(result["builds"]) and all(b["ok"] for b in result["builds"])
+                    and all(c["ok"] for c in result["checks"]))
     pathlib.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for c in result["checks"]:
         print(f"{c['library']:10} {c['kernel']:18} {c['model']:20} {str(c['shape']):14} "
