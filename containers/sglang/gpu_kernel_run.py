@@ -129,6 +129,7 @@ def versions() -> dict:
             "sglang": dist("sglang"), "flashinfer": dist("flashinfer-python"), "tvm_ffi": dist("apache-tvm-ffi"),
             "triton": dist("triton"), "ninja": dist("ninja"),
             "ninja_on_path": shutil.which("ninja"),  # both libraries run `ninja` from PATH
+            "host_compiler": _run(["c++", "--version"]).splitlines()[0] if shutil.which("c++") else None,
             # torch's own DLPack C exchange API; without it tvm-ffi builds an addon on import
             # (tvm_ffi/_optional_torch_c_dlpack.py:92-180)
             "torch_dlpack_c_exchange_api": hasattr(torch.Tensor, "__dlpack_c_exchange_api__")}

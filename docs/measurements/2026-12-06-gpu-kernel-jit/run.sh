@@ -9,6 +9,9 @@ here=docs/measurements/2026-12-06-gpu-kernel-jit
 date -u
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
 python3 --version
+for tool in c++ gcc ninja nvcc; do echo "$tool: $(command -v "$tool" || echo missing)"; done
+/usr/local/cuda/bin/nvcc --version | tail -n 2
+ls /usr/local/cuda/lib64/stubs/libcuda.so 2>&1
 python3 -m pip list 2>/dev/null > "$OUT/pip-list.txt"
 grep -i -E '^(torch|triton|numpy|ninja|packaging|nvidia-cuda-runtime|nvidia-cuda-nvcc)[- ]' "$OUT/pip-list.txt"
 python3 "$here/make_carry.py" verify .gk || exit 3
