@@ -112,6 +112,11 @@ def _run(argv: list[str]) -> str:
         return f"unavailable: {exc}"
 
 
+def _release(text: str) -> str:
+    """nvcc --version's "Cuda compilation tools, release 13.0, V13.0.88" line."""
+    return next((line for line in text.splitlines() if "release" in line), text.splitlines()[-1] if text else "")
+
+
 def versions() -> dict:
     import torch
 
@@ -124,7 +129,7 @@ def versions() -> dict:
     nvcc = shutil.which("nvcc", path=str(pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin")) \
         or shutil.which("nvcc")
     info = {"python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-            "nvcc_path": nvcc, "nvcc": _run([nvcc, "--version"]).splitlines()[-1] if nvcc else None,
+            "nvcc_path": nvcc, "nvcc": _release(_run([nvcc, "--version"])) if nvcc else None,
             "cuda_home": os.environ.get("CUDA_HOME"),
             "sglang": dist("sglang"), "flashinfer": dist("flashinfer-python"), "tvm_ffi": dist("apache-tvm-ffi"),
             "triton": dist("triton"), "ninja": dist("ninja"),

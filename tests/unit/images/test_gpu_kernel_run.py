@@ -89,3 +89,9 @@ def test_a_missing_library_still_writes_the_json(tmp_path, monkeypatch, capsys):
     assert result["ok"] is False and "sglang is not importable" in result["error"]
     assert result["versions"]["torch"] == torch.__version__ and result["arch"] == "90"
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_nvcc_release_line():
+    text = ("nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\n"
+            "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0")
+    assert gkr._release(text) == "Cuda compilation tools, release 13.0, V13.0.88"
