@@ -35,11 +35,15 @@ def _env_file(results: Path, grid: str, best_files: Iterable[str | Path]) -> Pat
 
 
 def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[str]:
-    """The closing summary of the report under ``results`` (empty when there is no report.json)."""
+    """The closing summary of the report under ``results`` (empty when there is no report.json, or one that
+    analyze_sweep did not write: no ``format_version``, e.g. the empty object a ``snakemake --touch`` timing
+    leaves, benchmarks/bench_dag.py)."""
     path = results / "report.json"
     if not path.is_file():
         return []
     report = json.loads(path.read_text())
+    if not isinstance(report, dict) or "format_version" not in report:
+        return []
     rows = report["rows"]
     points = list(dict.fromkeys(r["point"] for r in rows))
     baseline = next((r["config"] for r in rows if r["verdict"] == Verdict.BASELINE), None)
