@@ -63,9 +63,14 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
         what = ("won" if race["decided"] and not race["tied_with"] else
                 f"ties with {', '.join(race['tied_with'])}" if race["tied_with"] else "leads (not decided)")
         screened = cost.get("screened_out") or []
+        check = race.get("screen_check") or []
+        slower = sum(1 for c in check if c["really_slower"])
+        launched = sum(1 for c in check if c["launches"])
         lines.append(f"Race: {race['winner']} {what} ({race['ended_by']}); {cost['spent']} launches"
                      + (f" of {cost['full_design']} for the full design" if cost["full_design"] else "")
-                     + (f"; {len(screened)} screened out by the cost model." if screened else "."))
+                     + (f"; {len(screened)} screened out by the cost model" if screened else "")
+                     + (f" ({launched} launched to check it, {cost.get('check_spent')} launches: {slower} really "
+                        "slower than the winner)" if launched else "") + ".")
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:

@@ -439,11 +439,15 @@ def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgemen
 
 
 def kept_launches(launches: Mapping[str, int], config: Mapping[str, Any], screened: Any = None) -> dict[str, int]:
-    """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``)."""
-    if screened is None or not ScreenSettings.from_config(config).enabled:
+    """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``);
+    with ``screen.check``, each one it set aside is launched once anyway: launch 1, in round 1, so never a
+    survivor of a race (a race's survivors are the configurations of the round just judged, from round 2 on)."""
+    own = ScreenSettings.from_config(config)
+    if screened is None or not own.enabled:
         return dict(launches)
     aside = set(screened())
-    return {name: n for name, n in launches.items() if name not in aside}
+    return {name: (min(n, CHECK_LAUNCHES) if name in aside else n) for name, n in launches.items()
+            if name not in aside or own.check}
 
 
 round_path = rounds_mod.round_path
@@ -513,6 +517,8 @@ def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any
 # ------------------------------------------------------------------ a race's screen (workflow.screen, rules/screen.smk)
 
 
+#: How often a screen's check run (``screen.check``) launches each configuration the screen set aside.
+CHECK_LAUNCHES = 1
 #: The screen's record, which the rounds and the report read.
 SCREEN_PATH = "results/screen/screen.json"
 #: The micro-benchmark of one setting, beside the plan of the configuration that stands for it.
@@ -555,16 +561,20 @@ def screen_input(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def report_summaries(names: Sequence[str], config: Mapping[str, Any], screened: Any = None) -> list[str]:
-    """The summaries the report reads: every configuration's but those the screen set aside (never launched)."""
+    """The summaries the report reads: every configuration's but those the screen set aside (never launched;
+    with ``screen.check`` launched once, and read)."""
     kept = kept_launches(dict.fromkeys(names, 0), config, screened)
     return [layout.summary_path(name) for name in names if name in kept]
 
 
 def judge_params(params: str, config: Mapping[str, Any], screened: Any = None) -> str:
     """judge_round's params (``round_params``) with the planned launches of the configurations the screen kept
-    (the next planned round a judgement names holds no configuration set aside)."""
+    (the next planned round a judgement names holds no configuration set aside); with ``screen.check``, the
+    set-aside ones launched to check the screen, ``outside_race``: measured, never racing."""
     if screened is None or not ScreenSettings.from_config(config).enabled:
         return params
     own = json.loads(params)
     own["launches"] = kept_launches(own["launches"], config, screened)
+    if ScreenSettings.from_config(config).check:
+        own["outside_race"] = sorted(set(screened()) & set(own["launches"]))  # launched to check, never racing
     return canonical_json(own)

@@ -43,6 +43,15 @@ def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
     assert len(inputs.walk_rounds(launches, off, lambda r: "unused", upto=1, screened=never)[0]) == 4
     assert inputs.report_summaries(["a", "b"], off, never) == ["results/a/summary.json", "results/b/summary.json"]
     assert inputs.judge_params(params, off, never) == params and inputs.screen_input(off) == {}
+    # the screen's check run: the set-aside configuration once, in round 1, and its summary in the report;
+    # the judgements know it is outside the race
+    check = {**config, "screen": {**config["screen"], "check": True}}
+    rounds = inputs.walk_rounds(launches, check, lambda r: "unused", upto=2, screened=lambda: ["b"])
+    assert rounds == [[("a", "1"), ("b", "1"), ("c", "1"), ("a", "aa")], [("a", "2"), ("c", "2")]]
+    assert inputs.report_summaries(["a", "b", "c"], check, lambda: ["b"]) == [
+        "results/a/summary.json", "results/b/summary.json", "results/c/summary.json"]
+    judged = json.loads(inputs.judge_params(params, check, lambda: ["b"]))
+    assert judged["launches"] == {"a": 2, "b": 1, "c": 2} and judged["outside_race"] == ["b"]
 
 
 def test_the_ground_truth_grid_races_16_known_slowdowns_and_plans_its_two_rounds(tmp_path):
