@@ -8,6 +8,7 @@ numpy, matplotlib or aiohttp).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -368,11 +369,19 @@ def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapp
                        launch: str, round_no: int) -> float:
     """The job priority of one launch, by its place in its round's seeded order; a launch the sweep
     does not plan stops Snakemake with one line (``no_launch``)."""
-    members = rounds_mod.members_of_round(rounds, round_no)
-    if (config_name, launch) not in members:
+    members = tuple(rounds_mod.members_of_round(rounds, round_no))
+    priorities = _round_priorities(members, RoundSettings.from_config(config).seed, round_no)
+    if (config_name, launch) not in priorities:
         no_launch(config_name, launch, sorted(lid for r in rounds for name, lid in r if name == config_name))
-    order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
-    return plan_rounds.priority_in_round(order, config_name, launch, round_no)
+    return priorities[(config_name, launch)]
+
+
+@functools.lru_cache(maxsize=16)
+def _round_priorities(members: tuple[tuple[str, str], ...], seed: int, round_no: int
+                      ) -> dict[tuple[str, str], float]:
+    """Every member's job priority in its round (``plan.rounds.round_priorities`` of the round's order), drawn
+    once per round: Snakemake asks it of every launch job, and a round of N launches drawn N times is N^2."""
+    return plan_rounds.round_priorities(plan_rounds.round_order(members, seed, round_no), round_no)
 
 
 def schedule_of_rounds(rounds: Sequence[Sequence[tuple[str, str]]], names: Sequence[str]) -> dict[str, list[str]]:
