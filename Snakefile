@@ -70,6 +70,11 @@ include: "rules/benchmark.smk"
 include: "rules/report.smk"
 
 
+# Before the first job: what a Ctrl-C says from now on.
+onstart:
+    jobs_start()
+
+
 # After a run that wrote the report: a few lines on the console, a view of
 # results/report.json (what to deploy, the controls and the verdicts, where the report is).
 onsuccess:

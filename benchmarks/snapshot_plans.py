@@ -40,6 +40,7 @@ from specsweep.plan.rounds import planned_rounds
 from specsweep.records import DEFAULT_POINT, run_header
 from specsweep.testing.reports import sequential_records
 from specsweep.workflow import inputs as sw
+from specsweep.workflow import round_inputs as sr
 from specsweep.workflow.jobs import analyze_sweep_files, render_report_files, summarize_files
 
 
@@ -58,7 +59,7 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
     order = sw.launch_order(sweep.config, launches)
     schedule = sw.schedule_of(order, names)
     # the planned rounds (no judgement needed for them) and each launch's round
-    rounds = sw.walk_rounds(launches, sweep.config, None, planned_rounds(launches))
+    rounds = sr.walk_rounds(launches, sweep.config, None, planned_rounds(launches))
     keys = sw.plan_keys(plans)  # where each plan and its launches are stored
     per_config = {name: {
         "plan_params_equal": sw.plan_params(plans, name) == canonical_json(plans[name]),
@@ -69,15 +70,15 @@ def snapshot(config_paths: list[str]) -> tuple[dict[str, dict], dict]:
         "baseline_inputs": sw.baseline_inputs(sweep.config, name, keys),
         "summary_labels": sw.summary_labels(labels, name),
         "gpus": sw.gpus_of(plans, name),
-        "priorities": {launch: sw.launch_priority_in(rounds, sweep.config, name, launch,
-                                                     sw.round_of_launch(launches, launch))
+        "priorities": {launch: sr.launch_priority_in(rounds, sweep.config, name, launch,
+                                                     sr.round_of_launch(launches, launch))
                        for launch in schedule[name]},
     } for name in names}
     rest = {"launches": launches, "order": [list(x) for x in order], "labels": labels,
             "label_errors": errors, "label_warnings": warnings, "plan_problems": plan_problems(plans),
             "agreement": sw.agreement_params(config), "best_exports": sw.best_exports(sweep.grids),
             "report_params": sw.report_params(sweep.config, labels, names, sweep.grids, order,
-                                              sw.measurement_design(sweep.config, plans)),
+                                              sr.measurement_design(sweep.config, plans)),
             "image_manifests": sw.image_manifests(config), "configurations": per_config}
     rest["_sweep"], rest["_keys"] = sweep, keys  # for synthetic_results; not written
     return plans, rest

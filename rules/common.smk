@@ -7,17 +7,25 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
+# Ctrl-C on the user's console, from here on: one line (what was interrupted, how to resume), no traceback
+# (specsweep.workflow.console; before the imports below, which are a good part of Snakemake's first seconds).
+from specsweep.workflow.console import Interrupts
+
+INTERRUPTS = Interrupts(sys.stderr).install() if workflow.is_main_process else None
+
 from snakemake.logging import logger as snakemake_logger
 
 from specsweep.contracts import layout
 from specsweep.workflow import inputs as sw
+from specsweep.workflow import round_inputs as sr
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
-from specsweep.plan.config import ConfigError, check_files_strict, check_sweep
+from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
+from specsweep.plan.design import local_job_slots
 from specsweep.plan.resolve import resolve_labels, resolve_sweep
 
 # Snakemake's own console lines: the profile's quiet, and what it prints regardless, off unless --verbose
@@ -29,6 +37,10 @@ if workflow.is_main_process:
 # When this Snakemake started: the closing summary speaks only of a report this run wrote.
 STARTED_AT = time.time()
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config.yaml"
+
+# A target after --configfile is read as one more config file: one line, not a schema error about its keys.
+if _target := target_as_configfile(workflow.configfiles):
+    raise SystemExit(_target)
 
 # Validated once (schema, then grids expanded, then semantics, with file, key
 # path and allowed values in every message), before any job is planned.
@@ -48,8 +60,8 @@ try:
     # Every round's design: side by side where every server fits on the host at once (plan.design).
     # A round side by side runs all its launches at once: no more than Snakemake's local workers (--cores + 5);
     # under a cluster executor (Slurm) none: its jobs land on any node at any time.
-    DESIGN = sw.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE,
-                                   sw.local_job_slots(workflow.resource_settings.cores) if workflow.local_exec else 0)
+    DESIGN = sr.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE,
+                                   local_job_slots(workflow.resource_settings.cores) if workflow.local_exec else 0)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 for _warning in _warnings:
@@ -61,14 +73,14 @@ PLAN_KEYS = sw.plan_keys(PLANS)
 ROOT = workflow.basedir
 # The rounds (specsweep.plan.rounds): what every round's judgement reads, and
 # the burn-in's configuration and settings.
-ROUND_PARAMS = sw.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
-BURN_IN_CONFIG = sw.burn_in_config(SWEEP.config, CONFIGS)
+ROUND_PARAMS = sr.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
+BURN_IN_CONFIG = sr.burn_in_config(SWEEP.config, CONFIGS)
 # Its params say what it runs for: new in an invocation that measures launches (workflow.stored.burn_in_for).
-BURN_IN = sw.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
+BURN_IN = sr.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
                                                      sw.launch_order(SWEEP.config, LAUNCHES), STARTED_AT))
 BEST_EXPORTS = sw.best_exports(SWEEP.grids)
 # A race's screen (screen.enabled; specsweep.workflow.screen): what its checkpoint is given.
-SCREEN_PARAMS = sw.screen_params(SWEEP.config, PLANS, PLAN_KEYS)
+SCREEN_PARAMS = sr.screen_params(SWEEP.config, PLANS, PLAN_KEYS)
 # What the sweep will cost (launches, requests, a guessed time), said at every start, `snakemake -n` included.
 if workflow.is_main_process:
     _cost, _cost_warnings = sweep_cost_lines(config_cost(SWEEP.config, PLANS, LAUNCHES))
@@ -137,31 +149,31 @@ def judgement_of(round_no):
 
 def screened_out():
     # The configurations the screen set aside: a checkpoint, so the DAG stops here until it is written.
-    return sw.screened_out(checkpoints.screen_grid.get().output[0])
+    return sr.screened_out(checkpoints.screen_grid.get().output[0])
 
 
 def rounds_upto(round_no=None):
-    return sw.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no, screened_out)
+    return sr.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no, screened_out)
 
 
 def screen_benches(wildcards):
-    return sw.screen_bench_inputs(SWEEP.config, PLANS, PLAN_KEYS)
+    return sr.screen_bench_inputs(SWEEP.config, PLANS, PLAN_KEYS)
 
 
 def screen_input(wildcards):
-    return sw.screen_input(SWEEP.config)
+    return sr.screen_input(SWEEP.config)
 
 
 def report_summaries(wildcards):
-    return sw.report_summaries(CONFIGS, SWEEP.config, screened_out)
+    return sr.report_summaries(CONFIGS, SWEEP.config, screened_out)
 
 
 def judge_params(wildcards):
-    return sw.judge_params(ROUND_PARAMS, SWEEP.config, screened_out)
+    return sr.judge_params(ROUND_PARAMS, SWEEP.config, screened_out)
 
 
 def launch_round(wildcards):
-    return sw.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
+    return sr.round_of_launch(LAUNCHES, wildcards.launch, SWEEP.config, configuration(wildcards))
 
 
 def moved_launch_input(wildcards):
@@ -170,39 +182,39 @@ def moved_launch_input(wildcards):
 
 def launch_priority(wildcards):
     r = launch_round(wildcards)
-    return sw.launch_priority_in(rounds_upto(r), SWEEP.config, configuration(wildcards), wildcards.launch, r)
+    return sr.launch_priority_in(rounds_upto(r), SWEEP.config, configuration(wildcards), wildcards.launch, r)
 
 
 def round_plan_input(wildcards):
-    # Side by side only: the round's plan, ancient() (specsweep.workflow.inputs.round_plan_input says why).
-    return {k: ancient(v) for k, v in sw.round_plan_input(DESIGN, launch_round(wildcards)).items()}
+    # Side by side only: the round's plan, ancient() (specsweep.workflow.round_inputs.round_plan_input says why).
+    return {k: ancient(v) for k, v in sr.round_plan_input(DESIGN, launch_round(wildcards)).items()}
 
 
 def burn_in_input(wildcards):
     # ancient(): a burn-in run again for other launches reruns no launch measured already (burn_in_for)
-    return {k: ancient(v) for k, v in sw.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES).items()}
+    return {k: ancient(v) for k, v in sr.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES).items()}
 
 
 def launch_threads(wildcards):
-    return sw.launch_threads(DESIGN)
+    return sr.launch_threads(DESIGN)
 
 
 def server_slots(wildcards):
-    return sw.server_slots(DESIGN)
+    return sr.server_slots(DESIGN)
 
 
 def previous_judgement(wildcards):
-    return sw.previous_judgement(int(wildcards.round))
+    return sr.previous_judgement(int(wildcards.round))
 
 
 def round_plan_params(wildcards):
     r = int(wildcards.round)
-    return sw.round_plan_params(SWEEP.config, rounds_upto(r), r, DESIGN)
+    return sr.round_plan_params(SWEEP.config, rounds_upto(r), r, DESIGN)
 
 
 def judge_inputs(wildcards):
     r = int(wildcards.round)
-    return sw.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None, PLAN_KEYS)
+    return sr.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None, PLAN_KEYS)
 
 
 def round_members_params(wildcards):
@@ -210,7 +222,7 @@ def round_members_params(wildcards):
 
 
 def burn_in_inputs(wildcards):
-    return sw.burn_in_inputs(PLANS, BURN_IN_CONFIG)
+    return sr.burn_in_inputs(PLANS, BURN_IN_CONFIG)
 
 
 def burn_in_gpus(wildcards):
@@ -224,7 +236,7 @@ def summary_inputs(wildcards):
 
 
 def report_round_files(wildcards):
-    return sw.round_files(rounds_upto())
+    return sr.round_files(rounds_upto())
 
 
 def summary_labels(wildcards):
@@ -254,6 +266,12 @@ def image_manifests(wildcards):
 
 def registry_json(wildcards):
     return sw.registry_json(config)
+
+
+def jobs_start():
+    """onstart: a Ctrl-C from now on stops running jobs."""
+    if INTERRUPTS is not None:
+        INTERRUPTS.started()
 
 
 def closing_summary():

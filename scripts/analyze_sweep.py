@@ -12,7 +12,7 @@ from specsweep.workflow.jobs import analyze_sweep_files, job_log  # noqa: E402
 
 with job_log(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     inputs = snakemake.input  # noqa: F821
-    screen = inputs.get("screen")  # one path (workflow.inputs.screen_input), or absent
+    screen = inputs.get("screen")  # one path (workflow.round_inputs.screen_input), or absent
     analyze_sweep_files(list(inputs.summaries), snakemake.params.report, snakemake.output.report,  # noqa: F821
                         list(inputs.get("round_plans", [])), list(inputs.get("judgements", [])),
                         str(screen) if screen else None)

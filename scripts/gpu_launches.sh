@@ -14,7 +14,8 @@
 #
 #   scripts/gpu_launches.sh [OUT_DIR]
 #
-# OUT_DIR defaults to docs/measurements/<UTC date>-h200-tp1-launches. It gets
+# OUT_DIR defaults to docs/measurements/<UTC date>-<card>-tp1-launches (the card
+# as nvidia-smi names it, e.g. h100). It gets
 # machine.txt (GPU, clocks, driver, torch/NCCL, commit), snakemake.log,
 # report.md, summary.csv, plots/, and per configuration its summary.json and
 # each launch's launch.json and outcome.json. A results/ left by an earlier
@@ -22,7 +23,8 @@
 # number comes from this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-docs/measurements/$(date -u +%Y-%m-%d)-h200-tp1-launches}
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print tolower($2)}' || true)
+out=${1:-docs/measurements/$(date -u +%Y-%m-%d)-${card:-gpu}-tp1-launches}
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # NVLink multicast stays off: on a shared host it can take the GPUs down.

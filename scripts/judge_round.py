@@ -13,6 +13,6 @@ from specsweep.workflow.rounds import judge_round  # noqa: E402
 
 with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     members = json.loads(snakemake.params.members)  # noqa: F821
-    burn_in = snakemake.input.get("burn_in")  # noqa: F821 - one path (workflow.inputs.judge_inputs), or absent
+    burn_in = snakemake.input.get("burn_in")  # noqa: F821 - one path (workflow.round_inputs.judge_inputs), or absent
     judge_round(int(snakemake.wildcards.round), [[tuple(m) for m in r] for r in members],  # noqa: F821
                 json.loads(snakemake.params.sweep), snakemake.output[0], log, str(burn_in) if burn_in else None)  # noqa: F821

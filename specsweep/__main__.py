@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from specsweep import __version__
 from specsweep.contracts import layout
+from specsweep.contracts.plan import Plan
 from specsweep.contracts.vocabulary import Status
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.preflight import (
@@ -113,9 +114,8 @@ def check_all(config: dict, plans: dict, parser_env: Path | None, requirements: 
     for name, plan in plans.items():
         engine = get_engine(plan["engine"])
         if not (engine.needs_parser_env and skip_parser):
-            labelled = {**plan, **labels[name]}  # not a plan.json: the labels only modulate the rules' findings
-            result = engine.preflight(labelled, parser_python if engine.needs_parser_env else None,
-                                      config.get("images"))
+            result = engine.preflight(Plan.from_dict(plan), parser_python if engine.needs_parser_env else None,
+                                      config.get("images"), labels[name])
             errors += result.errors
             warnings += result.warnings
         print(f"{name}: {' '.join(plan['argv'])}")
@@ -142,7 +142,7 @@ def preflight(config: dict, plans: dict, parser_env: Path | None, requirements: 
         if found is None:
             return 1
         python = found
-    results = preflight_plans(list(plans.values()), python, config.get("images"))
+    results = preflight_plans([Plan.from_dict(p) for p in plans.values()], python, config.get("images"))
     json.dump(results, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0 if all(r["ok"] for r in results.values()) else 1

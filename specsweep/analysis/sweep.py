@@ -129,7 +129,7 @@ def method_record() -> dict[str, Any]:
 
 
 def design_record(design: Mapping[str, Any] | None, rounds: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Which measurement design ran and why (``workflow.inputs.measurement_design``: ``design``, ``why``,
+    """Which measurement design ran and why (``workflow.round_inputs.measurement_design``: ``design``, ``why``,
     ``rounds`` settings), how many rounds ran (``rounds_run``) and what ended them (``ended_by``,
     ``ended_why``: the last round's judgement). None without a design (a report from before rounds)."""
     if not design:

@@ -174,9 +174,12 @@ class Plan:
     # ------------------------------------------------------------ what readers ask
 
     def replace(self, **changes: Any) -> "Plan":
-        """A copy with ``changes`` (fields; ``volumes`` goes into ``target``)."""
-        if "volumes" in changes:
-            changes["target"] = {**self.target, "volumes": list(changes.pop("volumes"))}
+        """A copy with ``changes`` (fields; the target keys, ``TARGET_KEYS``, go into ``target``)."""
+        target = {key: changes.pop(key) for key in TARGET_KEYS if key in changes}
+        if "volumes" in target:
+            target["volumes"] = list(target["volumes"])
+        if target:
+            changes["target"] = {**self.target, **target}
         return dataclasses.replace(self, **changes)
 
     @property
@@ -187,6 +190,14 @@ class Plan:
     @property
     def rdma(self) -> bool | None:
         return self.target.get("rdma")
+
+    @property
+    def nvlink(self) -> bool | None:
+        return self.target.get("nvlink")
+
+    @property
+    def gpu_arch(self) -> str | None:
+        return self.target.get("gpu_arch")
 
     def measured_points(self, default_name: str) -> tuple[Point, ...]:
         """The points a server job measures: the plan's points, or its one workload and prompts as a point

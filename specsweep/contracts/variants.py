@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specsweep.contracts.plan import Plan
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -89,8 +91,13 @@ class Finding:
     message: str
 
 
-#: A plan-time rule: (configuration name, the plan with its labels, the config's ``images:``) -> findings.
-Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], list[Finding]]
+#: A configuration's labels as a plan-time rule reads them (``plan.resolve.build_labels``: ``variant``,
+#: ``expect``, ``expect_signature``); None where they are not known (a preflight job reads plan.json alone,
+#: and a rule whose verdict depends on them says so in a warning there).
+Labels = Mapping[str, Any] | None
+
+#: A plan-time rule: (the plan, its labels, the config's ``images:``) -> findings.
+Rule = Callable[[Plan, Labels, Mapping[str, Any] | None], list[Finding]]
 
 
 @dataclass(frozen=True)

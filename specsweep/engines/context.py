@@ -9,11 +9,10 @@ and ``plan.checks`` refuses such a workload when the workflow starts.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.volumes import host_path
 
 
@@ -26,7 +25,7 @@ class ContextLimit:
     source: str
 
 
-def model_config(plan: Mapping[str, Any], model_path: str | None, base: Path) -> tuple[Path, dict] | None:
+def model_config(plan: Plan, model_path: str | None, base: Path) -> tuple[Path, dict] | None:
     """The model directory's ``config.json`` as this host sees it (a container path through the plan's
     volumes), parsed; None when it cannot be read here (preflight names a missing directory)."""
     if not model_path:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import Labels
 from specsweep.engines.argv import args_to_argv, common_facts
 from specsweep.engines.context import ContextLimit, model_config, shown_path
 from specsweep.engines.preflight import PreflightResult
@@ -70,25 +71,27 @@ class ReferenceEngine:
         return ["--host", host, "--port", str(port)]
 
     def preflight(
-        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
+        self, plan: Plan, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None,
+        labels: Labels = None,
     ) -> PreflightResult:
-        """Parse the plan's argv with the engine's own parser (in-process), without launching it."""
-        errors = [f"configurations.{plan['name']}: {msg}" for msg in self._checked(plan)[0]]
+        """Parse the plan's argv with the engine's own parser (in-process), without launching it (the labels'
+        checks are ``check_labels``')."""
+        errors = [f"configurations.{plan.name}: {msg}" for msg in self._checked(plan)[0]]
         return PreflightResult(errors=errors, warnings=[], checked_with="specsweep.refengine.cli")
 
-    def _checked(self, plan: dict) -> tuple[tuple[str, ...], str | None]:
+    def _checked(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
         """The engine's own parser on the plan's argv as it will launch: (errors, the all-reduce backend
         the flags select, None when they fail)."""
-        port = plan.get("port") or self.container_port
-        return _parse_once(tuple(plan["argv"][3:] + self.address_args(plan["host"], port)))
+        port = plan.port or self.container_port
+        return _parse_once((*plan.argv[3:], *self.address_args(plan.host, port)))
 
-    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+    def context_limit(self, plan: Plan, base: Path) -> ContextLimit | None:
         """The largest input + output a request may ask for: the engine's own ``request_token_limit`` of its
         context (``--context-length``, at most the config's ``max_position_embeddings``); None when the
         flags or the config cannot be read (preflight names why)."""
         if self._checked(plan)[0]:
             return None
-        ns = resolve_args(build_parser().parse_args(plan["argv"][3:]))
+        ns = resolve_args(build_parser().parse_args(list(plan.argv[3:])))
         found = model_config(plan, ns.model_path, base)
         if found is None:
             return None
@@ -119,7 +122,7 @@ class ReferenceEngine:
                 "all_reduce_backend": None}
 
     def check_labels(
-        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+        self, plan: Plan, labels: Mapping[str, Any], images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """``variant`` names the backend the log must show (``all-reduce:<backend>``, ``variant_evidence``):
         an unknown name could never be proven, and one other than the backend the flags select contradicts
@@ -127,7 +130,7 @@ class ReferenceEngine:
         value = labels.get("variant") or []
         variants = sorted(set([value] if isinstance(value, str) else value))
         errors = []
-        key = f"configurations.{plan['name']}.variant"
+        key = f"configurations.{plan.name}.variant"
         unknown = [v for v in variants if v not in VARIANTS]
         if unknown:
             errors.append(f"{key}: unknown variant(s) {unknown} for the reference engine; allowed: "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import Labels
 from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
 from specsweep.engines.reference import ReferenceEngine
@@ -37,18 +38,20 @@ class Engine(Protocol):
         ...
 
     def preflight(
-        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
+        self, plan: Plan, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None,
+        labels: Labels = None,
     ) -> PreflightResult:
-        """Check the plan with the engine's own parser, without launching anything."""
+        """Check the plan with the engine's own parser, without launching anything; ``labels`` (None: not
+        known, as in a preflight job, which reads plan.json alone) let the rules that depend on them judge."""
         ...
 
     def check_labels(
-        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+        self, plan: Plan, labels: Mapping[str, Any], images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Static checks of a plan's labels (``variant``, ``expect``; not in the plan, so not in preflight)."""
         ...
 
-    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+    def context_limit(self, plan: Plan, base: Path) -> ContextLimit | None:
         """The largest prompt + output tokens a request of this plan may ask for, and where that comes from
         (``engines.context``); paths relative to ``base``; None when it cannot be known before a launch."""
         ...

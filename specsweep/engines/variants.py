@@ -32,7 +32,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from specsweep.contracts.variants import Finding, Implementation, KernelPattern, Signature, Variant, log_line
+from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import Finding, Implementation, KernelPattern, Labels, Signature, Variant, log_line
 from specsweep.engines.sglang.args import is_set, tp_size
 
 _log = log_line
@@ -94,26 +95,26 @@ CUSTOM_ALLREDUCE = Implementation("custom_allreduce", "SGLang custom all-reduce"
 ))
 
 
-def _custom_allreduce_rules(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+def _custom_allreduce_rules(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
     """A flag that turns it off, and more than two PCIe-only GPUs (where it disables itself)."""
-    sa = plan.get("server_args") or {}
+    sa = plan.server_args
     findings: list[Finding] = []
     if is_set(sa.get("disable-custom-all-reduce")):
         findings.append(
             Finding(
                 "error",
                 "custom-ar-disabled",
-                f"configurations.{name}.server_args.disable-custom-all-reduce: variant custom_allreduce is "
+                f"configurations.{plan.name}.server_args.disable-custom-all-reduce: variant custom_allreduce is "
                 f"requested but the flag disables it",
             )
         )
     tp = tp_size(sa)
-    if plan.get("nvlink") is False and tp > 2:
+    if plan.nvlink is False and tp > 2:
         findings.append(
             Finding(
                 "warning",
                 "custom-ar-pcie",
-                f"configurations.{name}.variant: custom_allreduce on {tp} PCIe-only GPUs disables itself in "
+                f"configurations.{plan.name}.variant: custom_allreduce on {tp} PCIe-only GPUs disables itself in "
                 f"SGLang 0.5.23 and falls back to NCCL (expected status: fallback)",
             )
         )
@@ -193,16 +194,16 @@ TORCH_SYMM_MEM = Implementation("torch_symm_mem", "torch symmetric memory", (
 ))
 
 
-def _torch_symm_mem_rules(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+def _torch_symm_mem_rules(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
     """An architecture without it (SM90/SM10x and multicast only)."""
-    arch = (plan.get("gpu_arch") or "").lower()
+    arch = (plan.gpu_arch or "").lower()
     if arch and not (arch.startswith("sm9") or arch.startswith("sm10")):
         return [
             Finding(
                 "warning",
                 "symm-mem-arch",
-                f"configurations.{name}.server_args.enable-torch-symm-mem: torch symmetric memory needs SM90/SM10x "
-                f"and multicast; on {arch} SGLang warns and uses NCCL (expected status: fallback)",
+                f"configurations.{plan.name}.server_args.enable-torch-symm-mem: torch symmetric memory needs "
+                f"SM90/SM10x and multicast; on {arch} SGLang warns and uses NCCL (expected status: fallback)",
             )
         ]
     return []

@@ -10,10 +10,10 @@ both read them with :func:`parse_volume`. Relative host paths are taken from
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+
+from specsweep.contracts.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -36,23 +36,22 @@ def parse_volume(spec: str, base: Path, key: str = "volumes") -> Volume:
     return Volume(key, str(spec), Path(os.path.abspath(host)), PurePosixPath(parts[1]), ":".join(parts[2:]))
 
 
-def plan_volumes(plan: Mapping[str, Any], base: Path) -> list[Volume]:
-    name = plan.get("name", "?")
+def plan_volumes(plan: Plan, base: Path) -> list[Volume]:
     return [
-        parse_volume(spec, base, f"configurations.{name}.volumes[{i}]")
-        for i, spec in enumerate(plan.get("volumes") or [])
+        parse_volume(spec, base, f"configurations.{plan.name}.volumes[{i}]")
+        for i, spec in enumerate(plan.volumes)
     ]
 
 
-def volume_problems(plan: Mapping[str, Any], base: Path) -> list[str]:
+def volume_problems(plan: Plan, base: Path) -> list[str]:
     """One message per volume whose host path does not exist (or that does not parse), naming its key.
 
     ``docker run -v`` would otherwise create a missing host path as an empty
     root-owned directory and start the server on it.
     """
     problems = []
-    for i, spec in enumerate(plan.get("volumes") or []):
-        key = f"configurations.{plan.get('name', '?')}.volumes[{i}]"
+    for i, spec in enumerate(plan.volumes):
+        key = f"configurations.{plan.name}.volumes[{i}]"
         try:
             volume = parse_volume(spec, base, key)
         except ValueError as exc:
@@ -66,7 +65,7 @@ def volume_problems(plan: Mapping[str, Any], base: Path) -> list[str]:
     return problems
 
 
-def host_path(plan: Mapping[str, Any], path: str, base: Path) -> tuple[Path | None, str | None]:
+def host_path(plan: Plan, path: str, base: Path) -> tuple[Path | None, str | None]:
     """Where a path the server opens lies on this host: ``(host_path, None)`` or ``(None, why not)``.
 
     Locally it is the path itself (relative to ``base``). In a container it is
@@ -74,7 +73,7 @@ def host_path(plan: Mapping[str, Any], path: str, base: Path) -> tuple[Path | No
     one wins, as the kernel's mount table would); a path under no volume is
     not visible from the host.
     """
-    if plan.get("runtime") != "docker":
+    if plan.runtime != "docker":
         p = Path(path)
         return (p if p.is_absolute() else Path(base) / p), None
     target = PurePosixPath(path)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.acceptance import SIMULATE_ACC_LEN, acc_len_problem
+from specsweep.contracts.plan import Plan
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
 from specsweep.plan.datasets import prompts_needed
@@ -81,7 +82,7 @@ def context_findings(plans: Mapping[str, Mapping], base: Path) -> list[str]:
     for name, plan in plans.items():
         if is_external(plan):
             continue
-        limit = get_engine(plan["engine"]).context_limit(dict(plan), base)
+        limit = get_engine(plan["engine"]).context_limit(Plan.from_dict(plan), base)
         if limit is None:
             continue
         for i, point in enumerate(plan_points(plan)):
@@ -134,7 +135,7 @@ def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[
     for plan in plans.values():
         engine = get_engine(plan["engine"])
         if not engine.needs_parser_env and not is_external(plan):  # external: no argv (its preflight job's rule)
-            result = engine.preflight(dict(plan))
+            result = engine.preflight(Plan.from_dict(plan))
             errors += result.errors
             warnings += result.warnings
     return errors, warnings

@@ -269,6 +269,35 @@ def load_config(path: Path | str) -> dict:
     return check_config(load_yaml_strict(path), str(path))
 
 
+def target_as_configfile(paths: Iterable[Path | str], results: Path | str = "results") -> str | None:
+    """The one line for a target that Snakemake read as a config file, or None.
+
+    ``--configfile`` takes one or more files (Snakemake 9.27.1, snakemake/cli.py:717-720: ``nargs="+"``; the
+    targets are the positional ``nargs="*"`` of cli.py:443-445), so ``snakemake --configfile F
+    results/x/summary.json`` gives it the target too, and Snakemake loads every one
+    (snakemake/settings/types.py:412-415) before the workflow starts. A target that does not exist yet ends
+    Snakemake there, with its own FileNotFoundError, before any of this workflow runs; one that exists (a file
+    under ``results``, JSON) reaches the workflow as a config file, and this says so.
+    """
+    root = Path(results).resolve()
+    paths = [Path(p) for p in paths]
+    targets = [p for p in paths if Path(p).resolve().is_relative_to(root)]
+    if not targets:
+        return None
+    target = Path(results) / targets[0].resolve().relative_to(root)
+    files = " ".join(_shown(p) for p in paths if p not in targets) or "F.yaml"
+    return (f"specsweep: {target} was read as a config file: --configfile takes every file after it (Snakemake's "
+            f"parser: one or more), so a target after it is one of them; put the target first "
+            f"(`snakemake {target} --configfile {files}`) or end the config files with `--` "
+            f"(`snakemake --configfile {files} -- {target}`)")
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it here: relative to the working directory when under it."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(Path.cwd())) if resolved.is_relative_to(Path.cwd()) else str(path)
+
+
 def check_files_strict(paths: Iterable[Path | str]) -> None:
     """Fail on duplicate keys in the YAML files Snakemake already loaded leniently."""
     for path in paths:

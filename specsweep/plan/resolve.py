@@ -239,7 +239,7 @@ def label_findings(
             errors.append(f"configurations.{name}.variant: runtime '{EXTERNAL_RUNTIME}' has no server log to prove "
                           f"a variant with; remove variant")
             continue
-        result = get_engine(plan["engine"]).check_labels(dict(plan), dict(labels[name]), images)
+        result = get_engine(plan["engine"]).check_labels(Plan.from_dict(plan), labels[name], images)
         errors += result.errors
         warnings += result.warnings
     return errors + own_baseline_problems(plans, labels), warnings

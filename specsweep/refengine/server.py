@@ -28,6 +28,7 @@ from .comm import SAFE_CUDA_ENV, TEST_FAULT_ENV, check_cuda_env, parse_test_faul
 from .config import ModelConfig, load_config, serving_context
 from .engine import Engine, Request
 from .faults import LAUNCH_ENV, STEP_DELAY_ENV, STEP_SLOWDOWN_ENV, step_delay_s, step_slowdown
+from .footprint import DTYPE_BYTES
 from .http import ServerState, build_app
 from .metrics import Metrics
 from .rendezvous import CommError, comm_host, prepare_spec
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     world = ns.tp_size
     context = serving_context(ns.context_length, cfg)
     max_tokens = max(CHUNK_TOKENS, ns.max_running_requests * ((k or 0) + 1))
-    elem = 4 if ns.dtype == "float32" else 2
+    elem = DTYPE_BYTES[ns.dtype]  # resolved: float32, bfloat16 or float16
     try:
         fault = parse_test_fault(env.get(TEST_FAULT_ENV))
         comm_spec = prepare_spec(ns.all_reduce_backend, world, ns.device, max_bytes=max_tokens * cfg.hidden_size * elem,

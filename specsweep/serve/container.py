@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.images.cli import DockerError, run_docker
 from specsweep.images.registry import ensure_image
 from specsweep.serve.guard import (
@@ -57,15 +58,15 @@ def rdma_devices(root: Path = RDMA_DEVICE_DIR) -> list[str]:
     return sorted(str(p) for p in root.iterdir() if p.name.startswith("uverbs") or p.name == "rdma_cm")
 
 
-def uses_host_network(plan: Mapping[str, Any]) -> bool:
+def uses_host_network(plan: Plan) -> bool:
     """Whether the container shares the host's network namespace: with ``rdma: true`` (RoCE's GIDs
     belong to the host's network interfaces, which a container's own namespace does not have).
     The server then binds the job's host and port itself; nothing is published with ``-p``."""
-    return plan.get("rdma") is True and int(plan.get("gpus") or 0) > 0
+    return plan.rdma is True and plan.gpus > 0
 
 
 def run_argv(
-    plan: Mapping[str, Any],
+    plan: Plan,
     image_ref: str,
     host: str,
     port: int,
@@ -77,7 +78,8 @@ def run_argv(
     labels: Mapping[str, str] | None = None,
     rdma_device_paths: Sequence[str] | None = None,
 ) -> list[str]:
-    """The ``docker run`` argv for a plan (pure; golden-tested).
+    """The ``docker run`` argv for a plan (pure; golden-tested): its argv, env and volumes as the server
+    job's launch gives them (``serve.launch.build_launch``: the address flags and volumes added).
 
     Env vars are passed as ``-e KEY`` only: the caller must put the values in
     the docker client's environment (see ``run_env``), so that no value shows
@@ -94,7 +96,7 @@ def run_argv(
     argv = [
         docker, "run", "--rm",
         "--name", container_name,
-        "--label", f"{CONFIG_LABEL_KEY}={plan['name']}",
+        "--label", f"{CONFIG_LABEL_KEY}={plan.name}",
         "--label", PROJECT_LABEL,
     ]
     for key in sorted(labels or {}):
@@ -103,17 +105,16 @@ def run_argv(
     argv += (["--network", "host"] if host_network
              else ["-p", f"{host or '127.0.0.1'}:{int(port)}:{int(container_port)}"])
     argv += ["--init"]
-    for key in sorted(plan.get("env") or {}):
+    for key in sorted(plan.env):
         argv += ["-e", str(key)]
-    for volume in plan.get("volumes") or []:
+    for volume in plan.volumes:
         host_path, _, rest = str(volume).partition(":")
         argv += ["-v", f"{os.path.abspath(host_path)}:{rest}"]
-    gpus = int(plan.get("gpus") or 0)
-    if gpus > 0:
+    if plan.gpus > 0:
         argv += [
-            "--gpus", str(plan.get("gpu_devices") or gpus),
+            "--gpus", str(plan.gpus),
             "--ipc=host",
-            "--shm-size", str(plan.get("shm_size") or "16g"),
+            "--shm-size", "16g",
             "--ulimit", "memlock=-1",
             "--ulimit", "stack=67108864",
         ]
@@ -122,10 +123,8 @@ def run_argv(
             for device in devices:
                 argv += ["--device", device]
             argv += ["--cap-add", "IPC_LOCK"]
-    elif plan.get("shm_size"):
-        argv += ["--shm-size", str(plan["shm_size"])]
     argv.append(image_ref)
-    argv += [str(a) for a in plan["argv"]]
+    argv += [str(a) for a in plan.argv]
     argv += [str(a) for a in extra_args]
     return argv
 

@@ -39,7 +39,8 @@ result that is a failure) and always tears down. Its life cycle, in the order
    server is ``contaminated``, never ``ok``.
 7. profile (profiling on, nothing failed): the profiler's trace.
 8. teardown, always: the server ended, the records of the points joined,
-   every file written (``outcome.json`` last).
+   every file written (``outcome.json`` last); a signal now ends the server
+   at once and loses no file (``_Runner._finish``).
 
 One run id (``records.new_run_id``) is in every file the job writes.
 
@@ -177,6 +178,32 @@ def _read_round(path: Path | str, plan: Plan, launch_id: str) -> RoundPlan:
     if round_.design == Design.SIDE_BY_SIDE and (against := why_not_side_by_side([plan])):
         raise RoundPlanError(f"{path}: design side-by-side, but {against}")
     return round_
+
+
+class _LateSignals:
+    """SIGINT and SIGTERM during the teardown: noted, never lost with the files being written; raised as
+    ``Interrupted`` only inside ``raising()`` (while the server stops, to cut its grace short)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._raise = False
+
+    def handler(self, signum: int, _frame: Any) -> None:
+        self.names.append(signal.Signals(signum).name)
+        if self._raise:
+            self._raise = False  # once: the stop that follows is the quick one
+            raise Interrupted(self.names[-1])
+
+    @contextlib.contextmanager
+    def raising(self) -> Any:
+        self._raise = True
+        try:
+            yield
+        finally:
+            self._raise = False
+
+    def said(self) -> str:
+        return "received " + ", ".join(self.names)
 
 
 class _Runner:
@@ -355,38 +382,62 @@ class _Runner:
     # ------------------------------------------------------------ teardown
 
     def _finish(self, end_watch: EndWatch | None, previous: Mapping[int, Any], stack: contextlib.ExitStack) -> dict:
-        """Always: the server ended, the guard stopped, the files written; the outcome."""
+        """Always: the server ended, the guard stopped, the files written; the outcome.
+
+        A SIGINT or SIGTERM that arrives now (a second Ctrl-C, or the first one after the last point) loses
+        nothing: while the server stops it cuts the stop short (the server is killed at once), and from then on
+        it is only noted in the log, so that outcome.json, the other files and the outcome line are written
+        and said whatever comes; the job's old handlers are back only once the host lock is gone. The outcome is
+        what is true: a launch interrupted before is ``interrupted`` and the job fails as before; one whose
+        points were all measured keeps its result, and the job ends with it."""
         job = self.job
+        late = _LateSignals()
+        for signum in previous:
+            signal.signal(signum, late.handler)
         try:
             if self.side is not None:
                 self.side.leave(sidebyside.FAILED if self.failure or self.interrupted else sidebyside.ENDED)
                 self._side_record()
             if end_watch is not None:
                 end_watch.stop()
-            # Interrupted (Ctrl-C, a dead Snakemake): the same bound as the reaper's, so that a kill leaves
-            # nothing running for longer than seconds; a normal end gives the server its full grace.
-            with self.side.ending(wait=not self.interrupted) if self.side else contextlib.nullcontext():
-                self.server_times.update(phases.teardown(self.server, REAP_GRACE_S if self.interrupted
-                                                         else TERM_GRACE_S))
+            self._stop_server(late)
             if self.sampler is not None and self.host_record is None:
                 self.host_record = guard.summarize(self.sampler.stop())
             if self.watch is not None:
                 # before the old handlers are back: a late parent-death SIGTERM must not kill the writes
                 self.watch.stop()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
             outcome = self.outcome()
             if self.owns_files:
                 phases.join_point_records(job)
             if self.owns_files or not self.interrupted:
                 profiling.finish(job.plan, job.paths.profile, job.paths.allreduce_bench, job.run_id)
                 _write_job_files(job.paths, self.launch, outcome, job.run_id, job.plan.name)
+            if late.names:
+                print(f"{late.said()} during the teardown: the server was ended at once; "
+                      + ("the job stops as interrupted" if self.interrupted else "the outcome stands"),
+                      file=job.log)
             line = f"outcome: {outcome['status']} {outcome.get('stage') or ''} {outcome.get('reason') or ''}"
             print(line, file=job.log)
             job.say(line.rstrip())
             return outcome
         finally:
-            stack.close()  # the reaper is told done, then the host lock goes
+            try:
+                stack.close()  # the reaper is told done, then the host lock goes
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+
+    def _stop_server(self, late: _LateSignals) -> None:
+        """The server ended: interrupted (Ctrl-C, a dead Snakemake), within the same bound as the reaper's, so that
+        a kill leaves nothing running for longer than seconds; a normal end gives the server its full grace. A
+        signal during the stop ends the server at once (SIGKILL)."""
+        grace = REAP_GRACE_S if self.interrupted else TERM_GRACE_S
+        try:
+            with late.raising():
+                with self.side.ending(wait=not self.interrupted) if self.side else contextlib.nullcontext():
+                    self.server_times.update(phases.teardown(self.server, grace))
+        except Interrupted:
+            self.server_times.update(phases.teardown(self.server, 0.0))
 
     def outcome(self) -> dict[str, Any]:
         """outcome.json, from the parts the phases returned (format: module docstring)."""

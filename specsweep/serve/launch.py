@@ -98,14 +98,13 @@ def build_launch(plan: Plan, port: int, image_manifest: Mapping | None, labels: 
     runtime = container_runtime(plan.runtime)
     if runtime is not None:
         assert image_manifest is not None, f"{plan.runtime} runtime needs the image manifest"
-        as_dict = plan.to_dict()
         name = container_name(plan.name) if runtime.daemon else None
         # On the host's network (rdma: true) the server binds the job's own address; else the container's port.
         server_argv = list(plan.argv) + (engine.address_args(plan.host or "127.0.0.1", port)
-                                         if uses_host_network(as_dict) else
+                                         if uses_host_network(plan) else
                                          engine.address_args("0.0.0.0", engine.container_port))
-        run_plan = dict(as_dict, argv=server_argv, env={**plan.env, **(identity or {})},
-                        volumes=[*plan.volumes, *(extra_volumes or [])])
+        run_plan = plan.replace(argv=tuple(server_argv), env={**plan.env, **(identity or {})},
+                                volumes=[*plan.volumes, *(extra_volumes or [])])
         argv = runtime.run_argv(run_plan, image_manifest["tag"], plan.host, port, engine.container_port, name,
                                 labels=labels)
         return argv, name

@@ -120,10 +120,10 @@ def point_prompts(job: Job) -> dict[str, list[Prompt] | None]:
 def check_target(job: Job) -> None:
     """What the host must have before a container starts: the volumes' host paths, RDMA devices."""
     plan = job.plan
-    if plan.runtime != "local" and (missing := volume_problems(plan.to_dict(), Path.cwd())):
+    if plan.runtime != "local" and (missing := volume_problems(plan, Path.cwd())):
         # `docker run -v` would create a missing host path as an empty directory and start on it.
         raise LaunchError(Stage.LAUNCH, Reason.VOLUME_MISSING, "; ".join(missing))
-    if plan.runtime == "docker" and uses_host_network(plan.to_dict()) and not rdma_devices():
+    if plan.runtime == "docker" and uses_host_network(plan) and not rdma_devices():
         raise LaunchError(Stage.LAUNCH, Reason.RDMA_MISSING,
                           f"configurations.{plan.name}.rdma: true, but this host has no {RDMA_DEVICE_DIR}/"
                           f"uverbs* devices to pass into the container (no RDMA NIC, or rdma-core's kernel "

@@ -160,7 +160,7 @@ def bench_argv(plan: Plan, script_args: list[str], image_manifest: Mapping[str, 
         return [sys.executable, "-P", str(BENCH_SCRIPT), *script_args]
     assert image_manifest is not None, f"{plan.runtime} runtime needs the image manifest"
     volumes = [*plan.volumes, f"{BENCH_SCRIPT.resolve()}:{CONTAINER_BENCH_SCRIPT}:ro"]
-    run_plan = dict(plan.to_dict(), argv=["python3", CONTAINER_BENCH_SCRIPT, *script_args], volumes=volumes)
+    run_plan = plan.replace(argv=("python3", CONTAINER_BENCH_SCRIPT, *script_args), volumes=volumes)
     # The server's argv builder publishes a port; a free one on loopback costs nothing.
     return runtime.run_argv(run_plan, image_manifest["tag"], "127.0.0.1", free_port("127.0.0.1"), 1, name,
                             labels=labels)

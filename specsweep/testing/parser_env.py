@@ -48,18 +48,18 @@ def wheel_site(python: str) -> Path:
     return Path(out)
 
 
-def labelled_plans(paths: Sequence[Path]) -> tuple[dict, dict]:
-    """(the merged config of ``paths``, each configuration's resolved plan with its labels), as preflight reads them."""
+def labelled_plans(paths: Sequence[Path]) -> tuple[dict, dict[str, Plan], dict[str, dict]]:
+    """(the merged config of ``paths``, each configuration's resolved plan, its labels), as preflight reads them."""
     config = load_configs(list(paths))
-    labels = resolve_labels(config)
-    return config, {name: {**plan, **labels[name]} for name, plan in resolve_plans(config).items()}
+    plans = {name: Plan.from_dict(plan) for name, plan in resolve_plans(config).items()}
+    return config, plans, resolve_labels(config)
 
 
 def preflight_config_set(paths: Sequence[Path], python: str) -> tuple[dict, dict, dict]:
-    """Every configuration of the merged ``paths`` through SGLang's own parser in the venv of ``python``:
-    (plans by name, preflight results by name, the errors of those that failed by name)."""
-    config, plans = labelled_plans(paths)
-    results = preflight_plans(list(plans.values()), python, config["images"], base=REPO)
+    """Every configuration of the merged ``paths`` with its labels through SGLang's own parser in the venv of
+    ``python``: (plans by name, preflight results by name, the errors of those that failed by name)."""
+    config, plans, labels = labelled_plans(paths)
+    results = preflight_plans(list(plans.values()), python, config["images"], base=REPO, labels=labels)
     bad = {name: r["errors"] for name, r in results.items() if not r["ok"]}
     return plans, results, bad
 
@@ -81,7 +81,7 @@ def job_preflights(paths: tuple[Path, ...]) -> tuple[dict[str, Plan], dict[str, 
         for image, spec in (preflight_images(plan, config_image_spec_json(plans, config, name)) or {}).items():
             if images.setdefault(image, spec) != spec:
                 raise AssertionError(f"image {image}: two specs {json.dumps(images[image])} and {json.dumps(spec)}")
-    return jobs, preflight_plans([plan.to_dict() for plan in jobs.values()], parser_python(), images, base=REPO)
+    return jobs, preflight_plans(list(jobs.values()), parser_python(), images, base=REPO)
 
 
 def assert_only_unmounted_weights(bad: dict[str, list[str]]) -> None:

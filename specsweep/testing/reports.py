@@ -103,10 +103,16 @@ def render_summaries(summaries: Sequence[Mapping[str, Any] | ConfigSummary], bas
 def kept_figures(laid_out: bool = False) -> Iterator[list[Any]]:
     """The figures the report's plot functions would save (every one goes through ``report.plots._save``),
     kept open for inspection instead of written, and closed at the end; ``laid_out``: each laid out and drawn
-    first, as ``_save`` lays a figure out before saving it (for tests of where its artists land)."""
+    first, as ``_save`` lays a figure out before saving it (for tests of where its artists land).
+
+    A figure's path must be absolute (a test's ``tmp_path``): a relative one is the current directory, the
+    checkout, where a plot function that is not kept here (or ``_nothing``, which deletes it) would write."""
     figures: list[Any] = []
 
     def keep(fig: Any, path: Path) -> None:
+        if not Path(path).is_absolute():
+            raise AssertionError(f"{path}: a figure path relative to the current directory (the checkout); "
+                                 "give one under tmp_path")
         if laid_out:
             if fig.get_layout_engine() is None:
                 fig.tight_layout()

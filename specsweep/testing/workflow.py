@@ -7,12 +7,14 @@ One helper of each for every test tier, so that all of them run the same files t
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,37 @@ def run_pipeline(work: Path, config: Mapping[str, Any] | None = None, config_pat
     print(f"pipeline {work.name} took {time.monotonic() - t0:.0f} s")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return work
+
+
+#: ``python -c`` this, then Snakemake's arguments: Snakemake with Python's own Ctrl-C handler (a process started
+#: in the background, as a test run may be, inherits SIGINT ignored, and Python then keeps it ignored).
+SNAKEMAKE_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                         "from snakemake.cli import main\n"
+                         "sys.argv = ['snakemake', *sys.argv[1:]]\n"
+                         "main()\n")
+
+
+def interrupted_run(work: Path, args: Sequence[str], ready: Callable[[str], bool],
+                    timeout_s: float = 180) -> tuple[int, str]:
+    """``snakemake --cores 1 args`` in ``work``, given a SIGINT to its process group (what Ctrl-C in a terminal
+    sends) as soon as ``ready(console so far)`` is true; its exit status and its console (stderr into stdout)."""
+    console = work / "console.txt"
+    with console.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", SNAKEMAKE_WITH_CTRL_C, "--cores", "1", *args],  # noqa: S603
+                                cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not ready(console.read_text()):
+                assert proc.poll() is None, f"ended before the Ctrl-C: {console.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"not ready for the Ctrl-C: {console.read_text()[-3000:]}"
+                time.sleep(0.01)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return proc.returncode, console.read_text()
 
 
 def planned_jobs(work: Path, *extra: str, snakemake: Sequence[str] = SNAKEMAKE,

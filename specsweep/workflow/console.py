@@ -18,6 +18,13 @@ the last line.
 
 ``--verbose`` brings all of it back; so does a dry run (``-n`` lists its jobs),
 unless ``--quiet`` was given on the command line.
+
+A Ctrl-C says one line of its own (``Interrupts``): what was interrupted and how
+to resume, at once, so that a server job's outcome line still comes after it.
+In Snakemake's first seconds (the workflow being read, the DAG built) the
+KeyboardInterrupt would leave Snakemake's ``main`` (it catches ``Exception``
+only: snakemake/cli.py:2396-2403, 9.27.1) as a traceback; once that line is
+said, the traceback is not shown.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import sys
 from collections.abc import MutableSet, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 #: The Quietness names (snakemake.settings.enums.Quietness) the shipped profile sets.
 PROFILE_QUIET = ("RULES", "PROGRESS", "HOST")
@@ -94,3 +102,56 @@ def _on_interrupt(console: ConsoleFilter) -> None:
         signal.signal(signal.SIGINT, interrupted)
     except ValueError:  # not the main thread: Snakemake's own handling stays
         pass
+
+
+#: What a Ctrl-C says, before Snakemake's ``onstart`` (the workflow read, the DAG built) and after (jobs run).
+READING = ("interrupted (Ctrl-C) while Snakemake read the workflow, before any job ran; "
+           "run the same command again to start")
+RUNNING = ("interrupted (Ctrl-C): the running jobs stop (a server job says its outcome); "
+           "run the same command again to resume (launches measured already are kept)")
+
+
+class Interrupts:
+    """The user's Ctrl-C: one line on ``stream`` (``READING`` until ``started()``, then ``RUNNING``), said once, then
+    what was done before (a KeyboardInterrupt); a KeyboardInterrupt that then ends the process shows no traceback."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.running = False
+        self.said = False
+        self.previous: Any = None
+        self.previous_hook = sys.excepthook
+
+    def install(self) -> Interrupts:
+        """Ours from now on, unless SIGINT is ignored (then it stays so) or this is not the main thread."""
+        previous = signal.getsignal(signal.SIGINT)
+        if previous == signal.SIG_IGN:
+            return self
+        try:
+            signal.signal(signal.SIGINT, self.handler)
+        except ValueError:  # not the main thread: Snakemake's own handling stays
+            return self
+        self.previous = previous
+        self.previous_hook, sys.excepthook = sys.excepthook, self.excepthook
+        return self
+
+    def started(self) -> None:
+        """Snakemake's ``onstart``: jobs run from now on."""
+        self.running = True
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if not self.said:
+            self.said = True
+            try:
+                print(f"specsweep: {RUNNING if self.running else READING}", file=self.stream, flush=True)
+            except (OSError, ValueError):  # a terminal gone: the interrupt itself still goes on
+                pass
+        if callable(self.previous):
+            self.previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    def excepthook(self, kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if self.said and issubclass(kind, KeyboardInterrupt):
+            return  # said in one line already
+        self.previous_hook(kind, value, tb)

@@ -143,7 +143,6 @@ def preflight_config(
     variant that will fall back, a deprecated flag) are kept in the result.
     """
     typed = Plan.load(plan_path)
-    plan = typed.to_dict()  # the engine's preflight reads plan.json's object
     engine = get_engine(typed.engine)
     images = preflight_images(typed, image_spec)
     # The parser venv's ready.json, or the image manifest (preflight_parser: image).
@@ -154,7 +153,7 @@ def preflight_config(
         result = PreflightResult(checked_with="nothing to check before measuring: an external server is not "
                                               "launched (its settings are read from its /server_info)")
     else:
-        result = engine.preflight(plan, parser, images)
+        result = engine.preflight(typed, parser, images)
     for warning in result.warnings:
         print(f"preflight warning: {warning}", file=log)
     if result.errors:

@@ -243,7 +243,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
                 out_path: str, log: TextIO, burn_in_path: str | None = None) -> dict[str, Any]:
     """judge_round: the verdicts after ``round_no`` and whether another round runs (module docstring).
 
-    ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``workflow.inputs.round_params``
+    ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``workflow.round_inputs.round_params``
     (``plans``: each configuration's current plan key, whose launches are judged).
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.

@@ -6,7 +6,7 @@ read at every start, its paths and params, is in ``workflow.inputs``).
   configuration that stands for it, under the host lock, with no server up. Its file lives with that plan
   (``results/<config>/plans/<plan>/screen_bench.json``): a plan that changes benchmarks again.
 * ``screen_grid``, a checkpoint: the screen from those files and the configurations measured so far, written to
-  ``results/screen/screen.json``. The rounds read its set-aside list (``workflow.inputs.walk_rounds``): round 1
+  ``results/screen/screen.json``. The rounds read its set-aside list (``workflow.round_inputs.walk_rounds``): round 1
   and every later round hold only the configurations kept, so ``-n`` before it shows the micro-benchmarks and
   the screen, and after it the kept configurations' round.
 
@@ -37,7 +37,7 @@ from specsweep.plan.screen import group_key
 from specsweep.serve.launch import gpu_ids, server_environment
 from specsweep.serve.lock import LockSettings, host_lock
 from specsweep.serve.profile import run_allreduce_bench
-from specsweep.workflow.inputs import bench_path
+from specsweep.workflow.round_inputs import bench_path
 
 
 def _profile_defaults() -> dict[str, Any]:

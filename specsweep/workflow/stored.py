@@ -21,7 +21,8 @@ from typing import Any, NoReturn
 
 from specsweep.contracts import layout
 from specsweep.files import read_json
-from specsweep.workflow.inputs import BURN_IN_PATH, plan_key
+from specsweep.workflow.inputs import plan_key
+from specsweep.workflow.round_inputs import BURN_IN_PATH
 
 
 def current_key(results: Path | str, config_name: str) -> str | None:
@@ -87,7 +88,7 @@ def stale_launch_lines(results: Path | str, keys: Mapping[str, str], planned: It
 
 
 def launch_moved(keys: Mapping[str, str], config_name: str, launch: str, leaf: str) -> NoReturn:
-    """Stop with one line (as ``inputs.no_launch``) for a launch's file asked for where launches were stored
+    """Stop with one line (as ``round_inputs.no_launch``) for a launch's file asked for where launches were stored
     before they belonged to their plan (``results/<config>/launch-<n>/...``): where the current plan keeps it."""
     asked = f"{layout.config_dir(config_name)}/launch-{launch}/{leaf}"
     now = f"{layout.launch_dir(config_name, keys[config_name], launch)}/{leaf}"
@@ -104,7 +105,7 @@ def unmeasured(results: Path | str, keys: Mapping[str, str], planned: Iterable[t
 
 def burn_in_for(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]],
                 started_at: float) -> Any:
-    """What the burn-in runs for (its params' ``for``, ``inputs.burn_in_params``). The launches wait for its
+    """What the burn-in runs for (its params' ``for``, ``round_inputs.burn_in_params``). The launches wait for its
     record through an ancient() edge, so that a burn-in run again reruns none of the launches measured
     already (its record a temp() file, every edit reran every launch of the planned rounds: the missing file
     made each of them wait for a new one). It runs again, before them, in an invocation that measures

@@ -11,8 +11,10 @@ import urllib.request
 
 import pytest
 
+from specsweep.contracts.plan import Plan
 from specsweep.images import build, cli, registry, tag
 from specsweep.serve import container, launch
+from specsweep.testing.doubles import plan_dict
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -112,17 +114,15 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
     assert registry.pull_image(ref) == manifest["image_id"]
     subprocess.run(["docker", "tag", ref, manifest["tag"]], check=True)
 
-    plan = {
-        "name": f"test-run-{unique}",
-        "argv": ["python3", "-m", "specsweep.refengine", "--model-path", "/app/specsweep/refengine/configs/tiny",
-                 "--tp-size", "1", "--device", "cpu", "--host", "0.0.0.0", "--port", "30000"],
-        "env": {"OMP_NUM_THREADS": "1"},
-        "gpus": 0,
-    }
+    plan = Plan.from_dict(plan_dict(
+        name=f"test-run-{unique}", runtime="docker",
+        argv=["python3", "-m", "specsweep.refengine", "--model-path", "/app/specsweep/refengine/configs/tiny",
+              "--tp-size", "1", "--device", "cpu", "--host", "0.0.0.0", "--port", "30000"],
+        env={"OMP_NUM_THREADS": "1"}, gpus=0))
     port = _free_port()
     name = f"specsweep-test-{unique}"
     argv = container.run_argv(plan, ref, "127.0.0.1", port, 30000, name)
-    proc = subprocess.Popen(argv, env=launch.server_environment(plan["env"], dict(__import__("os").environ)),
+    proc = subprocess.Popen(argv, env=launch.server_environment(plan.env, dict(__import__("os").environ)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 180
@@ -136,12 +136,12 @@ def test_push_remove_pull_and_run(built, unique, registry_url):
             except OSError:
                 time.sleep(1)
         assert status == 200
-        assert name in container.containers_with_label(f"io.specsweep.config={plan['name']}")
+        assert name in container.containers_with_label(f"io.specsweep.config={plan.name}")
     finally:
         container.remove_container(name)
         proc.wait(timeout=60)
         subprocess.run(["docker", "rmi", ref], capture_output=True)
-    assert container.containers_with_label(f"io.specsweep.config={plan['name']}") == []
+    assert container.containers_with_label(f"io.specsweep.config={plan.name}") == []
 
 
 def _free_port() -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.sglang.preflight import image_parser_prefix, preflight_plans
 from specsweep.engines.variants import image_targets
 from specsweep.images import cli, tag
@@ -166,7 +167,7 @@ def test_launch_entry_point_imports_and_prints_its_help(images, name):
 def test_each_image_parses_every_argv_of_the_gpu_matrix(images, config_set):
     paths = [REPO / p for p in GPU_CONFIG] + ([REPO / DUMMY] if config_set == "dummy" else [])
     config = load_configs(paths)
-    plans = resolve_plans(config)
+    plans = {name: Plan.from_dict(plan) for name, plan in resolve_plans(config).items()}
     assert len(plans) >= 20
     for name, m in images.items():
         results = preflight_plans(list(plans.values()), image_parser_prefix(m["image_id"]), config["images"])
@@ -183,10 +184,9 @@ def test_each_image_parses_every_argv_of_the_gpu_matrix(images, config_set):
 
 
 def test_the_image_parser_rejects_a_typo(images):
-    plan = dict(resolve_plans(load_configs([REPO / p for p in GPU_CONFIG]))["mscclpp"])
-    plan["server_args"] = {**plan["server_args"], "enable-mscclpp": None, "enable-msccl": True}
-    plan["server_args"] = {k: v for k, v in plan["server_args"].items() if v is not None}
-    plan["argv"] = None
+    plan = Plan.from_dict(resolve_plans(load_configs([REPO / p for p in GPU_CONFIG]))["mscclpp"])
+    server_args = {k: v for k, v in plan.server_args.items() if k != "enable-mscclpp"}
+    plan = plan.replace(server_args={**server_args, "enable-msccl": True}, argv=())  # argv rebuilt from server_args
     result = preflight_plans([plan], image_parser_prefix(images["sglang"]["image_id"]))["mscclpp"]
     assert not result["ok"]
     assert any("--enable-msccl" in e and "configurations.mscclpp" in e for e in result["errors"]), result["errors"]

@@ -171,7 +171,7 @@ def test_editing_one_configuration_reruns_only_it_and_the_report(pipeline):
 
 def test_a_configuration_added_later_runs_when_its_summary_is_asked_for(pipeline):
     """The round's plan is rewritten (a new member) but no launch waits on it through an ancient() edge,
-    which would make Snakemake drop the asked-for summary (specsweep.workflow.inputs.round_plan_input)."""
+    which would make Snakemake drop the asked-for summary (specsweep.workflow.round_inputs.round_plan_input)."""
     original = (pipeline / "config.yaml").read_text()
     try:
         config = yaml.safe_load(original)

@@ -6,12 +6,12 @@ fails, never skips, when the venv cannot be built.
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
 import pytest
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.sglang.preflight import preflight_plans, run_model_check
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_plans
@@ -32,9 +32,9 @@ def parser_python() -> str:
     return build_parser_python()
 
 
-def _plans(*paths: Path) -> tuple[dict, dict]:
+def _plans(*paths: Path) -> tuple[dict, dict[str, Plan]]:
     config = load_configs(list(paths))
-    return config, resolve_plans(config)
+    return config, {name: Plan.from_dict(plan) for name, plan in resolve_plans(config).items()}
 
 
 def test_weight_free_matrix_passes_and_loads_a_text_model():
@@ -55,13 +55,12 @@ def test_real_weights_matrix_fails_on_a_missing_mount_and_on_a_config_json_only_
     """Unmounted weights: the volume key. A multimodal config.json-only checkpoint: SGLang's own OSError."""
     config, plans = _plans(GPU_CONFIG)
     eagle3 = plans["eagle3"]
-    missing = copy.deepcopy(eagle3)
-    missing["volumes"] = [f"{tmp_path}/nothing-here:/models:ro"]
+    missing = eagle3.replace(volumes=[f"{tmp_path}/nothing-here:/models:ro"])
     weights = tmp_path / "weights"
     (weights / "kimi-k2.5").mkdir(parents=True)
     shutil.copy(MULTIMODAL / "config.json", weights / "kimi-k2.5" / "config.json")
     shutil.copytree(DRAFT, weights / "kimi-k2.5-eagle3")
-    multimodal = dict(copy.deepcopy(eagle3), name="multimodal", volumes=[f"{weights}:/models:ro"])
+    multimodal = eagle3.replace(name="multimodal", volumes=[f"{weights}:/models:ro"])
     results = preflight_plans([missing, multimodal], parser_python, config["images"], base=REPO)
 
     errors = results["eagle3"]["errors"]

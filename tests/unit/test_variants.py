@@ -136,10 +136,10 @@ FAKE_AR = Implementation("fake_ar", "fake all-reduce", (
 ))
 
 
-def _fake_ar_rules(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    if tp_size(plan.get("server_args") or {}) < 2:
+def _fake_ar_rules(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    if tp_size(plan.server_args) < 2:
         return [Finding("warning", "fake-ar-tp",
-                        f"configurations.{name}.server_args.tp-size: fake_ar needs tp-size 2 or more")]
+                        f"configurations.{plan.name}.server_args.tp-size: fake_ar needs tp-size 2 or more")]
     return []
 
 
@@ -179,12 +179,12 @@ from specsweep.testing.reports import OK, WORKLOAD, render_summaries, sequential
 
 out = {}
 sglang = get_engine("sglang")
-plan = {"name": "fake", "engine": "sglang", "image": "sglang-fake", "server_args": {"tp-size": 1}, "env": {},
-        "workload": WORKLOAD, "gpus": 1}
-checked = sglang.check_labels(plan, {"variant": "fake_ar"})
-out["errors"], out["warnings"] = checked.errors, checked.warnings
-out["unknown"] = sglang.check_labels(plan, {"variant": "no_such_variant"}).errors
+plan = {"name": "fake", "engine": "sglang", "runtime": "docker", "image": "sglang-fake",
+        "server_args": {"tp-size": 1}, "env": {}, "workload": WORKLOAD, "gpus": 1}
 typed = Plan.from_dict(plan_dict(**plan))
+checked = sglang.check_labels(typed, {"variant": "fake_ar"})
+out["errors"], out["warnings"] = checked.errors, checked.warnings
+out["unknown"] = sglang.check_labels(typed, {"variant": "no_such_variant"}).errors
 out["on"] = sglang.variant_evidence("[TP0] Fake all-reduce on (world=2)", typed, {"variant": ["fake_ar"]})
 off_log = "[TP0] Fake all-reduce is off"
 out["off"] = sglang.variant_evidence(off_log, typed, {"variant": ["fake_ar"]})

@@ -9,7 +9,7 @@ import json
 
 from specsweep.plan.config import load_config
 from specsweep.testing.workflow import REPO, SNAKEMAKE, copy_workflow, job_counts, run
-from specsweep.workflow import inputs
+from specsweep.workflow import round_inputs
 
 SCREEN = ["--configfile", "config/screen-cpu.yaml"]
 
@@ -30,27 +30,27 @@ def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
     config = {"baseline": "a", "aa_control": True, "rounds": {"mode": "race", "max_launches": 4},
               "screen": {"enabled": True, "settings": ["server_args.all-reduce-backend"]}}
     launches = {"a": 2, "b": 2, "c": 2}
-    rounds = inputs.walk_rounds(launches, config, lambda r: "unused", upto=2, screened=lambda: ["b"])
+    rounds = round_inputs.walk_rounds(launches, config, lambda r: "unused", upto=2, screened=lambda: ["b"])
     assert rounds == [[("a", "1"), ("c", "1"), ("a", "aa")], [("a", "2"), ("c", "2")]]
-    assert inputs.report_summaries(["a", "b", "c"], config, lambda: ["b"]) == ["results/a/summary.json",
+    assert round_inputs.report_summaries(["a", "b", "c"], config, lambda: ["b"]) == ["results/a/summary.json",
                                                                               "results/c/summary.json"]
-    params = inputs.round_params(config, {n: {"variant": None, "expect": "ok", "expect_signature": None}
+    params = round_inputs.round_params(config, {n: {"variant": None, "expect": "ok", "expect_signature": None}
                                           for n in launches}, launches, {n: "k" for n in launches})
-    assert json.loads(inputs.judge_params(params, config, lambda: ["b"]))["launches"] == {"a": 2, "c": 2}
-    assert inputs.screen_input(config) == {"screen": inputs.SCREEN_PATH}
+    assert json.loads(round_inputs.judge_params(params, config, lambda: ["b"]))["launches"] == {"a": 2, "c": 2}
+    assert round_inputs.screen_input(config) == {"screen": round_inputs.SCREEN_PATH}
     off = {**config, "screen": {"enabled": False}}
     never = lambda: (_ for _ in ()).throw(AssertionError("no screen is read when it is off"))  # noqa: E731
-    assert len(inputs.walk_rounds(launches, off, lambda r: "unused", upto=1, screened=never)[0]) == 4
-    assert inputs.report_summaries(["a", "b"], off, never) == ["results/a/summary.json", "results/b/summary.json"]
-    assert inputs.judge_params(params, off, never) == params and inputs.screen_input(off) == {}
+    assert len(round_inputs.walk_rounds(launches, off, lambda r: "unused", upto=1, screened=never)[0]) == 4
+    assert round_inputs.report_summaries(["a", "b"], off, never) == ["results/a/summary.json", "results/b/summary.json"]
+    assert round_inputs.judge_params(params, off, never) == params and round_inputs.screen_input(off) == {}
     # the screen's check run: the set-aside configuration once, in round 1, and its summary in the report;
     # the judgements know it is outside the race
     check = {**config, "screen": {**config["screen"], "check": True}}
-    rounds = inputs.walk_rounds(launches, check, lambda r: "unused", upto=2, screened=lambda: ["b"])
+    rounds = round_inputs.walk_rounds(launches, check, lambda r: "unused", upto=2, screened=lambda: ["b"])
     assert rounds == [[("a", "1"), ("b", "1"), ("c", "1"), ("a", "aa")], [("a", "2"), ("c", "2")]]
-    assert inputs.report_summaries(["a", "b", "c"], check, lambda: ["b"]) == [
+    assert round_inputs.report_summaries(["a", "b", "c"], check, lambda: ["b"]) == [
         "results/a/summary.json", "results/b/summary.json", "results/c/summary.json"]
-    judged = json.loads(inputs.judge_params(params, check, lambda: ["b"]))
+    judged = json.loads(round_inputs.judge_params(params, check, lambda: ["b"]))
     assert judged["launches"] == {"a": 2, "b": 1, "c": 2} and judged["outside_race"] == ["b"]
 
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.context import ContextLimit, model_config, shown_path
 
 #: utils/hf_transformers/common.py:668-674, in SGLang's order of preference.
@@ -68,9 +69,9 @@ def reserved_tokens(server_args: Mapping[str, Any]) -> int:
     return max(topk * steps, int(server_args.get("speculative-num-draft-tokens") or 0))
 
 
-def context_limit(plan: Mapping[str, Any], base: Path) -> ContextLimit | None:
+def context_limit(plan: Plan, base: Path) -> ContextLimit | None:
     """The largest input + output a request of this plan may ask SGLang for, and where it comes from."""
-    args = plan.get("server_args") or {}
+    args = plan.server_args
     reserved = reserved_tokens(args)
     kept = (f", less the {reserved} output slots EAGLE keeps per request (speculative-num-steps x "
             "speculative-eagle-topk, or speculative-num-draft-tokens)") if reserved else ""

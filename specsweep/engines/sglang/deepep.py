@@ -16,14 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from specsweep.contracts.variants import Finding
+from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import Finding, Labels
 from specsweep.engines.sglang.args import is_set as _is_set
 from specsweep.engines.volumes import host_path
 
 
-def rule_deepep_nvlink(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
-    if sa.get("moe-a2a-backend") != "deepep" or plan.get("nvlink") is not False:
+def rule_deepep_nvlink(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
+    if sa.get("moe-a2a-backend") != "deepep" or plan.nvlink is not False:
         return []
     mode = sa.get("deepep-mode") or "auto"
     if mode == "low_latency":
@@ -32,7 +33,7 @@ def rule_deepep_nvlink(name: str, plan: Mapping[str, Any], images: Mapping[str, 
         Finding(
             "error",
             "deepep-nvlink",
-            f"configurations.{name}.server_args.deepep-mode: DeepEP mode {mode!r} uses normal-mode kernels "
+            f"configurations.{plan.name}.server_args.deepep-mode: DeepEP mode {mode!r} uses normal-mode kernels "
             f"(auto = normal for prefill), which need NVLink; this target has nvlink: false, use "
             f"deepep-mode: low_latency",
         )
@@ -48,21 +49,21 @@ def rule_deepep_nvlink(name: str, plan: Mapping[str, Any], images: Mapping[str, 
 DEEPEP_RDMA_SOURCE = "deepseek-ai/DeepEP issue 164 (and issue 9)"
 
 
-def rule_deepep_rdma(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
+def rule_deepep_rdma(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
     if sa.get("moe-a2a-backend") != "deepep" or (sa.get("deepep-mode") or "auto") != "low_latency":
         return []
-    rdma = plan.get("rdma")
+    rdma = plan.rdma
     if rdma is True:
         return []
     what = (
-        f"configurations.{name}.server_args.deepep-mode: DeepEP low_latency mode sends tokens over RDMA "
+        f"configurations.{plan.name}.server_args.deepep-mode: DeepEP low_latency mode sends tokens over RDMA "
         f"(NVSHMEM IBGDA) even between GPUs of one node ({DEEPEP_RDMA_SOURCE})"
     )
     if rdma is False:
         return [Finding("error", "deepep-rdma", f"{what}; this target has rdma: false"
                         + (" and nvlink: false, so no DeepEP mode can run here"
-                           if plan.get("nvlink") is False else ""))]
+                           if plan.nvlink is False else ""))]
     return [Finding("warning", "deepep-rdma", f"{what}; this target's rdma is not known (set rdma: true/false): "
                     f"without RDMA NICs with GPUDirect RDMA the server fails at startup")]
 
@@ -89,7 +90,7 @@ DEEPEP_RDMA_SIGNATURE = "deepep_rdma"
 TEXT_CONFIG_QUANT_TYPES = frozenset({"kimi_k25", "kimi_k3", "glm5_next"})
 
 
-def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None, str]:
+def model_quantization(plan: Plan, base: Path) -> tuple[str | None, str]:
     """The target model's quantization as SGLang sees it, and where that was read.
 
     ``--quantization`` when given, else ``quantization_config.quant_method`` of the model
@@ -99,7 +100,7 @@ def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None,
     when it cannot be read here (a hub id, a directory missing on this host: the volume and
     model checks say so) or the model is not quantized.
     """
-    sa = plan.get("server_args") or {}
+    sa = plan.server_args
     if _is_set(sa.get("quantization")):
         return str(sa["quantization"]), "server_args.quantization"
     model = sa.get("model-path")
@@ -122,29 +123,29 @@ def model_quantization(plan: Mapping[str, Any], base: Path) -> tuple[str | None,
     return (str(method) if method else None), where
 
 
-def rule_deepep_quantization(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None,
+def rule_deepep_quantization(plan: Plan, labels: Labels, images: Mapping[str, Any] | None,
                              base: Path) -> list[Finding]:
     """DeepEP with compressed-tensors experts: refused, unless labelled an expected failure with its signature.
 
-    Without labels (a plan: no ``expect`` key) a warning that names the label that makes it expected.
+    Without labels (None: a preflight job's plan alone) a warning that names the label that makes it expected.
     """
-    sa = plan.get("server_args") or {}
+    sa = plan.server_args
     if sa.get("moe-a2a-backend") != "deepep":
         return []
     method, where = model_quantization(plan, base)
     if method not in DEEPEP_UNSUPPORTED_QUANT:
         return []
-    what = (f"configurations.{name}.server_args.moe-a2a-backend: DeepEP in SGLang 0.5.23 cannot run the "
+    what = (f"configurations.{plan.name}.server_args.moe-a2a-backend: DeepEP in SGLang 0.5.23 cannot run the "
             f"model's {method} experts ({where}; sglang/srt/layers/moe/ep_moe/layer.py:167-177,297-301 assert), "
             f"with RDMA or without")
-    wanted = plan.get("expect_signature") or []
+    wanted = (labels or {}).get("expect_signature") or []
     wanted = [wanted] if isinstance(wanted, str) else list(wanted)
     # Without RDMA (or not known to have it) the run may end in NVSHMEM's error before the assert.
-    needed = [DEEPEP_QUANT_SIGNATURE] + ([DEEPEP_RDMA_SIGNATURE] if plan.get("rdma") is not True else [])
-    if plan.get("expect") == "failure" and all(n in wanted for n in needed):
+    needed = [DEEPEP_QUANT_SIGNATURE] + ([DEEPEP_RDMA_SIGNATURE] if plan.rdma is not True else [])
+    if (labels or {}).get("expect") == "failure" and all(n in wanted for n in needed):
         return []
     label = f"expect: failure with expect_signature: [{', '.join(needed)}]"
-    if "expect" not in plan:
+    if labels is None:
         return [Finding("warning", "deepep-quantization",
                         f"{what}; it is an expected failure only where the configuration says {label}")]
     return [Finding("error", "deepep-quantization",

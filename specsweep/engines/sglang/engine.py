@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.plan import Plan
-from specsweep.contracts.variants import requested_variants
+from specsweep.contracts.variants import Labels, requested_variants
 from specsweep.engines.argv import common_facts
 from specsweep.engines.context import ContextLimit
 from specsweep.engines.preflight import PreflightResult
@@ -44,13 +44,15 @@ class SGLangEngine:
         return {**common_facts(server_args, env), "tp_size": tp_size(server_args), "all_reduce_backend": None}
 
     def preflight(
-        self, plan: dict, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None
+        self, plan: Plan, parser_python: str | Sequence[str] | None = None, images: Mapping[str, Any] | None = None,
+        labels: Labels = None,
     ) -> PreflightResult:
         """Static rules, then SGLang's own parser (``parser_python``: the pinned venv's python, or an argv prefix
         that runs python in the built image)."""
         if parser_python is None:
             raise ValueError("SGLang preflight needs the parser environment's python (parser_python)")
-        result = preflight_plans([plan], parser_python, images)[plan["name"]]
+        known = None if labels is None else {plan.name: labels}
+        result = preflight_plans([plan], parser_python, images, labels=known)[plan.name]
         return PreflightResult(
             errors=list(result["errors"]),
             warnings=list(result["warnings"]),
@@ -60,13 +62,13 @@ class SGLangEngine:
         )
 
     def check_labels(
-        self, plan: dict, labels: dict, images: Mapping[str, Any] | None = None
+        self, plan: Plan, labels: Mapping[str, Any], images: Mapping[str, Any] | None = None
     ) -> PreflightResult:
         """Every SGLang-free rule on the plan with its labels (``variant``, ``expect``), not only what the
         labels add: the rules are cheap (no SGLang, no parser environment), so a configuration that
         cannot run (EAGLE without a draft model, ``gpus`` below tp-size) stops when the workflow starts,
         ``snakemake -n`` included, and in ``check`` before the parser environment is built."""
-        findings = check_plan({**plan, **labels}, images)
+        findings = check_plan(plan, labels, images)
         return PreflightResult(
             errors=[f.message for f in findings if f.severity == "error"],
             warnings=[f.message for f in findings if f.severity == "warning"],
@@ -82,6 +84,6 @@ class SGLangEngine:
         """How the plan communicates, for the profiling stages (``engines.sglang.comm_profile``)."""
         return comm_profile(plan)
 
-    def context_limit(self, plan: dict, base: Path) -> ContextLimit | None:
+    def context_limit(self, plan: Plan, base: Path) -> ContextLimit | None:
         """The largest input + output a request may ask for, as SGLang derives it (``engines.sglang.context``)."""
         return context.context_limit(plan, base)

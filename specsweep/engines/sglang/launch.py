@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.argv import args_to_argv
 
 LAUNCH_MODULE = "sglang.launch_server"
@@ -24,12 +25,12 @@ def address_args(host: str, port: int) -> list[str]:
     return ["--host", host, "--port", str(port)]
 
 
-def server_flags(plan: dict[str, Any]) -> list[str]:
+def server_flags(plan: Plan) -> list[str]:
     """The server flags of a plan as SGLang's parser sees them, address included."""
-    argv = list(plan.get("argv") or [])
+    argv = list(plan.argv)
     if argv[1:3] == ["-m", LAUNCH_MODULE]:
         flags = argv[3:]
     else:
-        flags = args_to_argv(plan.get("server_args") or {})
-    port = plan.get("port") or CONTAINER_PORT
-    return flags + address_args(plan.get("host") or "127.0.0.1", int(port))
+        flags = args_to_argv(plan.server_args)
+    port = plan.port or CONTAINER_PORT
+    return flags + address_args(plan.host or "127.0.0.1", int(port))

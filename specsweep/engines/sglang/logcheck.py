@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.contracts.variants import Signature, log_line, requested_variants
 from specsweep.engines.variants import allreduce_precedence, log_signatures
 
@@ -377,19 +378,20 @@ def failure_names() -> list[str]:
                   | {s.variant for s in NCCL_SIGNATURES + NVSHMEM_SIGNATURES if s.kind == "failure"})
 
 
-def evidence_warnings(plan: Mapping[str, Any]) -> list[str]:
-    """Requested variants whose "on" line cannot reach this plan's logs (the result would be unproven).
+def evidence_warnings(plan: Plan, labels: Mapping[str, Any]) -> list[str]:
+    """Requested variants (the ``labels``' ``variant``) whose "on" line cannot reach this plan's logs (the
+    result would be unproven).
 
     SGLang's lines must print at the server's ``--log-level`` (default info);
     NCCL's "set by environment" lines need ``NCCL_DEBUG=INFO`` with the ENV
     subsystem; NVSHMEM's (DeepEP) need ``NVSHMEM_DEBUG=INFO``.
     """
-    name = plan.get("name", "?")
-    sa = plan.get("server_args") or {}
-    env = plan.get("env") or {}
+    name = plan.name
+    sa = plan.server_args
+    env = plan.env
     level = str(sa.get("log-level") or DEFAULT_LOG_LEVEL).lower()
     out: list[str] = []
-    for variant in requested_variants(plan):
+    for variant in requested_variants(labels):
         if variant == "nccl_env":
             subsys = str(env.get("NCCL_DEBUG_SUBSYS") or "INIT,BOOTSTRAP,ENV").upper().split(",")
             if str(env.get("NCCL_DEBUG") or "").upper() not in ("INFO", "TRACE") or (

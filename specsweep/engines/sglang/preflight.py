@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.argv import args_to_argv
 from specsweep.engines.sglang.launch import launch_argv, server_flags
 from specsweep.engines.sglang.logcheck import evidence_warnings
@@ -325,7 +326,7 @@ def run_model_check(items: list[dict], python_argv: str | Sequence[str], timeout
     return run_checks([], items, python_argv, timeout_s)["model"]
 
 
-def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, list[str], list[str]]:
+def model_check_item(plan: Plan, base: Path) -> tuple[dict | None, list[str], list[str]]:
     """The model check's input for one plan (its flags with host paths), and the errors and warnings found.
 
     Every directory flag (:data:`MODEL_PATH_FLAGS`) that names a local path is
@@ -336,15 +337,15 @@ def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, 
     server would download it, which a preflight must not, so the plan is not
     checked (a warning says so).
     """
-    name = plan["name"]
-    sa = dict(plan.get("server_args") or {})
+    name = plan.name
+    sa = dict(plan.server_args)
     problems: list[str] = []
     mapped = dict(sa)
     for flag in MODEL_PATH_FLAGS:
         value = sa.get(flag)
         if not isinstance(value, str) or not value:
             continue
-        if not value.startswith("/") and (plan.get("runtime") == "docker" or not (Path(base) / value).exists()):
+        if not value.startswith("/") and (plan.runtime == "docker" or not (Path(base) / value).exists()):
             return None, [], [f"configurations.{name}.server_args.{flag}: {value!r} is not a local directory "
                               f"(a hub id?): its model was not loaded by preflight"]
         path, why = host_path(plan, value, base)
@@ -357,17 +358,20 @@ def model_check_item(plan: Mapping[str, Any], base: Path) -> tuple[dict | None, 
             mapped[flag] = str(path)
     if problems:
         return None, problems, []
-    return {"name": name, "argv": args_to_argv(mapped), "env": dict(plan.get("env") or {})}, [], []
+    return {"name": name, "argv": args_to_argv(mapped), "env": dict(plan.env)}, [], []
 
 
 def preflight_plans(
-    plans: list[dict],
+    plans: Sequence[Plan],
     parser_python: str | Sequence[str],
     images: Mapping[str, Any] | None = None,
     base: Path | None = None,
+    labels: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict]:
     """Check every plan; return ``{name: {"ok", "errors", "warnings", "argv", "sglang_version"}}``.
 
+    ``labels``: each configuration's labels by name (``plan.resolve.resolve_labels``), where known: the
+    rules that depend on them (``variant``, ``expect``) then give their verdict instead of a warning.
     ``errors`` and ``warnings`` are messages that name the configuration and
     the flag (``configurations.<name>...``). ``images`` (the config's
     ``images:`` mapping) lets the fusion rule recognise a patched image by its
@@ -386,27 +390,28 @@ def preflight_plans(
     items: list[dict] = []
     model_items: list[dict] = []
     for plan in plans:
-        name = plan["name"]
-        argv = list(plan.get("argv") or launch_argv("python3", plan.get("server_args") or {}))
-        if plan.get("engine", "sglang") != "sglang":
+        name = plan.name
+        argv = list(plan.argv or launch_argv("python3", plan.server_args))
+        if plan.engine != "sglang":
             out[name] = {
                 "ok": True,
                 "errors": [],
-                "warnings": [f"configurations.{name}: engine {plan.get('engine')!r}, not checked by SGLang's parser"],
+                "warnings": [f"configurations.{name}: engine {plan.engine!r}, not checked by SGLang's parser"],
                 "argv": argv,
                 "sglang_version": None,
             }
             continue
-        findings = check_plan(plan, images, base)
+        own = None if labels is None else labels[name]
+        findings = check_plan(plan, own, images, base)
         out[name] = {
             "ok": True,
             "errors": [f.message for f in findings if f.severity == "error"],
-            "warnings": [f.message for f in findings if f.severity == "warning"] + evidence_warnings(plan),
+            "warnings": [f.message for f in findings if f.severity == "warning"] + evidence_warnings(plan, own or {}),
             "argv": argv,
             "sglang_version": None,
             "loaded": [],
         }
-        items.append({"name": name, "argv": server_flags(plan), "env": dict(plan.get("env") or {})})
+        items.append({"name": name, "argv": server_flags(plan), "env": dict(plan.env)})
         out[name]["errors"] += volume_problems(plan, base)
         model_item, path_problems, path_warnings = model_check_item(plan, base)
         out[name]["errors"] += path_problems

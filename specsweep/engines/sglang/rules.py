@@ -7,15 +7,15 @@ rule here encodes one such case, read from the 0.5.23 wheel or from the
 Kimi-K2.5 case's runs (docs/sglang.md, "The case"), and its message names the
 configuration and the flag so that the fix is obvious.
 
-Rules read only the resolved plan (``server_args``, ``env``, ``image``,
-``gpus``, ``gpu_arch``, ``nvlink``, ``rdma``, ``volumes``, ``variant``,
-``expect``, ``expect_signature``), optionally the config's ``images:``
-mapping, and the model directory's ``config.json`` (its quantization; a
-file read, no SGLang). They are cheap, so they run first: when the workflow
+Rules read only the resolved plan (``contracts.plan.Plan``: ``server_args``,
+``env``, ``image``, ``gpus``, ``gpu_arch``, ``nvlink``, ``rdma``, ``volumes``),
+its labels (``variant``, ``expect``, ``expect_signature``), optionally the
+config's ``images:`` mapping, and the model directory's ``config.json`` (its
+quantization; a file read, no SGLang). They are cheap, so they run first: when the workflow
 starts (``snakemake -n`` included) and in ``python -m specsweep check``
 before any parser environment is built. ``expect`` is a label, not in a
-plan: a plan without labels has no ``expect`` key, and a rule whose verdict
-depends on the labels says so in a warning there, its verdict when the
+plan: where the labels are not known (None: a preflight job reads plan.json
+alone), a rule whose verdict depends on them says so in a warning, its verdict when the
 labels are known (:meth:`SGLangEngine.check_labels`). DeepEP's rules (NVLink,
 RDMA, the model's quantization) are in :mod:`specsweep.engines.sglang.deepep`.
 """
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from specsweep.contracts.variants import Finding, requested_variants
+from specsweep.contracts.plan import Plan
+from specsweep.contracts.variants import Finding, Labels, Rule, requested_variants
 from specsweep.engines.sglang.args import is_set as _is_set
 from specsweep.engines.sglang.args import tp_size
 from specsweep.engines.sglang.deepep import rule_deepep_nvlink, rule_deepep_quantization, rule_deepep_rdma
@@ -68,8 +69,8 @@ def _fusion_requested(sa: Mapping[str, Any]) -> bool:
     )
 
 
-def _image_is_fusion_patched(plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> bool:
-    image = plan.get("image")
+def _image_is_fusion_patched(plan: Plan, images: Mapping[str, Any] | None) -> bool:
+    image = plan.image
     if not image:
         return False
     if image in FUSION_PATCHED_IMAGES:
@@ -108,25 +109,22 @@ def _forced(values: list[tuple[str | None, str]], name: str) -> bool:
     return False
 
 
-Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], list[Finding]]
-
-
-def rule_removed_flags(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
+def rule_removed_flags(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
     return [
         Finding(
             "error",
             "removed-flag",
-            f"configurations.{name}.server_args.{flag}: --{flag} was removed in SGLang 0.5.23; use {instead}",
+            f"configurations.{plan.name}.server_args.{flag}: --{flag} was removed in SGLang 0.5.23; use {instead}",
         )
         for flag, instead in REMOVED_FLAGS.items()
         if flag in sa and _is_set(sa[flag])
     ]
 
 
-def rule_fusion_sm120(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
-    arch = (plan.get("gpu_arch") or "").lower()
+def rule_fusion_sm120(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
+    arch = (plan.gpu_arch or "").lower()
     if not _fusion_requested(sa) or not arch or arch in FUSION_NATIVE_ARCHS:
         return []
     if _image_is_fusion_patched(plan, images):
@@ -140,15 +138,15 @@ def rule_fusion_sm120(name: str, plan: Mapping[str, Any], images: Mapping[str, A
         Finding(
             "error",
             "fusion-arch",
-            f"configurations.{name}.server_args.{flag}: FlashInfer all-reduce fusion is gated to SM90/SM10x "
+            f"configurations.{plan.name}.server_args.{flag}: FlashInfer all-reduce fusion is gated to SM90/SM10x "
             f"in SGLang 0.5.23 and an explicit request raises at startup on {arch}; run it on the patched image "
-            f"(image: {sorted(FUSION_PATCHED_IMAGES)[0]}), not image {plan.get('image')!r}",
+            f"(image: {sorted(FUSION_PATCHED_IMAGES)[0]}), not image {plan.image!r}",
         )
     ]
 
 
-def rule_mscclpp_tp(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
+def rule_mscclpp_tp(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
     if not _is_set(sa.get("enable-mscclpp")):
         return []
     tp = tp_size(sa)
@@ -158,13 +156,13 @@ def rule_mscclpp_tp(name: str, plan: Mapping[str, Any], images: Mapping[str, Any
         Finding(
             "error",
             "mscclpp-tp",
-            f"configurations.{name}.server_args.enable-mscclpp: MSCCL++ all-reduce supports TP sizes "
+            f"configurations.{plan.name}.server_args.enable-mscclpp: MSCCL++ all-reduce supports TP sizes "
             f"{sorted(MSCCLPP_TP_SIZES)}, got tp-size {tp}",
         )
     ]
 
 
-def rule_gpus_world_size(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+def rule_gpus_world_size(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
     """``gpus`` (what the job reserves, and ``docker run --gpus``) against the GPUs SGLang's ranks need.
 
     One node runs tp-size x pp-size ranks, one GPU each (``--tp-size``/``--tensor-parallel-size``,
@@ -172,8 +170,8 @@ def rule_gpus_world_size(name: str, plan: Mapping[str, Any], images: Mapping[str
     GPUs fail at startup, more sit reserved and idle. Left alone with ``dp-size`` or ``nnodes`` other
     than 1 (data-parallel replicas and attention DP change the count in ways this rule does not model).
     """
-    sa = plan.get("server_args") or {}
-    gpus = plan.get("gpus")
+    sa = plan.server_args
+    gpus = plan.gpus
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus <= 0:
         return []
     if any(_is_set(sa.get(k)) and int(sa[k]) != 1 for k in ("dp-size", "data-parallel-size", "nnodes")):
@@ -185,36 +183,36 @@ def rule_gpus_world_size(name: str, plan: Mapping[str, Any], images: Mapping[str
     how = f"tp-size {tp_size(sa)}" + (f" x pp-size {pp}" if pp != 1 else "")
     if world > gpus:
         return [Finding("error", "gpus-world-size",
-                        f"configurations.{name}.gpus: {gpus}, but {how} needs {world} GPUs (one per rank); "
+                        f"configurations.{plan.name}.gpus: {gpus}, but {how} needs {world} GPUs (one per rank); "
                         f"set gpus: {world}, or a tp-size that fits")]
     return [Finding("warning", "gpus-world-size",
-                    f"configurations.{name}.gpus: {gpus}, but {how} uses {world}; the other {gpus - world} "
+                    f"configurations.{plan.name}.gpus: {gpus}, but {how} uses {world}; the other {gpus - world} "
                     f"stay reserved and idle")]
 
 
-def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    env = plan.get("env") or {}
+def rule_nccl_env(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    env = plan.env
     findings: list[Finding] = []
     proto = env.get("NCCL_PROTO")
-    if proto is not None and plan.get("nvlink") is False and _forced(_nccl_values(proto), "LL128"):
+    if proto is not None and plan.nvlink is False and _forced(_nccl_values(proto), "LL128"):
         findings.append(
             Finding(
                 "error",
                 "nccl-ll128-pcie",
-                f"configurations.{name}.env.NCCL_PROTO: {proto!r} forces LL128 on a PCIe-only target "
+                f"configurations.{plan.name}.env.NCCL_PROTO: {proto!r} forces LL128 on a PCIe-only target "
                 f"(nvlink: false); LL128 over PCIe has been reported to corrupt results silently, so "
                 f"a number measured with it cannot be trusted",
             )
         )
     algo = env.get("NCCL_ALGO")
-    if algo is not None and plan.get("expect") != "failure":
+    if algo is not None and (labels or {}).get("expect") != "failure":
         for coll, val in _nccl_values(algo):
             if coll is None and not val.startswith("^") and "tree" in val.lower().split(","):
                 findings.append(
                     Finding(
                         "warning",
                         "nccl-bare-tree",
-                        f"configurations.{name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
+                        f"configurations.{plan.name}.env.NCCL_ALGO: {algo!r} also constrains broadcast and "
                         f"all-gather, for which NCCL may find no algorithm (it failed in CUDA graph capture "
                         f"in the Kimi-K2.5 case's runs, docs/sglang.md); use 'allreduce:tree', "
                         "or mark the configuration expect: failure "
@@ -224,8 +222,8 @@ def rule_nccl_env(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
     return findings
 
 
-def rule_eagle_numbers(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
-    sa = plan.get("server_args") or {}
+def rule_eagle_numbers(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
+    sa = plan.server_args
     given = [k for k in EAGLE_NUMBERS if _is_set(sa.get(k))]
     findings: list[Finding] = []
     if given and len(given) != len(EAGLE_NUMBERS):
@@ -234,7 +232,7 @@ def rule_eagle_numbers(name: str, plan: Mapping[str, Any], images: Mapping[str, 
             Finding(
                 "error",
                 "eagle-partial",
-                f"configurations.{name}.server_args.{missing[0]}: give all of "
+                f"configurations.{plan.name}.server_args.{missing[0]}: give all of "
                 f"{', '.join('--' + k for k in EAGLE_NUMBERS)} or none (SGLang then picks all three); "
                 f"given only {', '.join('--' + k for k in given)}",
             )
@@ -246,7 +244,7 @@ def rule_eagle_numbers(name: str, plan: Mapping[str, Any], images: Mapping[str, 
                 Finding(
                     "warning",
                     "eagle-without-algorithm",
-                    f"configurations.{name}.server_args.speculative-algorithm: speculative numbers are "
+                    f"configurations.{plan.name}.server_args.speculative-algorithm: speculative numbers are "
                     f"given but speculative-algorithm is {sa.get('speculative-algorithm')!r}",
                 )
             )
@@ -256,7 +254,7 @@ def rule_eagle_numbers(name: str, plan: Mapping[str, Any], images: Mapping[str, 
                 Finding(
                     "error",
                     "eagle-draft-tokens",
-                    f"configurations.{name}.server_args.speculative-num-draft-tokens: with "
+                    f"configurations.{plan.name}.server_args.speculative-num-draft-tokens: with "
                     f"--speculative-eagle-topk 1 the draft tokens must be num-steps + 1 = {steps + 1}, got {draft}",
                 )
             )
@@ -267,32 +265,32 @@ def rule_eagle_numbers(name: str, plan: Mapping[str, Any], images: Mapping[str, 
             Finding(
                 "error",
                 "eagle-draft-path",
-                f"configurations.{name}.server_args.speculative-draft-model-path: "
+                f"configurations.{plan.name}.server_args.speculative-draft-model-path: "
                 f"speculative-algorithm {sa.get('speculative-algorithm')} needs a draft model path",
             )
         )
     return findings
 
 
-def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+def rule_variants(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
     """Unknown variant names are errors (the evidence check could never prove them);
     variants that will predictably fall back on this target are warnings."""
-    sa = plan.get("server_args") or {}
-    env = plan.get("env") or {}
+    sa = plan.server_args
+    env = plan.env
     tp = tp_size(sa)
     findings: list[Finding] = []
-    for v in requested_variants(plan):
+    for v in requested_variants(labels or {}):
         if v not in KNOWN_VARIANTS:
             findings.append(
                 Finding(
                     "error",
                     "variant-unknown",
-                    f"configurations.{name}.variant: unknown variant {v!r}; known: {sorted(KNOWN_VARIANTS)}",
+                    f"configurations.{plan.name}.variant: unknown variant {v!r}; known: {sorted(KNOWN_VARIANTS)}",
                 )
             )
     # What each requested variant's own entry checks (engines.variants: its ``rules``).
-    for _variant, rule in plan_rules("sglang", requested_variants(plan)):
-        findings.extend(rule(name, plan, images))
+    for _variant, rule in plan_rules("sglang", requested_variants(labels or {})):
+        findings.extend(rule(plan, labels, images))
     # A value SGLang cannot parse is refused with the config (plan.envcheck): SGLang would warn and run
     # with the default, off.
     pcie_ipc = env.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
@@ -302,12 +300,12 @@ def rule_variants(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] 
                 Finding(
                     "warning",
                     "pcie-ipc-tp",
-                    f"configurations.{name}.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: FlashInfer PCIe-IPC all-reduce "
+                    f"configurations.{plan.name}.env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: FlashInfer PCIe-IPC all-reduce "
                     f"serves TP {sorted(PCIE_IPC_TP_SIZES)}; tp-size {tp} stays on NCCL",
                 )
             )
         if tp == 2 and not _is_set(sa.get("disable-custom-all-reduce")):
-            findings.append(Finding("warning", "pcie-ipc-custom-ar", _PCIE_IPC_CUSTOM_AR.format(name=name)))
+            findings.append(Finding("warning", "pcie-ipc-custom-ar", _PCIE_IPC_CUSTOM_AR.format(name=plan.name)))
     return findings
 
 
@@ -328,24 +326,24 @@ _PCIE_IPC_CUSTOM_AR = (
 )
 
 
-def rule_expect_signature(name: str, plan: Mapping[str, Any], images: Mapping[str, Any] | None) -> list[Finding]:
+def rule_expect_signature(plan: Plan, labels: Labels, images: Mapping[str, Any] | None) -> list[Finding]:
     """A known-failing case names the failure it is known for, by a name the log check knows."""
-    wanted = plan.get("expect_signature") or []
+    wanted = (labels or {}).get("expect_signature") or []
     wanted = [wanted] if isinstance(wanted, str) else list(wanted)
     known = sorted(FAILURE_NAMES)
     findings = [
         Finding("error", "expect-signature-unknown",
-                f"configurations.{name}.expect_signature: unknown failure signature {w!r}; known: {known}")
+                f"configurations.{plan.name}.expect_signature: unknown failure signature {w!r}; known: {known}")
         for w in wanted if w not in FAILURE_NAMES
     ]
-    if plan.get("expect") == "failure" and not wanted:
+    if (labels or {}).get("expect") == "failure" and not wanted:
         findings.append(Finding(
             "error", "expect-signature-missing",
-            f"configurations.{name}.expect_signature: expect: failure needs the failure it is known for "
+            f"configurations.{plan.name}.expect_signature: expect: failure needs the failure it is known for "
             f"(one or more of {known}); otherwise any failure would count as the expected one"))
-    if wanted and plan.get("expect") != "failure":
+    if wanted and (labels or {}).get("expect") != "failure":
         findings.append(Finding("error", "expect-signature-without-failure",
-                                f"configurations.{name}.expect_signature: given, but expect is not failure"))
+                                f"configurations.{plan.name}.expect_signature: given, but expect is not failure"))
     return findings
 
 
@@ -367,17 +365,16 @@ RULES: tuple[Rule, ...] = (
 FILE_RULES = (rule_deepep_quantization,)
 
 
-def check_plan(plan: Mapping[str, Any], images: Mapping[str, Any] | None = None,
+def check_plan(plan: Plan, labels: Labels = None, images: Mapping[str, Any] | None = None,
                base: Path | None = None) -> list[Finding]:
-    """All findings of all rules for one resolved plan (its ``name`` names it in messages).
+    """All findings of all rules for one resolved plan and its labels (None: not known, as in a preflight job).
 
     ``base``: where relative volume host paths start (default: the working directory, as for ``docker run``).
     """
-    name = plan.get("name", "?")
     base = Path.cwd() if base is None else Path(base)
     findings: list[Finding] = []
     for rule in RULES:
-        findings.extend(rule(name, plan, images))
+        findings.extend(rule(plan, labels, images))
     for file_rule in FILE_RULES:
-        findings.extend(file_rule(name, plan, images, base))
+        findings.extend(file_rule(plan, labels, images, base))
     return findings

@@ -3,8 +3,8 @@
 before anything runs, one line a problem naming the file, the key path and what is allowed; a sweep that is
 only too big runs, with a warning that names the keys to check.
 
-The run itself (the default run, an edit, a switch to another config file and back, Ctrl-C and a rerun) is
-replayed by tests/e2e/test_pipeline.py on one results/ directory.
+The run itself (the run to the end and its HTML report in a browser, an edit, a switch to another config file
+and back, Ctrl-C and a rerun) is replayed by tests/e2e/test_first_hour.py on one results/ directory.
 """
 
 from __future__ import annotations

@@ -6,18 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.registry import get_engine
 from specsweep.engines.sglang.context import derived_context, reserved_tokens
 from specsweep.plan.config import load_configs
 from specsweep.plan.resolve import resolve_plans
+from specsweep.testing.doubles import plan_dict
 from specsweep.testing.workflow import REPO
 
 EAGLE = {"speculative-algorithm": "EAGLE3", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
          "speculative-num-draft-tokens": 4}
 
 
-def _sglang_plan(model: Path, **args) -> dict:
-    return {"name": "x", "engine": "sglang", "runtime": "local", "server_args": {"model-path": str(model), **args}}
+def _sglang_plan(model: Path, **args) -> Plan:
+    return Plan.from_dict(plan_dict(name="x", engine="sglang", server_args={"model-path": str(model), **args}))
 
 
 def test_sglang_reads_its_context_keys_in_its_order_with_rope_scaling():
@@ -44,7 +46,7 @@ def test_sglang_keeps_eagles_draft_slots_back(tmp_path):
 
 def test_the_reference_engine_uses_its_own_limit():
     config = load_configs([REPO / "config.yaml"])
-    plans = resolve_plans(config)
+    plans = {name: Plan.from_dict(plan) for name, plan in resolve_plans(config).items()}
     nospec, eagle = (get_engine("reference").context_limit(plans[n], REPO) for n in ("nospec", "eagle3-shm"))
     assert nospec.tokens == 4095 and eagle.tokens == 4092  # 4096 less 1, less the 3 draft steps too
     assert nospec.source.startswith("specsweep/refengine/configs/tiny/config.json: max_position_embeddings 4096")

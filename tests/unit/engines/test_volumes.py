@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.volumes import host_path, parse_volume, volume_problems
+from specsweep.testing.doubles import plan_dict
 
 
-def _plan(volumes, runtime="docker"):
-    return {"name": "cfg", "runtime": runtime, "volumes": volumes}
+def _plan(volumes, runtime="docker", **keys) -> Plan:
+    return Plan.from_dict(plan_dict(name="cfg", engine="sglang", runtime=runtime, volumes=volumes, **keys))
 
 
 def test_missing_host_path_names_the_key(tmp_path: Path):
@@ -41,15 +43,14 @@ def test_model_check_items_map_container_paths_to_the_host(tmp_path: Path):
     from specsweep.engines.sglang.preflight import model_check_item
 
     (tmp_path / "models" / "m").mkdir(parents=True)
-    plan = {"name": "cfg", "runtime": "docker", "volumes": ["models:/w:ro"], "env": {"A": "1"},
-            "server_args": {"model-path": "/w/m", "tp-size": 8}}
+    plan = _plan(["models:/w:ro"], env={"A": "1"}, server_args={"model-path": "/w/m", "tp-size": 8})
     item, errors, warnings = model_check_item(plan, tmp_path)
     assert errors == [] and warnings == []
     assert item == {"name": "cfg", "argv": ["--model-path", str(tmp_path / "models" / "m"), "--tp-size", "8"],
                     "env": {"A": "1"}}
-    item, errors, _ = model_check_item(dict(plan, server_args={"model-path": "/w/absent"}), tmp_path)
+    item, errors, _ = model_check_item(plan.replace(server_args={"model-path": "/w/absent"}), tmp_path)
     assert item is None and errors == [
         f"configurations.cfg.server_args.model-path: /w/absent (on this host {tmp_path}/models/absent) "
         f"is not a directory on this host"]
-    item, errors, warnings = model_check_item(dict(plan, server_args={"model-path": "org/model"}), tmp_path)
+    item, errors, warnings = model_check_item(plan.replace(server_args={"model-path": "org/model"}), tmp_path)
     assert item is None and errors == [] and "hub id" in warnings[0]

@@ -13,7 +13,7 @@ from specsweep.plan.resolve import resolve_labels, resolve_plans, resolve_sweep
 from specsweep.plan.rounds import planned_order, priority_in_round, round_order
 from specsweep.testing.datasets import write_sharegpt
 from specsweep.testing.workflow import REPO
-from specsweep.workflow import inputs
+from specsweep.workflow import inputs, round_inputs
 
 
 def _config() -> dict:
@@ -107,13 +107,13 @@ def test_workflow_inputs_for_launches():
     config = {"baseline": "base", "rounds": {"seed": 1}}
     rounds = [[("a", "1"), ("base", "1")], [("a", "2"), ("base", CONTROL)]]
     order = round_order(rounds[1], 1, 2)
-    first, second = (inputs.launch_priority_in(rounds, config, c, lid, 2) for c, lid in order)
+    first, second = (round_inputs.launch_priority_in(rounds, config, c, lid, 2) for c, lid in order)
     assert first > second
     # every launch of round 1 before any of round 2 (the planned rounds' launch jobs exist at once)
-    assert min(inputs.launch_priority_in(rounds, config, c, lid, 1) for c, lid in rounds[0]) > first
+    assert min(round_inputs.launch_priority_in(rounds, config, c, lid, 1) for c, lid in rounds[0]) > first
     with pytest.raises(SystemExit, match=r"^specsweep: configuration `a` has no launch-3: the loaded config plans "
                                          r"launch-1, launch-2 \("):
-        inputs.launch_priority_in(rounds, config, "a", "3", 2)
+        round_inputs.launch_priority_in(rounds, config, "a", "3", 2)
     files = inputs.summary_inputs(inputs.schedule_of_rounds(rounds, ["a", "base"]), "base", {"base": "k1"})
     assert files["plan"] == ["results/base/plan.json"]
     assert files["requests"] == ["results/base/plans/k1/launch-1/requests.jsonl",
@@ -249,8 +249,8 @@ def test_a_rounds_judgement_reads_the_burn_in_as_one_path():
     one made ``snakemake.input.burn_in`` a Namedlist, which the judgement could not open)."""
     rounds = [[("a", "1"), ("base", "1")]]
     keys = {"a": "k1", "base": "k2"}
-    assert inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == inputs.BURN_IN_RECORD_PATH
-    assert "burn_in" not in inputs.judge_inputs(rounds, 1, False, keys)
+    assert round_inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == round_inputs.BURN_IN_RECORD_PATH
+    assert "burn_in" not in round_inputs.judge_inputs(rounds, 1, False, keys)
     # and the files of the current plans' launches
-    assert inputs.judge_inputs(rounds, 1, False, keys)["outcome"] == [
+    assert round_inputs.judge_inputs(rounds, 1, False, keys)["outcome"] == [
         "results/a/plans/k1/launch-1/outcome.json", "results/base/plans/k2/launch-1/outcome.json"]

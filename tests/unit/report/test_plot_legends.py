@@ -3,8 +3,6 @@ list only what is drawn, no placeholder files; the report's warnings grouped wit
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
@@ -37,8 +35,8 @@ def _acceptance_rows() -> list[dict]:
             for k, c in enumerate(CONFIGS) for i, p in enumerate(POINTS)]
 
 
-def test_acceptance_has_a_colour_per_configuration_and_its_legend_inside_the_figure(drawn):
-    assert plots_parts.plot_acceptance(_acceptance_rows(), Path("unused.png")) is None
+def test_acceptance_has_a_colour_per_configuration_and_its_legend_inside_the_figure(drawn, tmp_path):
+    assert plots_parts.plot_acceptance(_acceptance_rows(), tmp_path / "unused.png") is None
     [fig] = drawn
     [legend] = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == CONFIGS
@@ -70,8 +68,8 @@ def _curves() -> list[Curve]:
     return groups
 
 
-def test_break_even_legend_is_under_the_panels_and_hides_no_point(drawn):
-    assert plots.plot_break_even(_curves(), Path("unused.png")) is None
+def test_break_even_legend_is_under_the_panels_and_hides_no_point(drawn, tmp_path):
+    assert plots.plot_break_even(_curves(), tmp_path / "unused.png") is None
     [fig] = drawn
     [ax] = fig.axes
     assert ax.get_legend() is None and len(fig.legends) == 1
@@ -86,11 +84,11 @@ def test_break_even_legend_is_under_the_panels_and_hides_no_point(drawn):
     assert labels[0] == "baseline nospec" and {"gloo", "shm"} <= set(labels)
 
 
-def test_break_even_lists_no_crossing_when_none_was_measured(drawn):
+def test_break_even_lists_no_crossing_when_none_was_measured(drawn, tmp_path):
     groups = _curves()
     for g in groups:
         g.crossing = {"x": None}
-    plots.plot_break_even(groups, Path("unused.png"))
+    plots.plot_break_even(groups, tmp_path / "unused.png")
     labels = [t.get_text() for t in drawn[0].legends[0].get_texts()]
     assert not any(label.startswith("measured crossing") for label in labels)
 
@@ -104,32 +102,32 @@ def _split_rows(trace: bool) -> list[dict]:
     return [row]
 
 
-def test_comm_split_legend_lists_only_what_is_drawn(drawn):
-    plots_parts.plot_comm_split(_split_rows(trace=False), Path("unused.png"))
-    plots_parts.plot_comm_split(_split_rows(trace=True), Path("unused.png"))
+def test_comm_split_legend_lists_only_what_is_drawn(drawn, tmp_path):
+    plots_parts.plot_comm_split(_split_rows(trace=False), tmp_path / "unused.png")
+    plots_parts.plot_comm_split(_split_rows(trace=True), tmp_path / "unused.png")
     engine_only, with_trace = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
     assert engine_only == ["compute", "communication"]
     assert with_trace == ["compute", "communication", "idle", "hatched: profiler trace (rank 0, profiled requests)",
                           "micro-benchmark latency x all-reduces per verify"]
 
 
-def test_pareto_lists_a_frontier_only_when_one_is_drawn(drawn):
+def test_pareto_lists_a_frontier_only_when_one_is_drawn(drawn, tmp_path):
     rows = [{"config": c, "point": "default", "point_index": 0, BASELINE_TOK_S: u, "tok_s_per_gpu": g,
              "device_kind": "gpu"} for c, u, g in (("a", 10.0, 10.0), ("b", 20.0, 20.0))]
-    plots.plot_pareto(rows, "a", Path("unused.png"))  # b dominates: a frontier of one point
+    plots.plot_pareto(rows, "a", tmp_path / "unused.png")  # b dominates: a frontier of one point
     rows[0]["tok_s_per_gpu"] = 30.0  # now a and b are both on it
-    plots.plot_pareto(rows, "a", Path("unused.png"))
+    plots.plot_pareto(rows, "a", tmp_path / "unused.png")
     one, two = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
     assert "Pareto frontier" not in one and "Pareto frontier" in two
 
 
-def test_tok_s_lists_hatching_only_when_a_hatched_bar_is_drawn(drawn):
+def test_tok_s_lists_hatching_only_when_a_hatched_bar_is_drawn(drawn, tmp_path):
     row = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
            "absent": {}}
-    plots.plot_tok_s([row], None, Path("unused.png"))
-    plots.plot_tok_s([row, dict(row, config="b", status="fallback", verdict="faster")], None, Path("unused.png"))
+    plots.plot_tok_s([row], None, tmp_path / "unused.png")
+    plots.plot_tok_s([row, dict(row, config="b", status="fallback", verdict="faster")], None, tmp_path / "unused.png")
     plots.plot_tok_s([row, dict(row, config="c", status="contaminated", verdict="contaminated")], None,
-                     Path("unused.png"))
+                     tmp_path / "unused.png")
     ok, fallback, contaminated = ([t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in drawn)
     assert not any("hatched" in t for t in ok) and "hatched: status fallback" in fallback
     # the hatching names the statuses drawn (an H100 record's contaminated bars were called "fallback / failed")
@@ -157,23 +155,23 @@ def test_warnings_that_differ_only_in_numbers_are_one_line_with_counts_ranges_an
     ]
 
 
-def test_tok_s_title_fits_the_figure(drawn):
+def test_tok_s_title_fits_the_figure(drawn, tmp_path):
     # the example sweep's row names: long tick labels push the axes (and their title) to the right
     rows = [{"config": c, "point": p, "label": f"{c} @ {p}", "status": "ok", BASELINE_TOK_S: 50.0,
              "verdict": "no significant difference", "absent": {}} for c in CONFIGS for p in POINTS]
-    plots.plot_tok_s(rows, None, Path("unused.png"))
+    plots.plot_tok_s(rows, None, tmp_path / "unused.png")
     [fig] = drawn
     assert _inside(fig, fig.axes[0].title)
 
 
-def test_tok_s_cuts_an_interval_of_few_degrees_of_freedom_at_the_axis_and_says_so(drawn):
+def test_tok_s_cuts_an_interval_of_few_degrees_of_freedom_at_the_axis_and_says_so(drawn, tmp_path):
     """A launch variance on one degree of freedom gives intervals of ~10^7 tok/s: the axis stays
     at the bars' scale, the cut end is marked, and the legend says why."""
     base = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
             "absent": {}, RATE_CI[0]: 45.0, RATE_CI[1]: 55.0}
     wild = dict(base, config="b", verdict="no significant difference", **{RATE_CI[0]: 1e-3, RATE_CI[1]: 6e7})
-    plots.plot_tok_s([base, dict(base, config="c")], None, Path("unused.png"))
-    plots.plot_tok_s([base, wild], None, Path("unused.png"))
+    plots.plot_tok_s([base, dict(base, config="c")], None, tmp_path / "unused.png")
+    plots.plot_tok_s([base, wild], None, tmp_path / "unused.png")
     calm, cut = drawn
     assert calm.axes[0].get_xlim()[1] < 100
     assert not any("interval runs past" in t.get_text() for t in calm.axes[0].get_legend().get_texts())

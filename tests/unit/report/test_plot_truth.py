@@ -4,8 +4,6 @@ series visible and simulated acceptance said; report.md without an empty residua
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from specsweep.analysis.metrics import BASELINE_TOK_S
@@ -14,20 +12,20 @@ from specsweep.report.answer import model_section
 from specsweep.report.plots import RATE_CI
 
 
-def test_tok_s_labels_the_end_of_the_bar_not_of_the_interval(drawn):
+def test_tok_s_labels_the_end_of_the_bar_not_of_the_interval(drawn, tmp_path):
     row = {"config": "a", "point": "default", "status": "ok", BASELINE_TOK_S: 50.0, "verdict": "baseline",
            "absent": {}, RATE_CI[0]: 40.0, RATE_CI[1]: 65.0}
-    plots.plot_tok_s([row], None, Path("unused.png"))
+    plots.plot_tok_s([row], None, tmp_path / "unused.png")
     [fig] = drawn
     [label] = [t for t in fig.axes[0].texts if t.get_text().strip() == "50.0"]
     assert label.get_position()[0] == pytest.approx(50.0) and label.get_horizontalalignment() == "right"
 
 
-def test_pareto_is_drawn_on_the_decode_rate_and_says_one_point(drawn):
+def test_pareto_is_drawn_on_the_decode_rate_and_says_one_point(drawn, tmp_path):
     rows = [{"config": c, "point": "default", "point_index": 0, "tok_s_median": e2e, BASELINE_TOK_S: dec,
              "tok_s_per_gpu": g, "device_kind": "gpu"} for c, e2e, dec, g in (("a", 10.0, 12.0, 10.0),
                                                                                 ("b", 20.0, 25.0, 30.0))]
-    plots.plot_pareto(rows, "a", Path("unused.png"))
+    plots.plot_pareto(rows, "a", tmp_path / "unused.png")
     [fig] = drawn
     ax = fig.axes[0]
     xs = sorted(x for line in ax.get_lines() for x in line.get_xdata())
@@ -41,21 +39,21 @@ def _engine_split() -> dict:
             "verify_compute_ms": 10.0, "comm_share": 0.66, "profile": None}
 
 
-def test_comm_split_names_no_profiler_trace_when_profiling_was_off(drawn):
-    plots_parts.plot_comm_split([_engine_split()], Path("unused.png"))
+def test_comm_split_names_no_profiler_trace_when_profiling_was_off(drawn, tmp_path):
+    plots_parts.plot_comm_split([_engine_split()], tmp_path / "unused.png")
     traced = dict(_engine_split(), trace_verify_ms=31.0, trace_verify_compute_ms=9.0, trace_verify_comm_ms=19.0,
                   trace_verify_idle_ms=3.0, trace_comm_share=0.61)
-    plots_parts.plot_comm_split([traced], Path("unused.png"))
+    plots_parts.plot_comm_split([traced], tmp_path / "unused.png")
     off, on = (fig.axes[0].get_title() for fig in drawn)
     assert "profiler trace (" not in off and "engine timing" in off and "profiling off" in off, off
     assert "engine timing and profiler trace" in on, on
 
 
-def test_acceptance_series_that_coincide_stay_visible_and_simulated_acceptance_is_said(drawn):
+def test_acceptance_series_that_coincide_stay_visible_and_simulated_acceptance_is_said(drawn, tmp_path):
     rows = [{"config": c, "point": "default", "point_index": 0, "status": "ok", "label": c,
              "accept_histogram": [2, 3, 4, 1], "accept_rates": [0.8, 0.5, 0.1],
              "simulated_accept": "SGLANG_SIMULATE_ACC_LEN=2.5"} for c in ("eagle3-gloo", "eagle3-shm")]
-    plots_parts.plot_acceptance(rows, Path("unused.png"))
+    plots_parts.plot_acceptance(rows, tmp_path / "unused.png")
     [fig] = drawn
     bottom = fig.axes[1]
     lines = bottom.get_lines()

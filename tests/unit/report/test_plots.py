@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from specsweep.report import plots
 
 
@@ -29,9 +27,9 @@ def _dashed_x(line) -> float | None:
     return xs.pop() if line.get_linestyle() == "--" and len(xs) == 1 else None
 
 
-def test_accept_length_has_a_panel_per_point_each_with_that_points_baseline(drawn):
+def test_accept_length_has_a_panel_per_point_each_with_that_points_baseline(drawn, tmp_path):
     rows = _rows()
-    plots.plot_accept_length(rows, rows[0], Path("unused.png"))
+    plots.plot_accept_length(rows, rows[0], tmp_path / "unused.png")
     [fig] = drawn
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in panels] == ["point c1", "point c4"]
@@ -43,9 +41,9 @@ def test_accept_length_has_a_panel_per_point_each_with_that_points_baseline(draw
         assert {"eagle3-a", "eagle3-b"} <= names
 
 
-def test_tok_s_marks_each_row_at_the_baseline_of_its_point(drawn):
+def test_tok_s_marks_each_row_at_the_baseline_of_its_point(drawn, tmp_path):
     rows = _rows()
-    plots.plot_tok_s(rows, rows[0], Path("unused.png"))
+    plots.plot_tok_s(rows, rows[0], tmp_path / "unused.png")
     [fig] = drawn
     [ax] = [a for a in fig.axes if a.get_title()]
     marks = sorted(x for line in ax.get_lines() if (x := _dashed_x(line)) is not None)

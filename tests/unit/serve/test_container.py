@@ -8,15 +8,19 @@ from specsweep.serve import container, launch
 from specsweep.testing.doubles import DockerRecorder, plan_dict
 
 
-def _plan(**overrides):
+def _keys(**overrides) -> dict:
     plan = {
-        "name": "eagle3-shm",
+        "name": "eagle3-shm", "runtime": "docker",
         "argv": ["python3", "-m", "specsweep.refengine", "--tp-size", "2", "--host", "0.0.0.0", "--port", "30000"],
         "env": {"SGLANG_SIMULATE_ACC_LEN": "2.5", "OMP_NUM_THREADS": "1"},
         "gpus": 0,
     }
     plan.update(overrides)
     return plan
+
+
+def _plan(**overrides) -> Plan:
+    return Plan.from_dict(plan_dict(**_keys(**overrides)))
 
 
 def test_run_argv_cpu_golden():
@@ -81,7 +85,7 @@ def test_run_argv_rdma_golden(tmp_path):
     ]
     # rdma false or unknown: as before (a published port, no devices).
     for rdma in (False, None):
-        argv = container.run_argv(dict(plan, rdma=rdma), "i", "127.0.0.1", 30001, 30000, "c1",
+        argv = container.run_argv(plan.replace(rdma=rdma), "i", "127.0.0.1", 30001, 30000, "c1",
                                   rdma_device_paths=devices)
         assert "--network" not in argv and "--device" not in argv and "-p" in argv
     # What the host has: uverbs* and rdma_cm, nothing else of /dev/infiniband.
@@ -94,7 +98,7 @@ def test_run_argv_rdma_golden(tmp_path):
 def test_rdma_server_binds_the_job_address_on_the_host_network():
     plan = _plan(name="deepep", gpus=8, rdma=True, runtime="docker", host="127.0.0.1",
                  argv=["python3", "-m", "sglang.launch_server", "--tp-size", "8"], engine="sglang")
-    argv, _ = launch.build_launch(Plan.from_dict(plan_dict(**plan)), 30123, {"tag": "img:1"})
+    argv, _ = launch.build_launch(plan, 30123, {"tag": "img:1"})
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "30123"]
     assert "--network" in argv and "-p" not in argv
 
@@ -105,7 +109,7 @@ def test_run_argv_never_carries_env_values():
     assert "hf_secret_value" not in " ".join(argv)
     assert ["-e", "HF_TOKEN"] == argv[argv.index("-e"):argv.index("-e") + 2]
     # The values travel through the docker client's environment (``-e KEY`` forwards them).
-    env = launch.server_environment(plan["env"], {"PATH": "/bin"})
+    env = launch.server_environment(plan.env, {"PATH": "/bin"})
     assert env["PATH"] == "/bin" and env["HF_TOKEN"] == "hf_secret_value"
 
 

@@ -15,7 +15,7 @@ from specsweep.plan.config import load_config
 from specsweep.plan.resolve import resolve_sweep
 from specsweep.testing.doubles import engine_facts
 from specsweep.testing.workflow import REPO
-from specsweep.workflow import inputs
+from specsweep.workflow import inputs, round_inputs
 from specsweep.workflow.screen import latency_of, measured_rows, screen_grid
 
 RECORD = REPO / "docs/measurements/2026-12-06-cpu-forward-bench/run1"
@@ -26,7 +26,7 @@ def _results(root: Path, names: list[str], keys: dict[str, str], measured: list[
     plans are of format 4, before plans carried the engine's facts (what the cost model reads the TP size from):
     added here as the engine resolves them; today's plans of these configurations differ in nothing else."""
     for name in names:
-        bench = root / inputs.bench_path(name, keys[name])
+        bench = root / round_inputs.bench_path(name, keys[name])
         bench.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(RECORD / name / "allreduce_bench.json", bench)
     for name in measured:
@@ -52,8 +52,8 @@ def test_the_measured_residuals_decide_and_the_slow_backend_is_set_aside(tmp_pat
     _results(tmp_path, sorted(plans), keys, ["eagle3-shm", "nospec-gloo", "nospec-shm"])
     monkeypatch.chdir(tmp_path)
     log = io.StringIO()
-    got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, log)
-    assert json.loads((tmp_path / inputs.SCREEN_PATH).read_text()) == got
+    got = screen_grid(round_inputs.screen_params(config, plans, keys), round_inputs.SCREEN_PATH, log)
+    assert json.loads((tmp_path / round_inputs.SCREEN_PATH).read_text()) == got
     # the record's residuals (report.md of run1: +0.5 %, +8.2 %, +2.1 %): the largest is the margin
     assert got["validated"] and got["margin"] == pytest.approx(0.082, abs=0.002), got["error_from"]
     assert [e["config"] for e in got["error_from"]] == ["eagle3-shm", "nospec-gloo", "nospec-shm"]
@@ -72,7 +72,7 @@ def test_with_nothing_measured_nothing_is_set_aside(tmp_path, monkeypatch, grid)
     config, plans, keys = grid
     _results(tmp_path, sorted(plans), keys, [])
     monkeypatch.chdir(tmp_path)
-    got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, io.StringIO())
+    got = screen_grid(round_inputs.screen_params(config, plans, keys), round_inputs.SCREEN_PATH, io.StringIO())
     assert not got["validated"] and got["set_aside"] == [] and "no configuration measured yet" in got["why"]
     assert all(p["latency_us"] for p in got["predictions"]), "the micro-benchmarks are read all the same"
 
@@ -85,13 +85,13 @@ def test_a_group_measured_under_another_name_counts(tmp_path, monkeypatch, grid)
     path = tmp_path / "results" / "eagle3-shm" / "summary.json"
     summary = json.loads(path.read_text())
     settings = ["server_args.all-reduce-backend"]
-    group_keys = json.loads(inputs.screen_params(config, plans, keys))["group_keys"]
+    group_keys = json.loads(round_inputs.screen_params(config, plans, keys))["group_keys"]
     assert measured_rows(tmp_path / "results", settings, group_keys)[1] == {"eagle3-gloo": "eagle3-shm"}
     stale = json.loads(path.read_text())
     stale["plan"]["workload"] = dict(stale["plan"]["workload"], output_len=32)
     path.write_text(json.dumps(stale))
     monkeypatch.chdir(tmp_path)
-    got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, io.StringIO())
+    got = screen_grid(round_inputs.screen_params(config, plans, keys), round_inputs.SCREEN_PATH, io.StringIO())
     assert got["margin"] is not None and not any(p["measured_from"] for p in got["predictions"]), \
         "its residual counts for the error on this host; its parts predict no group of other plans"
     summary["config"] = "earlier"
@@ -103,7 +103,7 @@ def test_a_group_measured_under_another_name_counts(tmp_path, monkeypatch, grid)
     path.unlink()
     rows, sources = measured_rows(tmp_path / "results", settings, group_keys)
     assert sources == {"eagle3-gloo": "earlier"} and [r["config"] for r in rows] == ["earlier"]
-    got = screen_grid(inputs.screen_params(config, plans, keys), inputs.SCREEN_PATH, io.StringIO())
+    got = screen_grid(round_inputs.screen_params(config, plans, keys), round_inputs.SCREEN_PATH, io.StringIO())
     by = {p["config"]: p for p in got["predictions"]}
     assert by["eagle3-gloo"]["measured_from"] == by["eagle3-shm"]["measured_from"] == "earlier"
     assert by["nospec-shm"]["measured_from"] is None and got["set_aside"] == ["eagle3-gloo"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specsweep.contracts import layout
-from specsweep.workflow import inputs
+from specsweep.workflow import inputs, round_inputs
 from specsweep.workflow.stored import current_key, stale_launch_lines, stale_launches
 
 PLAN = {"name": "a", "argv": ["python3", "-m", "x"], "env": {"A": "1"}}
@@ -108,5 +108,6 @@ def test_the_burn_in_runs_for_the_launches_still_to_measure_and_else_keeps_what_
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"format_version": 1, "for": {"launches": ["a launch-2"], "invocation": 12.5}}))
     assert burn_in_for(results, {"a": key}, planned, 14.0) == {"launches": ["a launch-2"], "invocation": 12.5}
-    assert json.loads(inputs.burn_in_params({}, None)).get("for") is None
-    assert json.loads(inputs.burn_in_params({}, {"launches": ["a launch-2"]}))["for"] == {"launches": ["a launch-2"]}
+    assert json.loads(round_inputs.burn_in_params({}, None)).get("for") is None
+    due = {"launches": ["a launch-2"]}
+    assert json.loads(round_inputs.burn_in_params({}, due))["for"] == due

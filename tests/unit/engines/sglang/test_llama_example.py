@@ -25,20 +25,20 @@ CONFIG_SETS = {
 
 @pytest.mark.parametrize("config_set", sorted(CONFIG_SETS))
 def test_every_tp_size_has_a_baseline_and_eagle3_with_gpus_to_match(config_set):
-    config, plans = labelled_plans(CONFIG_SETS[config_set])
+    _config, plans, labels = labelled_plans(CONFIG_SETS[config_set])
     for tp in (2, 4, 8):
         for name in (f"nospec-tp{tp}", f"eagle3-tp{tp}", f"eagle3-tp{tp}-nccl"):
-            assert plans[name]["server_args"]["tp-size"] == tp and plans[name]["gpus"] == tp, name
-        sa = plans[f"eagle3-tp{tp}"]["server_args"]
+            assert plans[name].server_args["tp-size"] == tp and plans[name].gpus == tp, name
+        sa = plans[f"eagle3-tp{tp}"].server_args
         assert (sa["speculative-algorithm"], sa["speculative-num-steps"], sa["speculative-eagle-topk"],
                 sa["speculative-num-draft-tokens"]) == ("EAGLE3", 3, 1, 4)
-        assert "speculative-algorithm" not in plans[f"nospec-tp{tp}"]["server_args"]
+        assert "speculative-algorithm" not in plans[f"nospec-tp{tp}"].server_args
     pcie = config_set.startswith("pcie")
-    assert all(p["nvlink"] is (not pcie) for p in plans.values())
+    assert all(p.nvlink is (not pcie) for p in plans.values())
     assert {n for n in plans if n.endswith("-pcie-ipc")} == ({f"eagle3-tp{t}-pcie-ipc" for t in (2, 4, 8)}
                                                              if pcie else set())
     for name, plan in plans.items():
-        assert [f.message for f in check_plan(plan) if f.severity == "error"] == [], name
+        assert [f.message for f in check_plan(plan, labels[name]) if f.severity == "error"] == [], name
 
 
 @pytest.mark.parametrize("config_set", ["pcie", "pcie-dummy"])
@@ -47,19 +47,19 @@ def test_tp2_pcie_ipc_runs_without_the_custom_all_reduce(config_set):
     tried before PCIe IPC (parallel_state.py:959-975) and takes the all-reduces up to its size
     (custom_all_reduce.py:260-274): the PCIe IPC configuration turns it off, and the rule warns whenever a
     PCIe IPC configuration at TP=2 leaves it on."""
-    _, plans = labelled_plans(CONFIG_SETS[config_set])
-    plan = plans["eagle3-tp2-pcie-ipc"]
-    assert plan["server_args"]["disable-custom-all-reduce"] is True
-    assert "--disable-custom-all-reduce" in plan["argv"]
-    assert [f for f in check_plan(plan) if f.rule == "pcie-ipc-custom-ar"] == []
-    left_on = {**plan, "server_args": {k: v for k, v in plan["server_args"].items()
-                                       if k != "disable-custom-all-reduce"}}
-    found = [f for f in check_plan(left_on) if f.rule == "pcie-ipc-custom-ar"]
+    _, plans, labels = labelled_plans(CONFIG_SETS[config_set])
+    plan, own = plans["eagle3-tp2-pcie-ipc"], labels["eagle3-tp2-pcie-ipc"]
+    assert plan.server_args["disable-custom-all-reduce"] is True
+    assert "--disable-custom-all-reduce" in plan.argv
+    assert [f for f in check_plan(plan, own) if f.rule == "pcie-ipc-custom-ar"] == []
+    left_on = plan.replace(server_args={k: v for k, v in plan.server_args.items() if k != "disable-custom-all-reduce"})
+    found = [f for f in check_plan(left_on, own) if f.rule == "pcie-ipc-custom-ar"]
     assert [f.severity for f in found] == ["warning"]
     assert found[0].message.startswith("configurations.eagle3-tp2-pcie-ipc.server_args.disable-custom-all-reduce: ")
     assert "set disable-custom-all-reduce: true" in found[0].message
     # Only at TP=2: above it the custom all-reduce refuses PCIe-only GPUs itself (and logs it).
-    assert [f for f in check_plan(plans["eagle3-tp4-pcie-ipc"]) if f.rule == "pcie-ipc-custom-ar"] == []
+    tp4 = "eagle3-tp4-pcie-ipc"
+    assert [f for f in check_plan(plans[tp4], labels[tp4]) if f.rule == "pcie-ipc-custom-ar"] == []
 
 
 def test_the_model_directories_hold_the_shapes_the_verify_path_depends_on():

@@ -287,15 +287,19 @@ def test_deepep_proven_by_nvshmem_bringing_up_ibgda():
 def test_evidence_that_cannot_reach_the_log_is_said_before_launch():
     from specsweep.engines.sglang.logcheck import evidence_warnings
 
-    quiet = {"name": "q", "variant": ["mscclpp"], "server_args": {"log-level": "warning"}, "env": {}}
+    def plan(**keys) -> Plan:
+        return Plan.from_dict(plan_dict(engine="sglang", **keys))
+
+    quiet = plan(server_args={"log-level": "warning"})
     assert any("variant mscclpp's evidence prints at info, below --log-level warning" in w
-               for w in evidence_warnings(quiet))
-    assert evidence_warnings(dict(quiet, server_args={})) == []
-    assert any("NVSHMEM_DEBUG" in w for w in evidence_warnings({"name": "d", "variant": "deepep", "env": {}}))
-    assert evidence_warnings({"name": "d", "variant": "deepep", "env": {"NVSHMEM_DEBUG": "INFO"}}) == []
-    assert any("NCCL_DEBUG" in w for w in evidence_warnings({"name": "n", "variant": "nccl_env", "env": {}}))
-    assert evidence_warnings({"name": "n", "variant": "nccl_env",
-                              "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}}) == []
+               for w in evidence_warnings(quiet, {"variant": ["mscclpp"]}))
+    assert evidence_warnings(plan(), {"variant": ["mscclpp"]}) == []
+    assert any("NVSHMEM_DEBUG" in w for w in evidence_warnings(plan(), {"variant": "deepep"}))
+    assert evidence_warnings(plan(env={"NVSHMEM_DEBUG": "INFO"}), {"variant": "deepep"}) == []
+    assert any("NCCL_DEBUG" in w for w in evidence_warnings(plan(), {"variant": "nccl_env"}))
+    assert evidence_warnings(plan(env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}),
+                             {"variant": "nccl_env"}) == []
+    assert evidence_warnings(quiet, {}) == []  # no variant asked for: nothing to prove
 
 
 def test_precedence_names_known_variants():

@@ -8,16 +8,17 @@ a preflight that silently does not run is worse than none.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+from specsweep.contracts.plan import Plan
 from specsweep.engines.sglang.engine import SGLangEngine
 from specsweep.engines.sglang.preflight import ensure_parser_env, preflight_plans
 from specsweep.engines.sglang.rules import check_plan
+from specsweep.plan.resolve import LABEL_KEYS
 from specsweep.testing.parser_env import assert_only_unmounted_weights, labelled_plans, preflight_config_set
 from specsweep.testing.parser_env import parser_python as build_parser_python
 from specsweep.testing.parser_env import wheel_site as site_of
@@ -31,46 +32,59 @@ CONFIG_SETS = {
 }
 
 
+#: (the merged config, the plans by name, their labels by name): ``labelled_plans``.
+Labelled = tuple[dict, dict[str, Plan], dict[str, dict]]
+#: A plan and its labels, as the rules take them.
+Case = tuple[Plan, dict]
+
+
 @pytest.fixture(scope="module")
-def gpu_plans() -> tuple[dict, dict]:
+def gpu_plans() -> Labelled:
     return labelled_plans([GPU_CONFIG])
 
 
-def _plan(gpu_plans: tuple[dict, dict], base: str, **changes) -> dict:
-    """A copy of plan ``base`` with ``changes`` (server_args/env merged, None removes a key)."""
-    plan = copy.deepcopy(gpu_plans[1][base])
+def _case(plans: Labelled, name: str) -> Case:
+    return plans[1][name], plans[2][name]
+
+
+def _plan(gpu_plans: Labelled, base: str, **changes) -> Case:
+    """Plan ``base`` and its labels with ``changes``: a label key changes the labels, any other the plan
+    (server_args/env merged, None removes a key)."""
+    plan, labels = gpu_plans[1][base], dict(gpu_plans[2][base])
+    fields = {}
     for key, value in changes.items():
-        if key in ("server_args", "env"):
-            plan[key] = {**plan[key], **value}
-            plan[key] = {k: v for k, v in plan[key].items() if v is not None}
+        if key in LABEL_KEYS:
+            labels[key] = value
+        elif key in ("server_args", "env"):
+            fields[key] = {k: v for k, v in {**getattr(plan, key), **value}.items() if v is not None}
         else:
-            plan[key] = value
-    return plan
+            fields[key] = value
+    return plan.replace(**fields), labels
 
 
-def _errors(plan: dict) -> list[str]:
-    return [f.message for f in check_plan(plan) if f.severity == "error"]
+def _errors(case: Case) -> list[str]:
+    return [f.message for f in check_plan(*case) if f.severity == "error"]
 
 
 # --- static rules (fast) ----------------------------------------------------
 
 
 def test_matrix_passes_static_rules(gpu_plans):
-    for name, plan in gpu_plans[1].items():
-        assert _errors(plan) == [], name
+    for name in gpu_plans[1]:
+        assert _errors(_case(gpu_plans, name)) == [], name
 
 
 def test_matrix_covers_the_issue(gpu_plans):
     """Every optimisation of the plan has a configuration, and one combination uses an extends list."""
-    config, plans = gpu_plans
-    variants = {v for p in plans.values() for v in p["variant"]}
+    config, plans, labels = gpu_plans
+    variants = {v for own in labels.values() for v in own["variant"]}
     assert variants >= {"custom_allreduce", "mscclpp", "torch_symm_mem", "flashinfer_fusion", "deepep",
                         "pcie_ipc_allreduce", "nccl_env"}
-    assert plans["nccl-tree-anyproto-anych-anybuf"]["env"]["NCCL_ALGO"] == "allreduce:tree"  # the NCCL grid
-    assert plans["nccl-tree-bare"]["expect"] == "failure"
-    assert plans["no-custom-ar"]["server_args"]["disable-custom-all-reduce"] is True
+    assert plans["nccl-tree-anyproto-anych-anybuf"].env["NCCL_ALGO"] == "allreduce:tree"  # the NCCL grid
+    assert labels["nccl-tree-bare"]["expect"] == "failure"
+    assert plans["no-custom-ar"].server_args["disable-custom-all-reduce"] is True
     assert any(isinstance(c.get("extends"), list) for c in config["configurations"].values())
-    seed = plans["nccl-seed"]["env"]
+    seed = plans["nccl-seed"].env
     assert {k: seed[k] for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL", "NCCL_MAX_NCHANNELS",
                                  "NCCL_BUFFSIZE", "NCCL_NTHREADS")} == {
         "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_P2P_LEVEL": "SYS", "NCCL_MAX_NCHANNELS": "16",
@@ -78,13 +92,13 @@ def test_matrix_covers_the_issue(gpu_plans):
 
 
 def test_dummy_overlay_is_weight_free():
-    _config, plans = labelled_plans(CONFIG_SETS["dummy"])
+    _config, plans, _labels = labelled_plans(CONFIG_SETS["dummy"])
     for name, plan in plans.items():
-        sa = plan["server_args"]
+        sa = plan.server_args
         assert sa["load-format"] == "dummy", name
         assert sa["skip-tokenizer-init"] is True, name
-        assert plan["env"]["SGLANG_SIMULATE_ACC_LEN"] == "2.0", name
-        assert plan["workload"]["endpoint"] == "generate", name  # input_ids requests
+        assert plan.env["SGLANG_SIMULATE_ACC_LEN"] == "2.0", name
+        assert plan.workload["endpoint"] == "generate", name  # input_ids requests
         if sa.get("speculative-algorithm"):
             assert sa["speculative-draft-load-format"] == "dummy", name
             assert sa["speculative-draft-model-path"].startswith("/specsweep-models/"), name
@@ -105,7 +119,7 @@ def test_fusion_on_sm120_needs_patched_image(gpu_plans):
     assert _errors(_plan(gpu_plans, "fi-fusion", image="sglang", gpu_arch="sm90")) == []
     # A patched image recognised by its target, whatever its name.
     patched = {"my-img": {"target": "fi-fusion"}}
-    findings = check_plan(_plan(gpu_plans, "fi-fusion", image="my-img"), patched)
+    findings = check_plan(*_plan(gpu_plans, "fi-fusion", image="my-img"), patched)
     assert [f for f in findings if f.severity == "error"] == []
 
 
@@ -129,9 +143,9 @@ def test_ll128_on_pcie(gpu_plans):
 
 
 def test_bare_tree_warns_unless_expected_failure(gpu_plans):
-    warn = [f for f in check_plan(_plan(gpu_plans, "nccl-tree-bare", expect="ok")) if f.rule == "nccl-bare-tree"]
+    warn = [f for f in check_plan(*_plan(gpu_plans, "nccl-tree-bare", expect="ok")) if f.rule == "nccl-bare-tree"]
     assert warn and "allreduce:tree" in warn[0].message
-    assert [f for f in check_plan(gpu_plans[1]["nccl-tree-bare"]) if f.rule == "nccl-bare-tree"] == []
+    assert [f for f in check_plan(*_case(gpu_plans, "nccl-tree-bare")) if f.rule == "nccl-bare-tree"] == []
 
 
 def test_eagle_numbers(gpu_plans):
@@ -145,8 +159,8 @@ def test_eagle_numbers(gpu_plans):
                                                            "speculative-num-draft-tokens": 8})) == []
 
 
-def _findings(plan: dict, rule: str) -> list:
-    return [f for f in check_plan(plan) if f.rule == rule]
+def _findings(case: Case, rule: str) -> list:
+    return [f for f in check_plan(*case) if f.rule == rule]
 
 
 def test_deepep_low_latency_needs_rdma_nics(gpu_plans):
@@ -162,9 +176,9 @@ def test_deepep_low_latency_needs_rdma_nics(gpu_plans):
 
 
 def test_known_failure_names_its_signature(gpu_plans):
-    tree = gpu_plans[1]["nccl-tree-bare"]
-    assert tree["expect"] == "failure"
-    assert tree["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
+    tree = _case(gpu_plans, "nccl-tree-bare")
+    assert tree[1]["expect"] == "failure"
+    assert tree[1]["expect_signature"] == ["nccl_no_algorithm", "cuda_graph_capture_failed"]
     assert _errors(tree) == []
     assert any("needs the failure it is known for" in e
                for e in _errors(_plan(gpu_plans, "nccl-tree-bare", expect_signature=[])))
@@ -175,13 +189,14 @@ def test_known_failure_names_its_signature(gpu_plans):
 
 
 @pytest.fixture(scope="module")
-def dummy_plans() -> tuple[dict, dict]:
+def dummy_plans() -> Labelled:
     return labelled_plans(CONFIG_SETS["dummy"])
 
 
 def test_dummy_matrix_passes_static_rules(dummy_plans):
-    for name, plan in dummy_plans[1].items():
-        assert [f.message for f in check_plan(plan, base=REPO) if f.severity == "error"] == [], name
+    for name in dummy_plans[1]:
+        found = check_plan(*_case(dummy_plans, name), base=REPO)
+        assert [f.message for f in found if f.severity == "error"] == [], name
 
 
 def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
@@ -189,32 +204,31 @@ def test_deepep_cannot_run_compressed_tensors_experts(dummy_plans):
     the rule reads the model's config.json (Kimi-K2.5's text config: compressed-tensors INT4 experts)."""
     from specsweep.engines.sglang.deepep import model_quantization
 
-    deepep = dummy_plans[1]["deepep"]
+    deepep, labels = _case(dummy_plans, "deepep")
     assert model_quantization(deepep, REPO)[0] == "compressed-tensors"
     # The matrix labels it an expected failure with its own signatures (the assert, or NVSHMEM's error
     # without RDMA first): nothing to refuse.
-    assert deepep["expect"] == "failure" and deepep["expect_signature"] == ["deepep_quantization", "deepep_rdma"]
-    assert [f for f in check_plan(deepep, base=REPO) if f.rule == "deepep-quantization"] == []
+    assert labels["expect"] == "failure" and labels["expect_signature"] == ["deepep_quantization", "deepep_rdma"]
+    assert [f for f in check_plan(deepep, labels, base=REPO) if f.rule == "deepep-quantization"] == []
     # Labelled as expected to run (or to fail for another reason): refused, naming the key and the cause.
-    for labels in ({"expect": "ok", "expect_signature": []},
-                   {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]},
-                   {"expect": "failure", "expect_signature": ["deepep_quantization"]}):  # rdma not known: both
-        found = [f for f in check_plan({**deepep, **labels}, base=REPO) if f.rule == "deepep-quantization"]
-        assert [f.severity for f in found] == ["error"], labels
+    for other in ({"expect": "ok", "expect_signature": []},
+                  {"expect": "failure", "expect_signature": ["cuda_graph_capture_failed"]},
+                  {"expect": "failure", "expect_signature": ["deepep_quantization"]}):  # rdma not known: both
+        found = [f for f in check_plan(deepep, {**labels, **other}, base=REPO) if f.rule == "deepep-quantization"]
+        assert [f.severity for f in found] == ["error"], other
         assert found[0].message.startswith("configurations.deepep.server_args.moe-a2a-backend: ")
         assert "compressed-tensors" in found[0].message and "layer.py:167-177,297-301" in found[0].message
-    # A plan (no labels, as the preflight job reads it): a warning that names the label.
-    plan = {k: v for k, v in deepep.items() if k not in ("expect", "expect_signature", "variant", "description")}
-    found = [f for f in check_plan(plan, base=REPO) if f.rule == "deepep-quantization"]
+    # A plan alone (no labels, as the preflight job reads it): a warning that names the label.
+    found = [f for f in check_plan(deepep, None, base=REPO) if f.rule == "deepep-quantization"]
     assert [f.severity for f in found] == ["warning"]
     assert "expect_signature: [deepep_quantization, deepep_rdma]" in found[0].message
     # On a host known to have RDMA, NVSHMEM comes up: the assert alone is the expected failure.
-    rdma = {**deepep, "rdma": True, "expect_signature": ["deepep_quantization"]}
-    assert [f for f in check_plan(rdma, base=REPO) if f.rule == "deepep-quantization"] == []
+    rdma = check_plan(deepep.replace(rdma=True), {**labels, "expect_signature": ["deepep_quantization"]}, base=REPO)
+    assert [f for f in rdma if f.rule == "deepep-quantization"] == []
     # An unquantized (or FP8) model is not this rule's business.
-    assert model_quantization({**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}, REPO)[0] == "fp8"
-    fp8 = {**plan, "server_args": {**plan["server_args"], "quantization": "fp8"}}
-    assert [f for f in check_plan(fp8, base=REPO) if f.rule == "deepep-quantization"] == []
+    fp8 = deepep.replace(server_args={**deepep.server_args, "quantization": "fp8"})
+    assert model_quantization(fp8, REPO)[0] == "fp8"
+    assert [f for f in check_plan(fp8, None, base=REPO) if f.rule == "deepep-quantization"] == []
 
 
 def test_deepep_quantization_is_read_from_text_config_as_sglang_does(gpu_plans):
@@ -224,12 +238,11 @@ def test_deepep_quantization_is_read_from_text_config_as_sglang_does(gpu_plans):
 
     model = REPO / "tests" / "fixtures" / "models" / "kimi-k25-multimodal"
     assert "quantization_config" not in json.loads((model / "config.json").read_text())
-    deepep = gpu_plans[1]["deepep"]
-    local = {**deepep, "runtime": "local", "server_args": {**deepep["server_args"], "model-path": str(model)}}
+    local, labels = _plan(gpu_plans, "deepep", runtime="local", server_args={"model-path": str(model)},
+                          expect="ok", expect_signature=[])
     method, where = model_quantization(local, REPO)
     assert method == "compressed-tensors" and where.endswith("config.json text_config")
-    found = [f for f in check_plan({**local, "expect": "ok", "expect_signature": []}, base=REPO)
-             if f.rule == "deepep-quantization"]
+    found = [f for f in check_plan(local, labels, base=REPO) if f.rule == "deepep-quantization"]
     assert [f.severity for f in found] == ["error"] and "text_config" in found[0].message
 
 
@@ -260,14 +273,13 @@ def test_gpus_must_hold_every_rank(gpu_plans):
     assert [f.message for f in _findings(plan, "gpus-world-size")] == [
         "configurations.eagle3.gpus: 4, but tp-size 8 needs 8 GPUs (one per rank); set gpus: 8, or a tp-size that fits"]
     assert [f.severity for f in _findings(_plan(gpu_plans, "eagle3", gpus=16), "gpus-world-size")] == ["warning"]
-    assert _findings(gpu_plans[1]["eagle3"], "gpus-world-size") == []
+    assert _findings(_case(gpu_plans, "eagle3"), "gpus-world-size") == []
 
 
 def test_labels_check_reports_every_static_finding(gpu_plans):
     """When the workflow starts (snakemake -n included) every SGLang-free rule runs, not only what the
     labels add: EAGLE without a draft model stops there, before any parser environment is built."""
-    plan = {k: v for k, v in _plan(gpu_plans, "eagle3", server_args={"speculative-draft-model-path": None}).items()
-            if k not in ("expect", "expect_signature", "variant", "description")}
+    plan, _labels = _plan(gpu_plans, "eagle3", server_args={"speculative-draft-model-path": None})
     result = SGLangEngine().check_labels(plan, {"expect": "ok", "variant": []})
     assert any(e.startswith("configurations.eagle3.server_args.speculative-draft-model-path: ") for e in result.errors)
 
@@ -280,10 +292,11 @@ def test_unknown_variant(gpu_plans):
 @pytest.mark.slow
 def test_engine_preflight_runs_the_rules_and_the_parser(gpu_plans, parser_python):
     engine = SGLangEngine()
-    good = engine.preflight(labelled_plans(CONFIG_SETS["dummy"])[1]["eagle3"], parser_python)
+    _config, dummy, labels = labelled_plans(CONFIG_SETS["dummy"])
+    good = engine.preflight(dummy["eagle3"], parser_python, labels=labels["eagle3"])
     assert good.errors == [] and good.checked_with.startswith("sglang 0.5.23")
     assert [x["role"] for x in good.loaded] == ["model", "draft"]
-    assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2}), parser_python).errors
+    assert engine.preflight(_plan(gpu_plans, "mscclpp", server_args={"tp-size": 2})[0], parser_python).errors
     with pytest.raises(ValueError, match="parser"):
         engine.preflight(gpu_plans[1]["eagle3"])
 
@@ -357,10 +370,7 @@ def test_sglang_parser_rejections_name_config_and_flag(parser_python, gpu_plans)
         "combo": (_plan(gpu_plans, "fi-fusion", name="combo", image="sglang"),
                   "flashinfer-allreduce-fusion-backend"),
     }
-    plans = []
-    for name, (plan, _flag) in cases.items():
-        plan["argv"] = None  # rebuilt from server_args
-        plans.append(plan)
+    plans = [plan.replace(argv=()) for (plan, _labels), _flag in cases.values()]  # argv rebuilt from server_args
     results = preflight_plans(plans, parser_python)
     for name, (_plan_, flag) in cases.items():
         result = results[name]
@@ -453,13 +463,13 @@ def test_docs_outcome_table_matches_the_rules(dummy_plans):
     assert len(rows) >= 9
     for names, pre, after in rows:
         for name in names:
-            found = {f.rule for f in check_plan(dummy_plans[1][name], base=REPO)}
+            found = {f.rule for f in check_plan(*_case(dummy_plans, name), base=REPO)}
             named = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", pre)) - set(names) - {"sglang-fi-fusion"}
             warned = {r for r in named if f"warning `{r}`" in pre}
             assert found == warned, (name, found, pre)
         for signature in re.findall(r"`([a-z_]+)`", after):
             if "_" in signature:
-                assert signature in failure_names() or signature in dummy_plans[1][names[0]].get("variant", []) \
+                assert signature in failure_names() or signature in dummy_plans[2][names[0]]["variant"] \
                     or signature == "nccl_env", signature
 
 
