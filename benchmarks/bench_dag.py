@@ -19,7 +19,9 @@ on its load; CPU time (user + sys of the snakemake process) is printed too.
 
 The no-op case needs every output present. Running 500 real benchmarks for a
 timing of Snakemake itself would take days, so every output the dry run
-lists is created empty and recorded with `snakemake --touch`. `--touch`
+lists is created (empty; a JSON file an empty object, a configuration's plan
+the plan it resolves to: the workflow's start reads them) and recorded with
+`snakemake --touch`. `--touch`
 records no params metadata for resolve_plan and preflight_config (Snakemake
 then says so and skips their params check, which makes the no-op cheaper than
 on a real results tree); with `--real-plans` those two rules run for real
@@ -46,6 +48,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from specsweep.files import canonical_json  # noqa: E402
+from specsweep.plan.config import check_sweep  # noqa: E402
+from specsweep.plan.resolve import resolve_sweep  # noqa: E402
 from specsweep.testing.workflow import copy_workflow, job_counts  # noqa: E402
 
 POINTS = [{"concurrency": 1}, {"concurrency": 2}, {"concurrency": 4}]
@@ -100,36 +105,80 @@ def import_cost() -> float:
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 
 
-def floor_snakefile(configs: int, extra_launches: int) -> str:
-    """A Snakefile with the sweep's DAG shape and nothing else: per configuration a plan, a preflight,
-    a launch and a summary job (plus ``extra_launches`` more launches of the first one: the A/A control),
-    one report over every summary; each job touches its output."""
+def floor_snakefile(configs: int, launches: int, aa: int) -> str:
+    """A Snakefile with the sweep's DAG shape and nothing else: per configuration a plan, its selection as the
+    current one, a preflight, ``launches`` launches (each after a burn-in) and a summary (the first
+    configuration ``aa`` more launches: the A/A control); a judgement of the last planned round over its
+    launches, one report over every summary and the judgement, its rendering. Each job touches its output."""
     return f"""N = [f"c{{i}}" for i in range({configs})]
+L = {launches}
+wildcard_constraints:
+    c="c[0-9]+",
+    launch="[0-9]+",
 rule all:
     input: "r/report.md"
-rule report:
-    input: expand("r/{{c}}/summary.json", c=N)
+rule render:
+    input: "r/report.json"
     output: "r/report.md"
     shell: "touch {{output}}"
+rule analyze:
+    input: expand("r/{{c}}/summary.json", c=N), "r/judgement.json"
+    output: "r/report.json"
+    shell: "touch {{output}}"
+rule judge:
+    input: expand("r/{{c}}/launch-{{launch}}/outcome.json", c=N, launch=[L])
+    output: "r/judgement.json"
+    shell: "touch {{output}}"
+rule burn_in:
+    output: "r/burn-in.json"
+    shell: "touch {{output}}"
 rule plan:
+    output: "r/{{c}}/plans/plan.json"
+    shell: "touch {{output}}"
+rule select:
+    input: "r/{{c}}/plans/plan.json"
     output: "r/{{c}}/plan.json"
     shell: "touch {{output}}"
 rule preflight:
-    input: "r/{{c}}/plan.json"
+    input: "r/{{c}}/plans/plan.json"
     output: "r/{{c}}/preflight.json"
     shell: "touch {{output}}"
 rule launch:
-    input: "r/{{c}}/plan.json", "r/{{c}}/preflight.json"
+    input: "r/{{c}}/plans/plan.json", "r/{{c}}/preflight.json", "r/burn-in.json"
     output: "r/{{c}}/launch-{{launch}}/outcome.json"
     shell: "touch {{output}}"
 def launches(wildcards):
     return [f"r/{{wildcards.c}}/launch-{{i}}/outcome.json"
-            for i in range(1, 2 + ({extra_launches} if wildcards.c == "c0" else 0))]
+            for i in range(1, 1 + L + ({aa} if wildcards.c == "c0" else 0))]
 rule summary:
     input: "r/{{c}}/plan.json", launches
     output: "r/{{c}}/summary.json"
     shell: "touch {{output}}"
 """
+
+
+def touched_content(path: str, plans: dict[str, dict]) -> str:
+    """What a touched output holds: the workflow's start reads some of them (``workflow.stored``: the current
+    plan's copy, the summaries' launch ids, the burn-in's record), so a JSON file gets a valid object and a
+    configuration's plan (``results/<config>/plan.json`` and the stored one) the plan it resolves to, as a
+    real run writes it (so the start's check of stored launches does the work it does after a real sweep)."""
+    parts = Path(path).parts
+    if path.endswith("/plan.json") and len(parts) >= 3 and parts[0] == "results" and parts[1] in plans:
+        return canonical_json(plans[parts[1]])
+    return "{}" if path.endswith(".json") else ""
+
+
+def resolved_plans(work: Path) -> dict[str, dict]:
+    """The plans the workflow in ``work`` resolves (its config.yaml), by configuration; {} without one."""
+    if not (work / "config.yaml").exists():
+        return {}
+    here = Path.cwd()
+    os.chdir(work)  # relative paths of the config (model directories) resolve from the workflow's root
+    try:
+        plans, _ = resolve_sweep(check_sweep(yaml.safe_load((work / "config.yaml").read_text()), "config.yaml").config)
+    finally:
+        os.chdir(here)
+    return plans
 
 
 def dry_and_noop(work: Path, rounds: int, real_plans: bool = False) -> tuple[list, list, str]:
@@ -141,14 +190,15 @@ def dry_and_noop(work: Path, rounds: int, real_plans: bool = False) -> tuple[lis
     if real_plans:
         timed(SNAKEMAKE + ["preflight"], work)  # plans and preflights for real: their params metadata
         skip_touch = ("/plan.json", "/preflight.json")
+    plans = resolved_plans(work)
     for path in outputs_of_dry_run(dry[0][2]):
         if path.endswith(skip_touch):
             continue
-        if path.endswith("/nccl"):  # a directory() output (the launch's NCCL debug files)
+        if not Path(path).suffix:  # a directory() output (the launch's NCCL debug files, the report's plots)
             (work / path).mkdir(parents=True, exist_ok=True)
             continue
         (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).touch()
+        (work / path).write_text(touched_content(path, plans))
     timed(SNAKEMAKE + ["--touch", "all"], work)
     noop = []
     for _ in range(rounds):
@@ -172,7 +222,8 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
 
         floor = tmp / "floor"
         floor.mkdir()
-        (floor / "Snakefile").write_text(floor_snakefile(configs, launches - configs))
+        per = launches // configs  # every configuration's planned launches; the rest: the A/A control
+        (floor / "Snakefile").write_text(floor_snakefile(configs, per, launches - per * configs))
         floor_dry, floor_noop, floor_first = dry_and_noop(floor, rounds)
         floor_jobs = sum(v for k, v in job_counts(floor_first).items() if k != "all")
 
@@ -184,8 +235,8 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
         print(f"configurations: {configs} ({len(POINTS)} workload points each; machine: {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f})")
         print(f"jobs planned: {sum(v for k, v in counts.items() if k != 'all')} {dict(sorted(counts.items()))}")
-        print(f"server launches per sweep: {launches} (= {configs} configurations x 1 launch + 1 A/A control), "
-              f"not {configs * len(POINTS)} (configurations x points)")
+        print(f"server launches per sweep: {launches} (= {configs} configurations x {per} launches + "
+              f"{launches - per * configs} A/A control), not {configs * per * len(POINTS)} (x points)")
         print(line("snakemake -n all, nothing built:", dry))
         print(line("no-op rerun (snakemake -n all): ", noop)
               + f"  [plans {'run for real' if real_plans else 'touched'}; jobs without params metadata: "

@@ -40,6 +40,7 @@ from typing import Any
 
 from specsweep.analysis.blocks import BlockFit, contrast
 from specsweep.analysis.metrics import PRIMARY_VERDICT
+from specsweep.analysis.screen import check_record
 from specsweep.analysis.stats import MIN_SAMPLES, POWER, VERDICT_LEVEL, holm_family, launches_needed
 from specsweep.contracts.layout import CONTROL
 from specsweep.contracts.rounds import RACE_ANSWERED, TIE
@@ -55,6 +56,10 @@ from specsweep.contracts.vocabulary import Status, Verdict
 #   2  the report's race: screen (``analysis.screen.screen``'s record, or null without screening); history's
 #      outcome ``screened out`` (with the prediction as ``verdict``); launches.screened_out (configurations never
 #      launched because the screen set them aside: the full design counts them, ``spent`` does not).
+#   3  the report's race: screen_check (``analysis.screen.check_record``: each set-aside configuration's prediction
+#      against its launch of the screen's check run, ``screen.check``; null without screening); launches.screened_out
+#      every configuration the screen set aside, launched to check it or not; launches.checked ({config: launches}
+#      of the check run) and check_spent: never in ``spent`` or ``per_configuration`` (report.json 3).
 
 #: How a configuration's race ended (``race_record``'s ``history``).
 WON = "won"
@@ -179,24 +184,28 @@ def family_level(configurations: int) -> float:
 
 def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_planned: bool,
                 planned: int | None, screened_out: Sequence[str] = ()) -> dict[str, Any]:
-    """Launches the race spent (every launch at the first point, the A/A control's included) against the full
-    design: every configuration, the ones the screen set aside (``screened_out``, never launched) included, in
-    ``max(planned, launches needed)`` launches, plus the A/A control."""
+    """Launches the race spent (every launch at the first point of a configuration that raced, the A/A control's
+    included) against the full design: every configuration of the grid, each one the screen set aside
+    (``screened_out``) included, in ``max(planned, launches needed)`` launches, plus the A/A control. A set-aside
+    configuration launched by the screen's check run (``screen.check``) is ``checked``: its launches are the
+    check's, not the race's (``spent`` leaves them out)."""
     at = first_point(rows)
-    per = _launches(at)
+    launched = _launches(at)
+    aside = list(dict.fromkeys(screened_out))
+    checked = {c: n for c, n in launched.items() if c in aside}
+    per = {c: n for c, n in launched.items() if c not in checked}
     spent = sum(per.values())
     fit = _fit(at)
-    screened = [c for c in screened_out if c not in per]
-    level = family_level(len(per) + len(screened))
+    level = family_level(len(per) + len(aside))
     needed = launches_needed(fit.noise, effect, level) if fit is not None and effect else None
     out: dict[str, Any] = {"spent": spent, "per_configuration": per, "launches_needed": needed, "level": level,
-                           "full_design": None, "why": None, "smallest_effect": effect, "screened_out": screened}
+                           "full_design": None, "why": None, "smallest_effect": effect, "screened_out": aside,
+                           "checked": checked, "check_spent": sum(checked.values())}
     if needed is None:
         out["why"] = "no launch variance to compute the launches needed from" if effect else "no smallest_effect"
         return out
-    regular = {c for c in per} | set(screened)
     aa = 1 if aa_planned and any(e.get("launch") == CONTROL for r in at for e in r.get("launch_entries") or []) else 0
-    out["full_design"] = len(regular) * max(needed, planned or 1) + aa
+    out["full_design"] = (len(per) + len(aside)) * max(needed, planned or 1) + aa
     return out
 
 
@@ -253,6 +262,7 @@ def race_record(rows: Sequence[Mapping[str, Any]], judgements: Sequence[Mapping[
             "point": at[0]["point"] if at else None, "smallest_effect": effect,
             "against": against, "history": _history(configs, rounds, winner, tied_with, decided, screen),
             "decided": decided, "rounds": rounds, "screen": dict(screen) if screen else None,
+            "screen_check": check_record(screen, rows, winner, against) if screen else None,
             "launches": cost_record(rows, effect, aa_planned, planned, (screen or {}).get("set_aside") or ()),
             "method": RACE_METHOD}
 

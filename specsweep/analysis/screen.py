@@ -25,6 +25,17 @@ part of a step but the all-reduces' latency. The cost model (``analysis.costmode
 
 The record (report.json's ``race.screen``, ``SCREEN_FORMAT``) keeps every prediction, the margin and what was set
 aside; ``analysis.race`` gives each set-aside configuration the history ``screened out``.
+
+**The check run** (``screen.check``): every set-aside configuration is launched once anyway, in round 1, outside the
+race, and ``check_record`` (report.json's ``race.screen_check``) sets each prediction against what was measured:
+
+    off_by       = (measured_tok_s - predicted_tok_s) / measured_tok_s      (the residual's sign: + = faster)
+    slower_by    = winner's decode_rate / its decode_rate - 1
+    really_slower: slower_by > 0 (one launch: a point estimate; the race's verdict of the winner against it,
+                   ``verdict``, where the model can give one)
+
+``measured_tok_s`` is measured the way the model predicts (tokens per step / the measured step: the row's
+``model_measured_tok_s``, ``analysis.answer.annotate``); ``decode_rate`` is the verdicts' statistic.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsweep.analysis.metrics import BASELINE_TOK_S
 from specsweep.contracts.vocabulary import Status
 
 # Format history of the screen record (report.json's race.screen):
@@ -39,6 +51,11 @@ from specsweep.contracts.vocabulary import Status
 #      best, predictions (config, group, measured_from, latency_us, predicted_ms, predicted_tok_s, slower,
 #      set_aside, why), set_aside, benches.
 SCREEN_FORMAT = 1
+
+# Format history of the screen's check (report.json's race.screen_check, a list):
+#   1  config, predicted_tok_s, measured_tok_s, off_by, launches, decode_rate, winner, winner_decode_rate,
+#      slower_by, really_slower, verdict, why (null, or why a figure is missing).
+CHECK_FORMAT = 1
 
 SCREEN_METHOD = (
     "configurations that differ only in the communication setting share the cost model's fixed part, all-reduces "
@@ -144,4 +161,44 @@ def screen(groups: Mapping[str, Sequence[str]], settings: Sequence[str], rows: S
                 p["why"] = (f"predicted {p['slower_by'] * 100:.1f} % slower than {out['best']}, beyond the model's "
                             f"error ({margin * 100:.1f} % each way: {out['threshold'] * 100:.1f} %)")
         out["set_aside"] = [p["config"] for p in predicted if p["set_aside"]]
+    return out
+
+
+def check_record(screen: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]], winner: str | None,
+                 against: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The screen's check run (module docstring): each set-aside configuration's prediction against its launch
+    at the first point (``rows``: report.json's), and whether it really was slower than ``winner``, the race's
+    (``against``: the race's verdicts of the winner against each configuration). One entry per set-aside
+    configuration; one never launched (``screen.check`` off) says so. Empty without a screen or a set-aside one."""
+    at = _first_points(rows)
+    won = at.get(winner) if winner else None
+    best_rate = won.get(BASELINE_TOK_S) if won else None
+    verdicts = {a["config"]: a for a in against}
+    out = []
+    for p in (screen or {}).get("predictions") or []:
+        if not p.get("set_aside"):
+            continue
+        row = at.get(p["config"])
+        entry: dict[str, Any] = {"config": p["config"], "predicted_tok_s": p["predicted_tok_s"],
+                                 "measured_tok_s": None, "off_by": None, "launches": 0, "decode_rate": None,
+                                 "winner": winner, "winner_decode_rate": best_rate, "slower_by": None,
+                                 "really_slower": None, "verdict": (verdicts.get(p["config"]) or {}).get("verdict"),
+                                 "why": None}
+        if row is None:
+            entry["why"] = "never launched (screen.check: false)"
+            out.append(entry)
+            continue
+        measured, rate = row.get("model_measured_tok_s"), row.get(BASELINE_TOK_S)
+        entry.update(launches=len(row.get("launch_entries") or []), measured_tok_s=measured, decode_rate=rate)
+        if measured and p["predicted_tok_s"] is not None:
+            entry["off_by"] = (measured - p["predicted_tok_s"]) / measured
+        if rate and best_rate:
+            entry["slower_by"] = best_rate / rate - 1
+            entry["really_slower"] = entry["slower_by"] > 0
+        missing = [what for what, value in (("its cost model", measured), ("its decode rate", rate),
+                                            ("the winner's decode rate", best_rate)) if not value]
+        if missing:
+            entry["why"] = (f"status {row.get('status')}: " if row.get("status") != Status.OK else "") + \
+                "not measured: " + ", ".join(missing)
+        out.append(entry)
     return out

@@ -76,7 +76,10 @@ from specsweep.files import write_text_atomic
 #      check compared: each launch's start, or for a side-by-side round's launches, which start together,
 #      their first window); race.screen: the cost model's screen before the race (``analysis.screen``: every
 #      prediction, the margin, the set-aside configurations, or why nothing was set aside), race.history's
-#      ``screened out``, race.launches.screened_out; null without screening. Every other field is as in 2.
+#      ``screened out``, race.launches.screened_out; null without screening; race.screen_check (the screen's
+#      check run, ``screen.check``: each set-aside configuration's prediction against its one launch,
+#      ``analysis.screen.check_record``), race.launches.checked and check_spent (its launches, not the race's).
+#      Every other field is as in 2.
 REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the

@@ -51,7 +51,8 @@ def _parse_once(argv: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
     errors = check_args(list(argv))
     if errors:
         return tuple(errors), None
-    return (), resolve_args(build_parser().parse_args(list(argv))).all_reduce_backend
+    ns = resolved_flags(list(argv))  # the parser built once (refengine.cli), not once a plan
+    return (), ns.all_reduce_backend if ns is not None else None
 
 
 class ReferenceEngine:
@@ -89,9 +90,9 @@ class ReferenceEngine:
         """The largest input + output a request may ask for: the engine's own ``request_token_limit`` of its
         context (``--context-length``, at most the config's ``max_position_embeddings``); None when the
         flags or the config cannot be read (preflight names why)."""
-        if self._checked(plan)[0]:
+        ns = resolved_flags(list(plan.argv[3:])) if not self._checked(plan)[0] else None
+        if ns is None:
             return None
-        ns = resolve_args(build_parser().parse_args(list(plan.argv[3:])))
         found = model_config(plan, ns.model_path, base)
         if found is None:
             return None

@@ -200,6 +200,9 @@ def semantic_problems(config: Mapping) -> list[str]:
         if not screen.get("settings"):
             problems.append("screen.settings: a screen needs the settings that make the communication setting; "
                             "allowed: a list of server_args.<flag> or env.<VAR> (as a grid axis names them)")
+    elif screen.get("check"):
+        problems.append("screen.check: a check run launches what the screen set aside, and no screen runs "
+                        "(screen.enabled is false); allowed: screen.enabled: true, or screen.check: false")
     problems += setting_problems(screen.get("settings") or [])
     return problems
 

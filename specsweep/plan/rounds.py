@@ -132,16 +132,20 @@ def round_of(launch: str, rounds_planned: int) -> int:
     return 1 if launch == CONTROL else int(launch)
 
 
-def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str, round_no: int = 1) -> float:
-    """The job priority of one launch: strictly decreasing along its round's order, within the band
-    (``PRIORITY_CEILING`` / (r + 1), ``PRIORITY_CEILING`` / r) of round r, so that every launch of a round
+def round_priorities(order: Sequence[Sequence[str]], round_no: int = 1) -> dict[tuple[str, str], float]:
+    """The job priority of every launch of a round: strictly decreasing along its round's order, within the
+    band (``PRIORITY_CEILING`` / (r + 1), ``PRIORITY_CEILING`` / r) of round r, so that every launch of a round
     comes before any of the next round's. The planned rounds' launches all exist at once (a sequential
     launch takes no round plan as input, so nothing else keeps round 2 after round 1); an extra round's
     exist only once the judgement before it is written."""
-    keys = [tuple(item) for item in order]
-    n = len(keys)
+    n = len(order)
     top, bottom = PRIORITY_CEILING / round_no, PRIORITY_CEILING / (round_no + 1)
-    return bottom + (top - bottom) * (n - keys.index((config, launch))) / (n + 1)
+    return {(str(item[0]), str(item[1])): bottom + (top - bottom) * (n - k) / (n + 1) for k, item in enumerate(order)}
+
+
+def priority_in_round(order: Sequence[Sequence[str]], config: str, launch: str, round_no: int = 1) -> float:
+    """The job priority of one launch (``round_priorities``)."""
+    return round_priorities(order, round_no)[(config, launch)]
 
 
 def position_in_round(order: Sequence[Sequence[str]], config: str, launch: str) -> int:

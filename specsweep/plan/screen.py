@@ -23,12 +23,14 @@ class ScreenSettings:
     enabled: bool = False
     settings: tuple[str, ...] = field(default_factory=tuple)
     max_error: float = 0.15
+    #: launch every configuration set aside once anyway (round 1, outside the race): the screen's check run
+    check: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "ScreenSettings":
         own = dict(config.get("screen") or {})
         return cls(enabled=bool(own.get("enabled", False)), settings=tuple(own.get("settings") or ()),
-                   max_error=float(own.get("max_error", 0.15)))
+                   max_error=float(own.get("max_error", 0.15)), check=bool(own.get("check", False)))
 
 
 def setting_problems(settings: Sequence[Any]) -> list[str]:

@@ -9,6 +9,7 @@ together, topk 1) and returns messages instead of exiting.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from .affinity import AFFINITY_MODES
@@ -186,7 +187,7 @@ def cuda_graph_enabled(ns: argparse.Namespace) -> bool:
 
 def check_args(argv: list[str]) -> list[str]:
     """Errors that launching with ``argv`` would hit (empty list = fine); never exits."""
-    parser = build_parser(_RaisingParser)
+    parser = _raising_parser()
     try:
         ns = parser.parse_args(argv)
     except ArgsError as exc:
@@ -196,11 +197,18 @@ def check_args(argv: list[str]) -> list[str]:
     return semantic_errors(resolve_args(ns))
 
 
+@functools.cache
+def _raising_parser() -> argparse.ArgumentParser:
+    """One parser for every plan's flags: building it costs more than parsing with it (argparse's parsing reads
+    the parser and changes nothing in it), and a sweep resolves hundreds of plans at every Snakemake start."""
+    return build_parser(_RaisingParser)
+
+
 def resolved_flags(argv: list[str]) -> argparse.Namespace | None:
     """``argv``'s flags with their derived defaults (``resolve_args``), without the checks that read files
     (``semantic_errors``); None when they do not parse. Never exits."""
     try:
-        return resolve_args(build_parser(_RaisingParser).parse_args(argv))
+        return resolve_args(_raising_parser().parse_args(argv))
     except (ArgsError, ValueError, TypeError):
         return None
 

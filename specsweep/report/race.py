@@ -82,6 +82,53 @@ def screen_lines(screen: Mapping[str, Any] | None) -> str:
     return out.getvalue()
 
 
+def check_lines(check: list[Mapping[str, Any]] | None, winner: str | None) -> str:
+    """The screen's check run (``screen.check``): each set-aside configuration's prediction against its launch."""
+    if not check:
+        return ""
+    launched = [c for c in check if c["launches"]]
+    out = io.StringIO()
+    if not launched:
+        out.write("Screen check: none of the set-aside configurations was launched (`screen.check: false`), so "
+                  "whether they really were slower is not known.\n\n")
+        return out.getvalue()
+    slower = [c for c in launched if c["really_slower"]]
+    out.write(f"Screen check (`screen.check`): every set-aside configuration launched once anyway, outside the race: "
+              f"**{len(slower)} of {len(check)} really slower than the winner ({winner})** by their measured "
+              "decode rate (one launch each: a point estimate). Off by: (measured - predicted) / measured, "
+              "measured the way the model predicts (tokens per step / the measured step).\n\n")
+    out.write(table_head(["configuration", "launches", "predicted tok/s", "measured tok/s", "off by",
+                          "decode tok/s", f"slower than {winner}", "really slower?", f"verdict of {winner}"]))
+    for c in check:
+        really = {True: "yes", False: "**no**", None: "n/a"}[c["really_slower"]]
+        out.write(table_row([c["config"], str(c["launches"]), f(c["predicted_tok_s"], "{:.1f}"),
+                             f(c["measured_tok_s"], "{:.1f}"),
+                             "n/a" if c["off_by"] is None else f"{c['off_by'] * 100:+.1f} %",
+                             f(c["decode_rate"], "{:.1f}"),
+                             "n/a" if c["slower_by"] is None else f"{c['slower_by'] * 100:+.1f} %",
+                             really + (f" ({c['why']})" if c["why"] else ""), c["verdict"] or "none"]))
+    out.write("\n")
+    return out.getvalue()
+
+
+def cost_lines(cost: Mapping[str, Any]) -> str:
+    """The launches the race spent against the full design's (every configuration, the set-aside ones included),
+    and the check run's apart."""
+    checked = cost.get("checked") or {}
+    check = (f" (and {cost['check_spent']} more launching the {len(checked)} set-aside configurations to check "
+             "the screen, not the race's)" if checked else "")
+    if not cost["full_design"]:
+        return f"Launches: **{cost['spent']}** spent{check}; the full design's cannot be given ({cost['why']}).\n\n"
+    aside = cost.get("screened_out") or []
+    configs = len(cost["per_configuration"]) + len(aside)
+    return (f"Launches: **{cost['spent']}** spent{check}, against **{cost['full_design']}** for the full design "
+            f"(every one of the {configs} configurations"
+            + (f", the {len(aside)} screened out included," if aside else "")
+            + f" in {cost['full_design'] // max(1, configs)} launches: "
+            f"{cost['launches_needed']} see {_pct(cost['smallest_effect'])} with 80 % power at this run's launch "
+            f"variance), {cost['spent'] / cost['full_design'] * 100:.0f} % of it.\n\n")
+
+
 def race_section(ctx: Context) -> str:
     """## Race: the answer, what it cost against the full design, each configuration's history."""
     race = ctx.report.data.get("race")
@@ -91,17 +138,8 @@ def race_section(ctx: Context) -> str:
     out.write(f"## Race (at point {race['point']})\n\n")
     out.write(_headline(race))
     out.write(screen_lines(race.get("screen")))
-    cost = race["launches"]
-    if cost["full_design"]:
-        configs = len(cost["per_configuration"]) + len(cost.get("screened_out") or [])
-        out.write(f"Launches: **{cost['spent']}** spent, against **{cost['full_design']}** for the full design "
-                  f"(every one of the {configs} configurations"
-                  + (f", the {len(cost['screened_out'])} screened out included," if cost.get("screened_out") else "")
-                  + f" in {cost['full_design'] // max(1, configs)} launches: "
-                  f"{cost['launches_needed']} see {_pct(cost['smallest_effect'])} with 80 % power at this run's launch "
-                  f"variance), {cost['spent'] / cost['full_design'] * 100:.0f} % of it.\n\n")
-    else:
-        out.write(f"Launches: **{cost['spent']}** spent; the full design's cannot be given ({cost['why']}).\n\n")
+    out.write(check_lines(race.get("screen_check"), race["winner"]))
+    out.write(cost_lines(race["launches"]))
     against = {a["config"]: a for a in race["against"]}
     out.write(table_head(["configuration", "race", "decode tok/s", "winner / it (Holm 95 %)",
                           f"verdict of {race['winner']}"]))
@@ -111,7 +149,8 @@ def race_section(ctx: Context) -> str:
         a = against.get(h["config"])
         verdict = "(winner)" if h["config"] == race["winner"] else (a["verdict"] if a else "not compared")
         if h["outcome"] == SCREENED:
-            when, verdict = f" (predicted {h['verdict']['slower_by'] * 100:+.1f} %)", "never launched"
+            when = f" (predicted {h['verdict']['slower_by'] * 100:+.1f} %)"
+            verdict = f"{verdict} (the screen's check)" if row else "never launched"
         out.write(table_row([h["config"], h["outcome"] + when, f(row.get(BASELINE_TOK_S)),
                              "" if h["config"] == race["winner"] else _interval(a), verdict]))
     figure = ctx.figures.get("race", "not drawn")

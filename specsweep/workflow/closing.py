@@ -35,11 +35,15 @@ def _env_file(results: Path, grid: str, best_files: Iterable[str | Path]) -> Pat
 
 
 def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[str]:
-    """The closing summary of the report under ``results`` (empty when there is no report.json)."""
+    """The closing summary of the report under ``results`` (empty when there is no report.json, or one that
+    analyze_sweep did not write: no ``format_version``, e.g. the empty object a ``snakemake --touch`` timing
+    leaves, benchmarks/bench_dag.py)."""
     path = results / "report.json"
     if not path.is_file():
         return []
     report = json.loads(path.read_text())
+    if not isinstance(report, dict) or "format_version" not in report:
+        return []
     rows = report["rows"]
     points = list(dict.fromkeys(r["point"] for r in rows))
     baseline = next((r["config"] for r in rows if r["verdict"] == Verdict.BASELINE), None)
@@ -59,9 +63,14 @@ def closing_lines(results: Path, best_files: Iterable[str | Path] = ()) -> list[
         what = ("won" if race["decided"] and not race["tied_with"] else
                 f"ties with {', '.join(race['tied_with'])}" if race["tied_with"] else "leads (not decided)")
         screened = cost.get("screened_out") or []
+        check = race.get("screen_check") or []
+        slower = sum(1 for c in check if c["really_slower"])
+        launched = sum(1 for c in check if c["launches"])
         lines.append(f"Race: {race['winner']} {what} ({race['ended_by']}); {cost['spent']} launches"
                      + (f" of {cost['full_design']} for the full design" if cost["full_design"] else "")
-                     + (f"; {len(screened)} screened out by the cost model." if screened else "."))
+                     + (f"; {len(screened)} screened out by the cost model" if screened else "")
+                     + (f" ({launched} launched to check it, {cost.get('check_spent')} launches: {slower} really "
+                        "slower than the winner)" if launched else "") + ".")
 
     verdicts: dict[str, list[str]] = {}
     for r in rows:

@@ -8,6 +8,7 @@ stays light (imported at every Snakemake start).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -83,11 +84,19 @@ def launch_priority_in(rounds: Sequence[Sequence[tuple[str, str]]], config: Mapp
                        launch: str, round_no: int) -> float:
     """The job priority of one launch, by its place in its round's seeded order; a launch the sweep
     does not plan stops Snakemake with one line (``no_launch``)."""
-    members = rounds_mod.members_of_round(rounds, round_no)
-    if (config_name, launch) not in members:
+    members = tuple(rounds_mod.members_of_round(rounds, round_no))
+    priorities = _round_priorities(members, RoundSettings.from_config(config).seed, round_no)
+    if (config_name, launch) not in priorities:
         no_launch(config_name, launch, sorted(lid for r in rounds for name, lid in r if name == config_name))
-    order = plan_rounds.round_order(members, RoundSettings.from_config(config).seed, round_no)
-    return plan_rounds.priority_in_round(order, config_name, launch, round_no)
+    return priorities[(config_name, launch)]
+
+
+@functools.lru_cache(maxsize=16)
+def _round_priorities(members: tuple[tuple[str, str], ...], seed: int, round_no: int
+                      ) -> dict[tuple[str, str], float]:
+    """Every member's job priority in its round (``plan.rounds.round_priorities`` of the round's order), drawn
+    once per round: Snakemake asks it of every launch job, and a round of N launches drawn N times is N^2."""
+    return plan_rounds.round_priorities(plan_rounds.round_order(members, seed, round_no), round_no)
 
 
 def judge_inputs(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int, burn_in: bool,
@@ -143,11 +152,16 @@ def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgemen
 
 
 def kept_launches(launches: Mapping[str, int], config: Mapping[str, Any], screened: Any = None) -> dict[str, int]:
-    """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``)."""
-    if screened is None or not ScreenSettings.from_config(config).enabled:
+    """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``);
+    with ``screen.check``, each one it set aside is launched once anyway: launch 1, in round 1, so never a
+    survivor of a race (a race's survivors are the configurations of the round just judged, from round 2 on;
+    a judgement names it ``outside_race``, ``judge_params``, for a race with one planned round)."""
+    own = ScreenSettings.from_config(config)
+    if screened is None or not own.enabled:
         return dict(launches)
     aside = set(screened())
-    return {name: n for name, n in launches.items() if name not in aside}
+    return {name: (min(n, CHECK_LAUNCHES) if name in aside else n) for name, n in launches.items()
+            if name not in aside or own.check}
 
 
 round_path = rounds_mod.round_path
@@ -217,6 +231,8 @@ def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any
 # ------------------------------------------------------------------ a race's screen (workflow.screen, rules/screen.smk)
 
 
+#: How often a screen's check run (``screen.check``) launches each configuration the screen set aside.
+CHECK_LAUNCHES = 1
 #: The screen's record, which the rounds and the report read.
 SCREEN_PATH = "results/screen/screen.json"
 #: The micro-benchmark of one setting, beside the plan of the configuration that stands for it.
@@ -259,16 +275,20 @@ def screen_input(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def report_summaries(names: Sequence[str], config: Mapping[str, Any], screened: Any = None) -> list[str]:
-    """The summaries the report reads: every configuration's but those the screen set aside (never launched)."""
+    """The summaries the report reads: every configuration's but those the screen set aside (never launched;
+    with ``screen.check`` launched once, and read)."""
     kept = kept_launches(dict.fromkeys(names, 0), config, screened)
     return [layout.summary_path(name) for name in names if name in kept]
 
 
 def judge_params(params: str, config: Mapping[str, Any], screened: Any = None) -> str:
     """judge_round's params (``round_params``) with the planned launches of the configurations the screen kept
-    (the next planned round a judgement names holds no configuration set aside)."""
+    (the next planned round a judgement names holds no configuration set aside); with ``screen.check``, the
+    set-aside ones launched to check the screen, ``outside_race``: measured, never racing."""
     if screened is None or not ScreenSettings.from_config(config).enabled:
         return params
     own = json.loads(params)
     own["launches"] = kept_launches(own["launches"], config, screened)
+    if ScreenSettings.from_config(config).check:
+        own["outside_race"] = sorted(set(screened()) & set(own["launches"]))  # launched to check, never racing
     return canonical_json(own)

@@ -271,7 +271,8 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     rounds_planned = planned_rounds(params["launches"])
     race = None
     if settings.race:
-        racing = sorted({c for c, lid in rounds[round_no - 1] if lid != CONTROL})
+        outside = set(params.get("outside_race") or ())  # a screen's check run: measured, never racing
+        racing = sorted({c for c, lid in rounds[round_no - 1] if lid != CONTROL and c not in outside})
         race = judge_rows(rows, racing, effect, round_no, dropping=round_no >= rounds_planned)
     decision = decide(round_no, rounds_planned, settings, compared, baseline, control, elapsed,
                       next_planned, effect, race)

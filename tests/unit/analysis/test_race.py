@@ -302,3 +302,88 @@ def test_the_screen_is_part_of_the_race_answer_and_of_its_section(tmp_path: Path
                      sweep={"smallest_effect": 0.05, "aa_control": False, "screen": unvalidated,
                             "rounds": {"plans": [], "judgements": [judgement]}})
     assert "**nothing set aside**: no configuration measured yet" in (tmp_path / "u" / "report.md").read_text()
+
+
+def test_a_check_run_launches_the_set_aside_once_outside_the_race_and_says_how_far_each_prediction_was_off(
+        tmp_path: Path):
+    """``screen.check``: the set-aside configuration is launched once (round 1), never races, and the report gives
+    its prediction against what was measured, whether it really was slower than the winner, and its launch apart
+    from the race's; the full design counts it once."""
+    from specsweep.analysis.race import SCREENED
+    from specsweep.analysis.screen import check_record, screen
+    from specsweep.workflow.closing import closing_lines
+
+    slowdowns, rounds = {"nospec": 0.0, "b": 0.04, "nospec-gloo": 0.5}, {"nospec": 2, "b": 2, "nospec-gloo": 1}
+    summaries = sweep_summaries(slowdowns, rounds, 0.01, seed=2)
+    rows = sweep_rows(slowdowns, rounds, 0.01, seed=2)
+    measured = [{"config": "nospec", "point_index": 0, "status": "ok",
+                 "model": {"parts": {"fixed_ms": 10.0, "allreduces": 16, "latency_us": 50.0, "tokens": 1.0},
+                           "residual": {"residual_share": 0.05}}}]
+    record = screen({"nospec": ["b", "nospec", "nospec-gloo"]}, ["server_args.all-reduce-backend"], measured,
+                    {"nospec": 50.0, "b": 50.0, "nospec-gloo": 400.0}, 0.15, benches=2)
+    assert record["set_aside"] == ["nospec-gloo"]
+    standing = judge_rows(rows, ["b", "nospec"], 0.05, 2)  # round 2's members: the checked one is not among them
+    assert "nospec-gloo" not in standing["survivors"] + standing["dropped"]
+    judgement = {"round": 2, "race": standing, **decide_race(2, RACE_SETTINGS, standing, 1.0, 0.05)}
+    race = race_record(rows, [judgement], 0.05, False, record)
+    cost = race["launches"]
+    assert cost["checked"] == {"nospec-gloo": 1} and cost["check_spent"] == 1
+    assert cost["spent"] == 4 and "nospec-gloo" not in cost["per_configuration"], "the check is not the race's"
+    assert cost["screened_out"] == ["nospec-gloo"]
+    assert cost["full_design"] == 3 * max(cost["launches_needed"], 2), "every configuration once, the checked too"
+    history = {h["config"]: h for h in race["history"]}
+    assert history["nospec-gloo"]["outcome"] == SCREENED and race["winner"] != "nospec-gloo"
+    [check] = race["screen_check"]
+    assert check["config"] == "nospec-gloo" and check["launches"] == 1 and check["winner"] == race["winner"]
+    assert check["really_slower"] and check["slower_by"] == pytest.approx(0.5 / (1 + slowdowns[race["winner"]]),
+                                                                          abs=0.08)
+    assert check["predicted_tok_s"] == pytest.approx(1e3 / 16.4)
+    assert check["off_by"] is None and check["why"] == "not measured: its cost model", "no profile in these records"
+    # measured the way the model predicts (the row's model_measured_tok_s, set by analysis.answer.annotate)
+    profiled = [{**r, "model_measured_tok_s": 50.0} if r["config"] == "nospec-gloo" else r for r in rows]
+    [got] = check_record(record, profiled, race["winner"], race["against"])
+    assert got["off_by"] == pytest.approx((50.0 - 1e3 / 16.4) / 50.0) and got["why"] is None
+    # check off: the set-aside configuration has no row, and the check says it was never launched
+    kept = [r for r in rows if r["config"] != "nospec-gloo"]
+    [never] = race_record(kept, [judgement], 0.05, False, record)["screen_check"]
+    assert never["launches"] == 0 and never["really_slower"] is None and "screen.check: false" in never["why"]
+    assert race_record(kept, [judgement], 0.05, False, record)["launches"]["full_design"] == cost["full_design"]
+
+    report = render_summaries(summaries, "nospec", tmp_path / "s.csv", tmp_path / "report.md", tmp_path / "plots",
+                              sweep={"smallest_effect": 0.05, "aa_control": False, "screen": record,
+                                     "rounds": {"plans": [], "judgements": [judgement]}})
+    assert report["race"]["screen_check"][0]["config"] == "nospec-gloo"
+    section = (tmp_path / "report.md").read_text().split("## Race", 1)[1].split("\n## ", 1)[0]
+    winner = race["winner"]
+    assert f"**1 of 1 really slower than the winner ({winner})**" in section, section
+    assert "| nospec-gloo | 1 | 61.0 | n/a | n/a |" in section and "| yes (not measured: its cost model) |" in section
+    assert "Launches: **4** spent (and 1 more launching the 1 set-aside configurations to check the screen, " \
+           "not the race's), against" in section, section
+    assert "(every one of the 3 configurations, the 1 screened out included, in " in section
+    assert "| nospec-gloo | screened out (predicted +51.9 %) |" in section and "(the screen's check)" in section
+    assert "(1 launched to check it, 1 launches: 1 really slower than the winner)." in "\n".join(
+        closing_lines(tmp_path))
+
+
+def test_a_configuration_launched_to_check_the_screen_never_races(monkeypatch, tmp_path: Path):
+    """With one planned round its judgement is the race's first: the configuration the check run launched in it
+    (``outside_race``, ``workflow.inputs.judge_params``) is measured, never a survivor, however fast it is."""
+    import io
+
+    from specsweep.workflow import jobs
+    from specsweep.workflow.rounds import judge_round
+
+    slowdowns, launched = {"nospec": 0.0, "b": 0.3, "fast": -0.3}, {"nospec": 3, "b": 3, "fast": 1}
+    by_name = {s.config: s for s in sweep_summaries(slowdowns, launched, 0.01, seed=3)}
+    monkeypatch.setattr(jobs, "summary_of_files", lambda inputs, *_: by_name[inputs["plan"][0].split("/")[1]])
+    rounds = [[("nospec", "1"), ("b", "1"), ("fast", "1")], [("nospec", "2"), ("b", "2")],
+              [("nospec", "3"), ("b", "3")]]
+    params = {"rounds": RACE_SETTINGS.as_dict(), "smallest_effect": 0.05, "baseline": "nospec",
+              "positive_control": None, "launches": {"nospec": 1, "b": 1, "fast": 1}, "aa_control": False,
+              "plans": {n: "0" * 12 for n in slowdowns}, "outside_race": ["fast"]}
+    got = judge_round(3, rounds, params, str(tmp_path / "judgement.json"), io.StringIO())
+    assert got["race"]["best"] == "nospec" and "fast" not in got["race"]["survivors"], got["race"]
+    first = judge_round(1, rounds, params, str(tmp_path / "judgement-1.json"), io.StringIO())
+    assert "fast" not in first["race"]["survivors"] + first["race"]["unmeasured"], first["race"]
+    params.pop("outside_race")
+    assert "fast" in judge_round(1, rounds, params, str(tmp_path / "j.json"), io.StringIO())["race"]["survivors"]

@@ -132,8 +132,14 @@ def test_the_config_key_is_checked_naming_file_key_and_allowed_values():
         check_config(_race_config(enabled=True), "test.yaml")
     with pytest.raises(ConfigError, match=r"screen.max_error: 0.9 is greater than the maximum of 0.5"):
         check_config(_race_config(max_error=0.9), "test.yaml")
-    with pytest.raises(ConfigError, match=r"screen: unknown key\(s\) \['margin'\]; allowed: \['enabled', "):
+    with pytest.raises(ConfigError, match=r"screen: unknown key\(s\) \['margin'\]; allowed: \['check', 'enabled', "):
         check_config(_race_config(margin=0.1), "test.yaml")
+    # the check run: set-aside configurations launched once anyway; it needs a screen
+    assert ScreenSettings.from_config(_race_config(enabled=True, settings=SETTINGS, check=True)).check
+    check_config(_race_config(enabled=True, settings=SETTINGS, check=True), "test.yaml")
+    with pytest.raises(ConfigError, match=r"screen.check: a check run launches what the screen set aside, and no "
+                                          r"screen runs \(screen.enabled is false\); allowed: screen.enabled: true"):
+        check_config(_race_config(check=True), "test.yaml")
 
 
 def test_a_setting_no_configuration_varies_is_refused_with_those_it_could_be():

@@ -107,3 +107,12 @@ def test_a_control_faster_than_everything_is_never_named(tmp_path):
     deploy = _deploy_lines((tmp_path / "report.md").read_text())
     assert deploy and all(x in lines for x in deploy), (deploy, lines)
     assert "deploy `fast`" in deploy[0]
+
+
+def test_a_report_json_that_analyze_sweep_did_not_write_says_nothing(tmp_path):
+    """An empty object (what a ``snakemake --touch`` timing leaves: benchmarks/bench_dag.py) is no report."""
+    (tmp_path / "report.json").write_text("{}")
+    (tmp_path / "report.md").write_text("")
+    assert closing_lines(tmp_path) == []
+    out = io.StringIO()
+    assert not print_closing(tmp_path, 0.0, [], out) and out.getvalue() == ""
