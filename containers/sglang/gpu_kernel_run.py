@@ -144,7 +144,7 @@ def versions() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
         info["capability"] = "%d.%d" % torch.cuda.get_device_capability(0)
-        info["cuda_driver"] = torch._C._cuda_getDriverVersion()
+        info["cuda_driver"] = getattr(torch._C, "_cuda_getDriverVersion", lambda: None)()
     return info
 
 
