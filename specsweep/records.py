@@ -83,7 +83,7 @@ from specsweep.contracts.vocabulary import RequestStatus
 #   2  + prompt_key, output_ids, spec_correct_drafts_histogram; endpoint "chat";
 #      input_len is the intended length of the prompt really sent (null = unknown).
 #   3  + point: several workload points share one launch's files (plan.points);
-#      phase may also be "profile" (requests of the profiling stage, issue 12).
+#      phase may also be "profile" (requests of the profiling stage).
 RECORD_FORMAT_VERSION = 3
 
 PHASES = ("warmup", "measured", "profile")

@@ -37,7 +37,7 @@ from typing import Any
 #      workload.dataset; endpoint "chat".
 #   3  variant and expect moved to the labels (plan.resolve.build_labels): they change the
 #      summary and the report, never what a server measures.
-#      (issue 12 adds the optional key profile, present only when profile.enabled is true: a plan
+#      (later: the optional key profile, present only when profile.enabled is true: a plan
 #      without it reads as before, so the version stays.)
 #   4  + points = [{"name", "workload", "prompts"}], only when the configuration
 #      declares points (plan.points; a plan without them is as in 3): each
@@ -45,7 +45,7 @@ from typing import Any
 #      prompts (null for random).
 #      (runtime "external" adds the key url, only in such plans, whose argv is [] and whose host and
 #      port are the url's: plans of the other runtimes read as before, so the version stays.)
-#      (issue 25: the typed record Plan, here; the file is byte for byte as before.)
+#      (later: the typed record Plan, here; the file is byte for byte as before.)
 #   5  + facts = {"tp_size", "speculative_algorithm", "simulated_accept_length",
 #      "simulated_accept_length_setting", "speculation_settings", "all_reduce_backend"}: what the
 #      engine's flags and environment mean, resolved once by the engine (``Engine.facts``), so that

@@ -160,7 +160,7 @@ def resolve_plan(name: str, entry: Mapping, write_prompts: bool = False) -> Plan
             _random_dataset(point["workload"])
         plan["points"] = points
     _random_dataset(plan["workload"])
-    # Profiling off leaves no trace in the plan: plans (and so results) of before issue 12 stay valid.
+    # Profiling off leaves no trace in the plan: plans (and so results) made before profiling existed stay valid.
     profile = plan.pop("profile", None)
     if profile and profile.get("enabled"):
         plan["profile"] = profile

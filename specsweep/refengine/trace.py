@@ -3,7 +3,7 @@
 Every rank wraps each model forward in a ``torch.profiler.record_function``
 range with one of the stable names below, so that a trace taken through
 ``/start_profile`` / ``/stop_profile`` can be cut into phases afterwards
-(issue 12 analyses such traces). The names are part of the engine's
+(the profiling stage analyses such traces). The names are part of the engine's
 interface: they are listed in ``refengine/README.md`` and a test checks that
 the two lists agree.
 

@@ -1,6 +1,6 @@
 """All-reduce micro-benchmark at the verify's message size, run where the server runs.
 
-The companion of the in-server profile (issue 12): before a configuration's
+The companion of the in-server profile: before a configuration's
 server starts, its all-reduce path is timed at the message size of one verify
 all-reduce, on the same devices, in the same environment (the plan's
 ``NCCL_*`` and other variables) and, for the docker runtime, in the same

@@ -65,14 +65,14 @@ every point ``contaminated``.
 
 Format history of outcome.json:
   1  status, stage, reason, detail, warmup, exit_code, log_tail; then, without
-     a version (issue 15): run_id, host, server_started_at, server_stopped_at,
+     a version: run_id, host, server_started_at, server_stopped_at,
      status "contaminated".
   2  + format_version, launch (the launch id), points = {point: {status,
      stage, reason, detail, warmup}} in measuring order; the top-level status
      is ok only when every point is, else stage/reason/detail of the launch or
      of the first failed point; warmup = the first point's (as in 1 for a
      single point); started_at, ended_at (time.time()).
-     (issue 25: written by the runner over phases; the keys and their values are as before.)
+     (later: written by the runner over phases; the keys and their values are as before.)
   3  + side_by_side (a launch of a side-by-side round only: serve.sidebyside's summary:
      partners_up, windows, partner_cpu_share, partner_cpu_share_max, partner_cpu_share_limit);
      host.partners_seen; reason partner_busy (status contaminated).

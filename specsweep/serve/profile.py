@@ -67,7 +67,7 @@ from specsweep.serve.watchdog import exec_argv
 # results/<config>/launch-<launch>/allreduce_bench.json:
 #   1  enabled, status, reason, detail, seconds, settings, and per stage: files, requests (profile) or
 #      argv, result (allreduce_bench, the script's own JSON).
-#   2  + run_id (the server job's, issue 15: summarize_config refuses files of two runs); the profiled
+#   2  + run_id (the server job's: summarize_config refuses files of two runs); the profiled
 #      requests carry it too.
 FORMAT_VERSION = 2
 

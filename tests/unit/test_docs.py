@@ -44,10 +44,23 @@ SHIPPED = [*(REPO / f for f in SHIPPED_FILES)] + [
 OUTSIDE = re.compile(r"/work/|\bDOMAIN\.md\b|/root/|/home/[a-z]")
 
 
+def tracker_numbers(text: str) -> list[str]:
+    """"issue 12" of this project's own tracker; an upstream one named with its repository ("deepseek-ai/DeepEP
+    issue 164 (and issue 9)") is a citation."""
+    return [m.group(0) for m in re.finditer(r"\bissues? #?\d+", text, flags=re.I)
+            if not re.search(r"[\w.-]+/[\w.-]+ issues? #?\d+", text[max(0, m.start() - 80):m.end()])]
+
+
+def test_a_tracker_number_is_found_and_an_upstream_citation_is_not():
+    assert tracker_numbers("plans made before issue 12 stay valid") == ["issue 12"]
+    assert tracker_numbers("deepseek-ai/DeepEP issue 164 (and issue 9)") == []
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_what_ships_names_no_path_outside_the_repository_and_no_seeds(path):
     text = path.read_text(errors="replace")
     found = [m.group(0) for m in re.finditer(r"\bseeds\b", text, flags=re.IGNORECASE)] + OUTSIDE.findall(text)
+    found += tracker_numbers(text)
     assert found == [], f"{path.relative_to(REPO)}: {found}"
     if path.suffix == ".md":  # a relative link stays inside the checkout
         for target in re.findall(r"\]\((?!https?:|#|mailto:)([^)#\s]+)", text):

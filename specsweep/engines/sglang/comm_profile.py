@@ -1,4 +1,4 @@
-"""How an SGLang 0.5.23 plan communicates, for the profiling stages (issue 12).
+"""How an SGLang 0.5.23 plan communicates, for the profiling stages.
 
 The micro-benchmark times ``torch.distributed.all_reduce`` over NCCL in the
 configuration's image (the path every SGLang all-reduce takes when no custom
