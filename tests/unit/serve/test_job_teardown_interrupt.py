@@ -75,18 +75,24 @@ def wait_for(condition, job: subprocess.Popen, what: str, timeout_s: float = 60)
         time.sleep(0.02)
 
 
+def ctrl_c_at(job: subprocess.Popen, *moments: tuple) -> str:
+    """A SIGINT at each moment ``(condition, what)`` in turn; the job's stderr once it has ended."""
+    try:
+        for condition, what in moments:
+            wait_for(condition, job, what)
+            job.send_signal(signal.SIGINT)
+        return job.communicate(timeout=60)[1]
+    finally:
+        job.kill()
+        job.wait()
+
+
 def test_ctrl_c_while_the_server_stops_keeps_the_measured_outcome(tmp_path):
     """Every point was measured: the result stands (status ok), written, said last, and the job ends with it
     (exit status 0: Snakemake keeps a finished job's files); its log says the server was ended at once."""
     out, marker = tmp_path / "r", tmp_path / "sigterm"
     job = start_job(out, tmp_path / "locks", slow_plan(marker, stop_s=5, num_prompts=4))
-    try:
-        wait_for(marker.exists, job, "SIGTERM to the server (the teardown)")
-        job.send_signal(signal.SIGINT)
-        _, err = job.communicate(timeout=60)
-    finally:
-        job.kill()
-        job.wait()
+    err = ctrl_c_at(job, (marker.exists, "SIGTERM to the server (the teardown)"))
     assert "Traceback" not in err, err
     last = err.rstrip().splitlines()[-1]
     assert last.startswith("specsweep slow launch-1: [measured 2/2] 4/4 requests"), err
@@ -106,15 +112,8 @@ def test_a_second_ctrl_c_while_the_server_stops_keeps_the_interrupted_outcome(tm
     out, marker = tmp_path / "r", tmp_path / "sigterm"
     job = start_job(out, tmp_path / "locks", slow_plan(marker, stop_s=5, num_prompts=300))
     log = out / "logs" / "job.log"
-    try:
-        wait_for(lambda: log.exists() and "[measured 1/2]" in log.read_text(), job, "measurement")
-        job.send_signal(signal.SIGINT)
-        wait_for(marker.exists, job, "SIGTERM to the server (the teardown)")
-        job.send_signal(signal.SIGINT)
-        _, err = job.communicate(timeout=60)
-    finally:
-        job.kill()
-        job.wait()
+    err = ctrl_c_at(job, (lambda: log.exists() and "[measured 1/2]" in log.read_text(), "measurement"),
+                    (marker.exists, "SIGTERM to the server (the teardown)"))
     assert "Traceback" not in err, err
     assert err.rstrip().splitlines()[-1] == "specsweep slow launch-1: outcome: failed benchmark interrupted", err
     outcome = read_json(out / "outcome.json")
