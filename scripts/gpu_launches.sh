@@ -23,6 +23,10 @@
 # number comes from this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null; then
+  echo "gpu_launches.sh: nvidia-smi not found: this runs config/refengine-gpu.yaml on a GPU host (nothing was run or moved)" >&2
+  exit 2
+fi
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print tolower($2)}' || true)
 out=${1:-docs/measurements/$(date -u +%Y-%m-%d)-${card:-gpu}-tp1-launches}
 mkdir -p "$out"
