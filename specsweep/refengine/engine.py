@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from . import faults
 from .config import request_token_limit
 from .model import Segment
 from .spec import SimulatedAcceptance, greedy_accept
@@ -386,12 +387,12 @@ class Engine:
 
     def _test_fault(self, t0: float) -> None:
         """The test-only faults (``refengine.faults``): after a step's compute, before its tokens go
-        out, sleep the fixed delay plus ``step_slowdown`` x the step's own duration since ``t0``."""
+        out, wait the fixed delay plus ``step_slowdown`` x the step's own duration since ``t0``."""
         pause = self.step_delay_s
         if self.step_slowdown:
             pause += self.step_slowdown * (time.perf_counter() - t0)
         if pause:
-            time.sleep(pause)
+            faults.pause(pause)
 
     def _account(self, r: Request, draft_s: float, draft_comm: float | None, draft_ct: int, draft_fw: int,
                  verify_s: float, comm_s: float | None, ct: int, graph: bool) -> None:
