@@ -36,7 +36,7 @@ rule benchmark_server:
     priority: launch_priority
     threads: launch_threads
     resources:
-        gpu=gpus_of,
+        gpu=launch_gpus,
         server=server_slots,
     conda:
         "../envs/specsweep.yaml"

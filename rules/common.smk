@@ -142,6 +142,10 @@ def gpus_of(wildcards):
     return sw.gpus_of(PLANS, configuration(wildcards))
 
 
+def launch_gpus(wildcards):
+    return sr.launch_gpus(DESIGN, sw.gpus_of(PLANS, configuration(wildcards)))
+
+
 def judgement_of(round_no):
     # Round r's judgement: a checkpoint, so the DAG stops here until it is written.
     return checkpoints.judge_round.get(round=round_no).output[0]

@@ -66,6 +66,17 @@ def run_id_of(pid: int | str) -> str | None:
     return (_environ(str(pid)) or {}).get(RUN_ENV)
 
 
+def exiting(pid: int | str) -> bool:
+    """Whether process ``pid`` is gone or on its way out: no /proc entry, a zombie, or no environment left to read
+    (an exiting process has released its memory; a live one has at least PATH)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except (OSError, ValueError):
+        return True
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"]) or not raw
+
+
 def labelled_processes(own_run_id: str | None) -> list[dict[str, Any]]:
     """Other runs' server processes on this host, one entry per run id (pids sorted)."""
     runs: dict[str, dict[str, Any]] = {}

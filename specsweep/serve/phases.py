@@ -198,16 +198,28 @@ def quiet_host_locked(job: Job, lock: HostLock, holder: Mapping[str, Any], wait_
         on_lock(lock)
 
 
-def gpus_in_use(job: Job, known: Callable[[], Collection[str]] | None = None) -> dict[str, Any]:
+#: How long a launch lets GPU processes that are exiting go before it calls the GPUs busy: a partner's server of
+#: a side-by-side round that just ended still shows in nvidia-smi for a moment, as "[No data]" with no readable
+#: environment (on an H100, 5 of 51 launches of three races were refused that way before this wait).
+GPU_SETTLE_S = 15.0
+
+
+def gpus_in_use(job: Job, known: Callable[[], Collection[str]] | None = None,
+                settle_s: float = GPU_SETTLE_S) -> dict[str, Any]:
     """``gpus_busy_before_launch``: the processes holding GPUs (a plan with GPUs only), but for the servers
-    of ``known()`` run ids (a side-by-side round's partners)."""
+    of ``known()`` run ids (a side-by-side round's partners). While one of them is exiting (``guard.exiting``),
+    it looks again for up to ``settle_s``."""
     if job.plan.gpus <= 0:
         return {}
-    busy = gpu_busy()
-    if known is not None and busy:
-        ours = known()
-        busy = [b for b in busy if guard.run_id_of(b.get("pid", "")) not in ours]
-    return {"gpus_busy_before_launch": busy}
+    deadline = time.monotonic() + settle_s
+    while True:
+        busy = gpu_busy()
+        if known is not None and busy:
+            ours = known()
+            busy = [b for b in busy if guard.run_id_of(b.get("pid", "")) not in ours]
+        if not any(guard.exiting(b.get("pid", "")) for b in busy) or time.monotonic() >= deadline:
+            return {"gpus_busy_before_launch": busy}
+        time.sleep(0.5)
 
 
 def refuse_busy_gpus(seen: Mapping[str, Any]) -> None:

@@ -198,6 +198,13 @@ def server_slots(design: tuple[str, str]) -> int:
     return 0 if design[0] == plan_rounds.SIDE_BY_SIDE else 1
 
 
+def launch_gpus(design: tuple[str, str], gpus: int) -> int:
+    """The ``gpu`` resource a launch job claims: its plan's GPUs, one at a time; side by side, none: the round's
+    servers share one GPU by design (``plan.design`` checked that they fit), and the profile's ``gpu: 8`` would
+    otherwise run a round of 17 in waves of 8 (on an H100: the second wave started as the first ended)."""
+    return 0 if design[0] == plan_rounds.SIDE_BY_SIDE else gpus
+
+
 def round_plan_input(design: tuple[str, str], round_no: int) -> dict[str, str]:
     """The round's plan as a launch's input: side by side only, where the launch reads its partners and
     turns from it (the Snakefile marks it ancient(): a plan rewritten when a configuration is added reruns

@@ -49,3 +49,14 @@ def test_only_the_server_jobs_leave_the_submit_host():
                     remote.append(head[1])
     assert {"resolve_plan", "build_image", "preflight_config", "summarize_config", "render_report"} <= set(rules)
     assert sorted(remote) == ["benchmark_server", "burn_in_host"]
+
+
+def test_a_side_by_side_round_of_17_gpu_launches_fits_the_default_profiles_gpu_budget():
+    # The round's servers share one GPU (the design checked that they fit), so each claims no `gpu`: with one
+    # each, the profile's budget ran a round of 17 in waves of 8, the second starting as the first ended.
+    from specsweep.plan.rounds import SEQUENTIAL, SIDE_BY_SIDE
+    from specsweep.workflow.round_inputs import launch_gpus
+
+    budget = profile("default")["resources"]["gpu"]
+    assert 17 * launch_gpus((SIDE_BY_SIDE, "fits"), 1) <= budget < 17
+    assert launch_gpus((SEQUENTIAL, "one at a time"), 2) == 2
