@@ -207,7 +207,8 @@ def side_by_side_record(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any] 
     ``launches`` measured so of ``of``, their ``windows``, ``alone`` (``[config, launch]`` of those with no
     partner's server up, e.g. one configuration rerun by itself), and the partners' CPU share (cores): the
     highest over one launch's windows (``partner_cpu_share_max``, the share that marks a launch
-    ``contaminated`` at ``limit``, and ``worst``, that launch) and in any single window (``worst_window``)."""
+    ``contaminated`` at ``limit``, and ``worst``, that launch) and in any single window (``worst_window``);
+    ``busiest_limit``: one partner's share that marks a launch ``contaminated`` (None in records before it)."""
     side = [e for e in entries if e.get("side_by_side")]
     if not side:
         return None
@@ -216,13 +217,15 @@ def side_by_side_record(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any] 
     windows = [e["side_by_side"]["partner_cpu_share_max"] for e in side
                if e["side_by_side"].get("partner_cpu_share_max") is not None]
     limits = {e["side_by_side"].get("partner_cpu_share_limit") for e in side} - {None}
+    each = {e["side_by_side"].get("partner_cpu_share_busiest_limit") for e in side} - {None}
     return {"launches": len(side), "of": len(entries),
             "windows": sum(e["side_by_side"].get("windows") or 0 for e in side),
             "alone": [[e["config"], e["launch"]] for e in side if not e["side_by_side"].get("partners_up")],
             "partner_cpu_share_max": None if worst is None else worst["side_by_side"]["partner_cpu_share"],
             "worst": None if worst is None else [worst["config"], worst["launch"]],
             "worst_window": max(windows) if windows else None,
-            "limit": max(limits) if limits else None}
+            "limit": max(limits) if limits else None,
+            "busiest_limit": max(each) if each else None}
 
 
 def launches_record(files: Sequence[ConfigSummary], planned: Sequence[Sequence[str]] | None,

@@ -238,6 +238,9 @@ def _launch_section(launch: LaunchFiles) -> LaunchSection:
 #: What a launch section keeps of a side-by-side measurement (``serve.sidebyside.SideBySide.summary``).
 SIDE_BY_SIDE_KEYS = ("partners_up", "windows", "partner_cpu_share", "partner_cpu_share_max",
                      "partner_cpu_share_limit")
+#: Recorded by later launches only (one partner's share, ``serve.sidebyside``): carried where a launch has them, so
+#: that the summaries of earlier launches keep their bytes.
+SIDE_BY_SIDE_LATER_KEYS = ("partner_cpu_share_busiest", "partner_cpu_share_busiest_limit")
 
 
 def side_by_side(launch: LaunchFiles) -> dict[str, Any] | None:
@@ -255,7 +258,7 @@ def side_by_side(launch: LaunchFiles) -> dict[str, Any] | None:
     if part is None:
         return None
     windows = record.get("window_log") or []
-    return {**{k: part.get(k) for k in SIDE_BY_SIDE_KEYS},
+    return {**{k: part.get(k) for k in SIDE_BY_SIDE_KEYS}, **{k: part[k] for k in SIDE_BY_SIDE_LATER_KEYS if k in part},
             "first_window_ns": windows[0].get("start_ns") if windows else None}
 
 

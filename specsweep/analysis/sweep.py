@@ -80,6 +80,9 @@ from specsweep.files import write_text_atomic
 #      check run, ``screen.check``: each set-aside configuration's prediction against its one launch,
 #      ``analysis.screen.check_record``), race.launches.checked and check_spent (its launches, not the race's).
 #      Every other field is as in 2.
+#      (later, within 3, added only: launches.side_by_side.busiest_limit and the entries' side_by_side
+#      partner_cpu_share_busiest and partner_cpu_share_busiest_limit: one partner's CPU share, which marks a launch
+#      contaminated on its own; partner_cpu_share_limit, all partners', now scales with the host's free cores.)
 REPORT_FORMAT_VERSION = 3
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the

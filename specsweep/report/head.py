@@ -355,7 +355,10 @@ def side_by_side_text(side: Mapping[str, Any] | None) -> str:
     cpu = ("the partners' CPU not recorded" if share is None else
            f"the partners' servers used at most {cpu_share(share)} of a core over one launch's windows "
            f"({side['worst'][0]}/{side['worst'][1]}), {cpu_share(side.get('worst_window'))} in the worst single "
-           f"window (a launch at {cpu_share(side.get('limit'))} or more is contaminated)")
+           f"window (a launch at {cpu_share(side.get('limit'))} or more"
+           + ("" if side.get("busiest_limit") is None else
+              f", or with one partner at {cpu_share(side['busiest_limit'])} or more,")
+           + " is contaminated)")
     return (f" Side by side: {side['launches']} of {side['of']} launches measured in turn with their round's other "
             f"servers up, in {side['windows']} windows{alone_text}; {cpu}.")
 

@@ -80,6 +80,8 @@ Format history of outcome.json:
      design_why (any launch given a round plan) and, side by side, partners (config, launch,
      state ready/ended/dropped, why, run_id), barrier_s, window_log (one entry per window) and
      the summary's keys; it is now written again at the end of the job, with every key.
+     (later, within 3: side_by_side gains partner_cpu_share_busiest and partner_cpu_share_busiest_limit, and
+     partner_cpu_share_limit scales with the host's free cores, ``sidebyside.partners_cpu_limit``.)
 
 A launch given a round plan (``contracts.rounds``, ``round_plan``) of design
 ``side-by-side`` runs its server beside the round's others and measures in

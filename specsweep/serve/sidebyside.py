@@ -68,12 +68,24 @@ from specsweep.serve.server import LaunchError
 #: is one measured repeat (``window_requests``): repeats are drained anyway, so the windows change nothing
 #: of what is measured.
 WINDOW_REQUESTS = 2
-#: The partners' CPU share (cores, over this job's windows) above which they count as running beside it: 2 %
-#: of one core. An idle reference-engine server blocks (its followers on a pipe, rank 0 in its event loop) and
-#: was measured at 0.000 CPU s in 2 s idle in three runs and 0.010 s (one clock tick, 0.5 %) in a fourth
-#: (tests/e2e/test_side_by_side.py, TP=2); one clock tick (10 ms at 100 Hz) in one second of windows is 1 %,
-#: while a server that serves or starts uses a whole core (100 %).
+#: A partner's CPU share (cores, over this job's windows) at which it was not idle: 2 % of one core. An idle
+#: reference-engine server blocks (its followers on a pipe, rank 0 in its event loop) and was measured at 0.000
+#: CPU s in 2 s idle in three runs and 0.010 s (one clock tick, 0.5 %) in a fourth (tests/e2e/
+#: test_side_by_side.py, TP=2); one clock tick (10 ms at 100 Hz) in one second of windows is 1 %, while a server
+#: that serves or starts uses a whole core (100 %).
 PARTNER_CPU_SHARE_MAX = 0.02
+
+
+def partners_cpu_limit(tp_size: int, cores: int | None = None) -> float:
+    """All partners together may use ``PARTNER_CPU_SHARE_MAX`` of each core the measured server leaves free
+    (one per rank; at least one core's worth): on the 2-core CPU at TP=2, 2 % of a core as before; on a 16-core
+    GPU host at TP=1, 30 %. Sixteen idle GPU servers tick now and then, together 0.7-2.0 % of a core over a
+    launch's windows on an H100 (each at most one or two 10 ms ticks), which a single limit of 2 % for all of
+    them called busy once in 33 launches."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    return PARTNER_CPU_SHARE_MAX * max(1, cores - max(1, tp_size))
+
+
 #: A partner that has not registered this long after this job did is not coming (a rerun of one launch):
 #: Snakemake starts a round's jobs together, and each registers before anything slow (its imports, some
 #: seconds on a loaded 2-core host, are all that comes first).
@@ -301,13 +313,24 @@ class SideBySide:
         wall = sum(w["wall_s"] for w in self.windows)
         return sum(w["partner_cpu_s_total"] for w in self.windows) / wall if wall > 0 else None
 
+    def busiest(self) -> float | None:
+        """The busiest partner's CPU seconds over this job's window seconds (cores); None without windows."""
+        wall = sum(w["wall_s"] for w in self.windows)
+        used: dict[str, float] = {}
+        for w in self.windows:
+            for name, cpu_s in w["partner_cpu_s"].items():
+                used[name] = used.get(name, 0.0) + (cpu_s or 0.0)
+        return max(used.values(), default=0.0) / wall if wall > 0 else None
+
     def summary(self) -> dict[str, Any]:
         """launch.json's side-by-side part (and outcome.json's ``side_by_side``)."""
-        share = self.share()
+        share, busiest = self.share(), self.busiest()
         return {"partners_up": sorted(self.up), "windows": len(self.windows),
                 "partner_cpu_share": None if share is None else round(share, 5),
                 "partner_cpu_share_max": max((w["partner_cpu_share"] for w in self.windows), default=None),
-                "partner_cpu_share_limit": PARTNER_CPU_SHARE_MAX}
+                "partner_cpu_share_limit": round(partners_cpu_limit(int(self.job.plan.facts.get("tp_size") or 1)), 5),
+                "partner_cpu_share_busiest": None if busiest is None else round(busiest, 5),
+                "partner_cpu_share_busiest_limit": PARTNER_CPU_SHARE_MAX}
 
     def host_record(self) -> dict[str, Any]:
         """The guard's summary of the samples at this job's window boundaries (``guard.summarize``)."""
@@ -376,13 +399,16 @@ class _Window:
 
 def contaminate_partners(points: Mapping[str, Mapping[str, Any]], verdict: Mapping[str, Any],
                          summary: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """The points and the verdict once the partners' CPU is known: above ``PARTNER_CPU_SHARE_MAX`` over this
-    job's windows, an ok result is ``contaminated`` (``partner_busy``); below, the partners were idle."""
-    share = summary.get("partner_cpu_share")
-    if share is None or share < PARTNER_CPU_SHARE_MAX:
+    """The points and the verdict once the partners' CPU is known: one partner at ``PARTNER_CPU_SHARE_MAX`` or
+    more over this job's windows, or all of them at ``partners_cpu_limit`` or more, and an ok result is
+    ``contaminated`` (``partner_busy``); below, the partners were idle."""
+    share, busiest = summary.get("partner_cpu_share"), summary.get("partner_cpu_share_busiest")
+    limit = summary.get("partner_cpu_share_limit") or PARTNER_CPU_SHARE_MAX
+    if share is None or (share < limit and (busiest or 0.0) < PARTNER_CPU_SHARE_MAX):
         return {k: dict(v) for k, v in points.items()}, dict(verdict)
     why = {"status": Status.CONTAMINATED, "stage": Stage.BENCHMARK, "reason": Reason.PARTNER_BUSY,
            "detail": f"the round's other servers used {share:.1%} of a core during this launch's windows "
-                     f"(at most {PARTNER_CPU_SHARE_MAX:.0%}); worst window {summary.get('partner_cpu_share_max')}"}
+                     f"(at most {limit:.0%}), the busiest {busiest or 0.0:.1%} (at most "
+                     f"{PARTNER_CPU_SHARE_MAX:.0%}); worst window {summary.get('partner_cpu_share_max')}"}
     points = {k: {**v, **why} if v["status"] == Status.OK else dict(v) for k, v in points.items()}
     return points, {**verdict, **why} if verdict["status"] == Status.OK else dict(verdict)

@@ -375,10 +375,25 @@ def test_a_partner_server_using_cpu_in_a_window_contaminates_the_result(tmp_path
     assert verdict["status"] == Status.CONTAMINATED and verdict["reason"] == Reason.PARTNER_BUSY
     assert points["default"]["reason"] == Reason.PARTNER_BUSY
     # below the limit: nothing changes; a failed point stays failed
-    quiet = {**summary, "partner_cpu_share": 0.001}
+    quiet = {**summary, "partner_cpu_share": 0.001, "partner_cpu_share_busiest": 0.001}
     points, verdict = sidebyside.contaminate_partners({"default": {"status": Status.FAILED}}, {"status": Status.OK},
                                                       quiet)
     assert verdict["status"] == Status.OK and points["default"]["status"] == Status.FAILED
+
+
+def test_many_idle_partners_that_tick_now_and_then_are_idle_and_one_busy_partner_is_not():
+    # All partners together may use 2 % of each core the measured server leaves free; each one 2 % of a core.
+    assert sidebyside.partners_cpu_limit(2, cores=2) == sidebyside.PARTNER_CPU_SHARE_MAX  # the 2-core CPU, TP=2
+    assert sidebyside.partners_cpu_limit(1, cores=16) == 15 * sidebyside.PARTNER_CPU_SHARE_MAX  # a GPU host
+    ok = ({"default": {"status": Status.OK}}, {"status": Status.OK})
+    # an H100 round: 16 idle partners, 2.04 % of a core together over one launch's windows, each a tick or two
+    sixteen_idle = {"partner_cpu_share": 0.0204, "partner_cpu_share_busiest": 0.0037,
+                    "partner_cpu_share_limit": sidebyside.partners_cpu_limit(1, cores=16)}
+    assert sidebyside.contaminate_partners(*ok, sixteen_idle)[1]["status"] == Status.OK
+    one_busy = {**sixteen_idle, "partner_cpu_share": 0.05, "partner_cpu_share_busiest": 0.04}
+    assert sidebyside.contaminate_partners(*ok, one_busy)[1]["reason"] == Reason.PARTNER_BUSY
+    on_two_cores = {**sixteen_idle, "partner_cpu_share_limit": sidebyside.partners_cpu_limit(2, cores=2)}
+    assert sidebyside.contaminate_partners(*ok, on_two_cores)[1]["reason"] == Reason.PARTNER_BUSY
 
 
 def _point():
