@@ -57,11 +57,16 @@ def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
     assert judged["launches"] == {"a": 2, "b": 1, "c": 2} and judged["outside_race"] == ["b"]
 
 
-def test_the_ground_truth_grid_races_16_known_slowdowns_and_plans_its_two_rounds(tmp_path):
+def test_the_ground_truth_grids_race_16_known_slowdowns_and_plan_their_two_rounds(tmp_path):
+    # steps wider than smallest_effect on the CPU (its launch SD), 2 % on a GPU (config/race-gpu.yaml)
+    for name, step in (("race-cpu", 0.06), ("race-gpu", 0.02)):
+        config = load_config(REPO / f"config/{name}.yaml")
+        expanded = config["configurations"]  # the grid expanded
+        slowdowns = sorted(float(c["env"]["SPECSWEEP_TEST_STEP_SLOWDOWN"]) for c in expanded.values())
+        assert slowdowns == [round(k * step, 2) for k in range(16)], (name, slowdowns)
+        assert config["smallest_effect"] == 0.05
     config = load_config(REPO / "config/race-cpu.yaml")
-    expanded = config["configurations"]  # the grid expanded
-    slowdowns = sorted(float(c["env"]["SPECSWEEP_TEST_STEP_SLOWDOWN"]) for c in expanded.values())
-    assert slowdowns == [k / 50 for k in range(16)], "0, 2, 4, ..., 30 %"
+    expanded = config["configurations"]
     assert config["rounds"]["mode"] == "race" and config["baseline"] == "race-slow00" in expanded
     work = copy_workflow(tmp_path)
     result = run(SNAKEMAKE + ["-n", "all", "--configfile", "config/race-cpu.yaml"], work)
