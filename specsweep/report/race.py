@@ -212,8 +212,11 @@ def plot_race(report: Linked, path: Path) -> str | None:
             ax.plot([last[0] + dx], [last[1]], "x", color=color, ms=10, mew=2)
         ax.annotate(config, (last[0] + dx, last[1]), xytext=(9, 0), textcoords="offset points", fontsize=8,
                     va="center", color=color)
-    for name, color in ((f"{WON} / {LEADING}", OUTCOME_COLORS[WON]), (TIED, OUTCOME_COLORS[TIED]),
-                        (f"{DROPPED} (x: the round)", OUTCOME_COLORS[DROPPED]), (RACING, OUTCOME_COLORS[RACING])):
+    keys = [(f"{WON} / {LEADING}", OUTCOME_COLORS[WON]), (TIED, OUTCOME_COLORS[TIED]),
+            (f"{DROPPED} (x: the round)", OUTCOME_COLORS[DROPPED]), (RACING, OUTCOME_COLORS[RACING])]
+    if FAILED in outcome.values():  # a launch that failed: out of the race, drawn up to its last comparison
+        keys.append((FAILED, OUTCOME_COLORS[FAILED]))
+    for name, color in keys:
         ax.plot([], [], "-o", color=color, label=name, ms=4)
     ax.set_xticks(xs)
     ax.set_xlim(min(xs) - 0.4, max(xs) + 0.9)
