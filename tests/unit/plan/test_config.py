@@ -21,7 +21,8 @@ def _problems(cfg) -> str:
 # Overlays that are only meaningful merged on their base (no `configurations` of their own).
 OVERLAYS = {"kimi-k25-8gpu-local-base.yaml": ["kimi-k25-8gpu.yaml"],
             "refengine-gpu-launches.yaml": ["refengine-gpu.yaml"],
-            "llama31-8b-eagle3-pcie.yaml": ["llama31-8b-eagle3.yaml"]}
+            "llama31-8b-eagle3-pcie.yaml": ["llama31-8b-eagle3.yaml"],
+            "screen-check-cpu.yaml": ["screen-cpu.yaml"]}
 
 
 def test_shipped_configs_are_valid():
