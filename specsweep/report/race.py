@@ -51,8 +51,9 @@ def _headline(race: Mapping[str, Any]) -> str:
         return f"**Winner: {winner}** ({race['why']}).\n\n"
     return (f"**No winner yet**: the race ended by **{race['ended_by']}** after round {last} with "
             f"{', '.join(race['rounds'][-1]['survivors'])} still racing; the best so far is **{winner}** "
-            f"({race['why']}). A later run with a larger budget (rounds.max_launches) continues it from here: "
-            "no launch is measured again.\n\n")
+            f"({race['why']}). A larger budget (rounds.max_launches) does not yet continue it: a rerun "
+            "re-judges round 1 only, so the race must be run again from a fresh results/ with the budget it needs."
+            "\n\n")
 
 
 def screen_lines(screen: Mapping[str, Any] | None) -> str:

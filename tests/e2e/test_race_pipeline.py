@@ -88,7 +88,8 @@ def test_the_report_gives_the_race(work):
     assert "## Race (at point default)" in md and "| nospec-slow100 | dropped in round 3 |" in md
     assert (work / "results" / "plots" / "race.png").exists()
     assert planned_launches(work) == set()
-    # a larger budget reruns the judgements (their params changed), never a launch already measured
+    # a larger budget never plans a launch already measured (it does not yet plan the next round either: only
+    # round 1's judgement reruns, README "The race")
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["rounds"]["max_launches"] = 6
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
