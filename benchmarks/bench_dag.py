@@ -13,7 +13,11 @@ eagle3-shm, with 3 workload points per launch):
   * Snakemake alone on a DAG of the same shape: the same jobs per rule and the
     same edges, but trivial rules (a `shell:` touch, no params, no input
     functions, no scripts). What the workflow costs above that line is ours;
-    the line itself is Snakemake's floor for this many jobs on this machine.
+    the line itself is Snakemake's floor for this many jobs on this machine;
+  * the same floor with the judgement a checkpoint over every plan and every
+    launch of the planned rounds, which every summary waits for, as the
+    workflow's judgement is when extra rounds may run (config.yaml's
+    rounds.max_launches): what Snakemake costs for that shape alone.
 Goal: each `snakemake -n` under 3 s. Wall time on a shared machine depends
 on its load; CPU time (user + sys of the snakemake process) is printed too.
 
@@ -105,11 +109,38 @@ def import_cost() -> float:
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--cores", "1"]
 
 
-def floor_snakefile(configs: int, launches: int, aa: int) -> str:
+def floor_snakefile(configs: int, launches: int, aa: int, checkpoint: bool = False) -> str:
     """A Snakefile with the sweep's DAG shape and nothing else: per configuration a plan, its selection as the
     current one, a preflight, ``launches`` launches (each after a burn-in) and a summary (the first
     configuration ``aa`` more launches: the A/A control); a judgement of the last planned round over its
-    launches, one report over every summary and the judgement, its rendering. Each job touches its output."""
+    launches, one report over every summary and the judgement, its rendering. Each job touches its output.
+
+    With ``checkpoint``, the judgement is what it is in the workflow when extra rounds may run
+    (``rounds.max_launches``, as in config.yaml): a checkpoint over every configuration's current plan and
+    every launch of the planned rounds (``judge_inputs``), which every summary waits for before it lists its
+    launches (``summary_inputs``: the rounds after it come from it); Snakemake evaluates the summaries again
+    once it is written, or, at a start where it exists, once more after building the DAG."""
+    text = _floor_rules(configs, launches, aa)
+    if not checkpoint:
+        return text
+    out = text.replace("""rule judge:
+    input: expand("r/{c}/launch-{launch}/outcome.json", c=N, launch=[L])
+""", f"""checkpoint judge:
+    input: expand("r/{{c}}/plan.json", c=N),
+           [f"r/{{c}}/launch-{{i}}/outcome.json" for c in N for i in range(1, 1 + L + ({aa} if c == "c0" else 0))]
+""").replace("""rule summary:
+    input: "r/{c}/plan.json", launches
+""", """def judged_launches(wildcards):
+    checkpoints.judge.get()  # the summary waits for the judgement
+    return launches(wildcards)
+rule summary:
+    input: "r/{c}/plan.json", judged_launches
+""")
+    assert "checkpoint judge:" in out and "judged_launches\n" in out, "the floor's rules changed: update checkpoint"
+    return out
+
+
+def _floor_rules(configs: int, launches: int, aa: int) -> str:
     return f"""N = [f"c{{i}}" for i in range({configs})]
 L = {launches}
 wildcard_constraints:
@@ -220,12 +251,14 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
         launches = counts["benchmark_server"]
         missing = re.search(r"(\d+) jobs have missing provenance/metadata", noop[-1][2])
 
-        floor = tmp / "floor"
-        floor.mkdir()
         per = launches // configs  # every configuration's planned launches; the rest: the A/A control
-        (floor / "Snakefile").write_text(floor_snakefile(configs, per, launches - per * configs))
-        floor_dry, floor_noop, floor_first = dry_and_noop(floor, rounds)
-        floor_jobs = sum(v for k, v in job_counts(floor_first).items() if k != "all")
+        floors = {}
+        for checkpoint in (False, True):
+            floor = tmp / f"floor-{checkpoint}"
+            floor.mkdir()
+            (floor / "Snakefile").write_text(floor_snakefile(configs, per, launches - per * configs, checkpoint))
+            floors[checkpoint] = dry_and_noop(floor, rounds)
+        floor_jobs = sum(v for k, v in job_counts(floors[False][2]).items() if k != "all")
 
         def line(label: str, runs: list) -> str:
             walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
@@ -242,8 +275,12 @@ def main(n: int = 500, rounds: int = 3, real_plans: bool = False) -> None:
               + f"  [plans {'run for real' if real_plans else 'touched'}; jobs without params metadata: "
                 f"{missing[1] if missing else 0}]")
         print(f"Snakemake alone, same DAG shape ({floor_jobs} trivial jobs, no params/functions/scripts):")
-        print(line("  snakemake -n all, nothing built:", floor_dry))
-        print(line("  no-op rerun (snakemake -n all): ", floor_noop) + "  [touched: no params metadata]")
+        print(line("  snakemake -n all, nothing built:", floors[False][0]))
+        print(line("  no-op rerun (snakemake -n all): ", floors[False][1]) + "  [touched: no params metadata]")
+        print("Snakemake alone, the same with the judgement a checkpoint that every summary waits for "
+              f"({'as here' if counts.get('judge_round') else 'not so here: no extra rounds'}):")
+        print(line("  snakemake -n all, nothing built:", floors[True][0]))
+        print(line("  no-op rerun (snakemake -n all): ", floors[True][1]) + "  [touched: no params metadata]")
         print(f"import of what rules/common.smk imports: {import_cost():.2f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -8,13 +8,10 @@
 # run at once (threads 0, no `server` slot) and take turns at measuring.
 rule benchmark_server:
     input:
-        # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty
-        unpack(server_inputs),
-        # the burn-in before round 1 (ancient: rules/common.smk): every planned round waits for it; none for extra
-        # rounds or when off
-        unpack(burn_in_input),
-        # the round's plan, side by side only (a sequential launch's order is its job priority)
-        unpack(round_plan_input),
+        # the image's manifest (docker runtime), the selected prompts (datasets): lists, maybe empty;
+        # the burn-in before round 1 (ancient: rules/common.smk): every planned round waits for it, none for extra
+        # rounds or when off; the round's plan, side by side only (a sequential launch's order is its job priority)
+        unpack(launch_inputs),
         plan="results/{config}/plans/{plan}/plan.json",
         preflight="results/{config}/plans/{plan}/preflight.json",
     output:
@@ -34,10 +31,10 @@ rule benchmark_server:
     benchmark:
         "results/{config}/plans/{plan}/launch-{launch}/logs/benchmark_server.tsv"
     priority: launch_priority
-    threads: launch_threads
+    threads: LAUNCH_THREADS
     resources:
         gpu=launch_gpus,
-        server=server_slots,
+        server=SERVER_SLOTS,
     conda:
         "../envs/specsweep.yaml"
     script:

@@ -13,20 +13,20 @@ from specsweep.workflow.console import Interrupts
 
 INTERRUPTS = Interrupts(sys.stderr).install() if workflow.is_main_process else None
 
+from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.logging import logger as snakemake_logger
 
 from specsweep.contracts import layout
 from specsweep.workflow import inputs as sw
 from specsweep.workflow import round_inputs as sr
 from specsweep.workflow.console import quiet_console
-from specsweep.workflow.closing import print_closing
 from specsweep.workflow.profiles import check_profiles
 from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
 from specsweep.plan.design import local_job_slots
-from specsweep.plan.resolve import resolve_labels, resolve_sweep
+from specsweep.plan.resolve import resolve_labels, resolve_sweep_typed
 
 # Snakemake's own console lines: the profile's quiet, and what it prints regardless, off unless --verbose
 # (specsweep.workflow.console); only for the user's console, not in a job's own Snakemake.
@@ -49,18 +49,19 @@ try:
     check_files_strict(workflow.configfiles)
     SWEEP = check_sweep(config, CONFIG_SOURCE)
     # A dataset's selected prompts are kept under results/prompts/ (cached by stat: cheap at every start).
-    PLANS, LAUNCHES = resolve_sweep(SWEEP.config, CONFIG_SOURCE, write_prompts=True)
+    # TYPED_PLANS: the same plans typed once, for every check below (not a copy per check).
+    PLANS, LAUNCHES, TYPED_PLANS = resolve_sweep_typed(SWEEP.config, CONFIG_SOURCE, write_prompts=True)
     # description, expect, variant: for the summary and the report only, never in a plan.
     LABELS = resolve_labels(SWEEP.config)
     # Repeated dataset prompts, a speculative baseline, labels, and the reference engine's own parser
     # (in-process): refused here, so that `snakemake -n` refuses them too (specsweep.plan.checks).
-    _problems, _warnings = start_findings(SWEEP.config, PLANS, LABELS)
+    _problems, _warnings = start_findings(SWEEP.config, PLANS, LABELS, TYPED_PLANS)
     if _problems:
         raise ConfigError(CONFIG_SOURCE, _problems)
     # Every round's design: side by side where every server fits on the host at once (plan.design).
     # A round side by side runs all its launches at once: no more than Snakemake's local workers (--cores + 5);
     # under a cluster executor (Slurm) none: its jobs land on any node at any time.
-    DESIGN = sr.measurement_design(SWEEP.config, PLANS, CONFIG_SOURCE,
+    DESIGN = sr.measurement_design(SWEEP.config, TYPED_PLANS, CONFIG_SOURCE,
                                    local_job_slots(workflow.resource_settings.cores) if workflow.local_exec else 0)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
@@ -75,6 +76,8 @@ ROOT = workflow.basedir
 # the burn-in's configuration and settings.
 ROUND_PARAMS = sr.round_params(SWEEP.config, LABELS, LAUNCHES, PLAN_KEYS)
 BURN_IN_CONFIG = sr.burn_in_config(SWEEP.config, CONFIGS)
+# Every job's walk of the rounds, memoised for this start (specsweep.workflow.round_inputs.RoundWalk).
+ROUND_WALK = sr.RoundWalk(LAUNCHES, SWEEP.config)
 # Its params say what it runs for: new in an invocation that measures launches (workflow.stored.burn_in_for).
 BURN_IN = sr.burn_in_params(SWEEP.config, burn_in_for(Path("results"), PLAN_KEYS,
                                                      sw.launch_order(SWEEP.config, LAUNCHES), STARTED_AT))
@@ -157,7 +160,7 @@ def screened_out():
 
 
 def rounds_upto(round_no=None):
-    return sr.walk_rounds(LAUNCHES, SWEEP.config, judgement_of, round_no, screened_out)
+    return ROUND_WALK.walk(judgement_of, round_no, screened_out)
 
 
 def screen_benches(wildcards):
@@ -189,22 +192,19 @@ def launch_priority(wildcards):
     return sr.launch_priority_in(rounds_upto(r), SWEEP.config, configuration(wildcards), wildcards.launch, r)
 
 
-def round_plan_input(wildcards):
-    # Side by side only: the round's plan, ancient() (specsweep.workflow.round_inputs.round_plan_input says why).
-    return {k: ancient(v) for k, v in sr.round_plan_input(DESIGN, launch_round(wildcards)).items()}
+def launch_inputs(wildcards):
+    # One input function per launch job, not three (Snakemake's cost is per function and job): the image's
+    # manifest and the selected prompts (lists, maybe empty); the burn-in before a planned round, ancient(): a
+    # burn-in run again for other launches reruns no launch measured already (burn_in_for); side by side
+    # only, the round's plan, ancient() (specsweep.workflow.round_inputs.round_plan_input says why).
+    r = launch_round(wildcards)
+    waits = sr.burn_in_input(BURN_IN_CONFIG, r, LAUNCHES) | sr.round_plan_input(DESIGN, r)
+    return sw.server_inputs(PLANS, configuration(wildcards)) | {k: ancient(v) for k, v in waits.items()}
 
 
-def burn_in_input(wildcards):
-    # ancient(): a burn-in run again for other launches reruns no launch measured already (burn_in_for)
-    return {k: ancient(v) for k, v in sr.burn_in_input(BURN_IN_CONFIG, launch_round(wildcards), LAUNCHES).items()}
-
-
-def launch_threads(wildcards):
-    return sr.launch_threads(DESIGN)
-
-
-def server_slots(wildcards):
-    return sr.server_slots(DESIGN)
+# A launch's threads and `server` slots: one value per start (its design), not a function per job.
+LAUNCH_THREADS = sr.launch_threads(DESIGN)
+SERVER_SLOTS = sr.server_slots(DESIGN)
 
 
 def previous_judgement(wildcards):
@@ -235,8 +235,23 @@ def burn_in_gpus(wildcards):
 
 def summary_inputs(wildcards):
     name = configuration(wildcards)
-    schedule = sw.schedule_of_rounds(rounds_upto(), CONFIGS)
+    # A judgement not written yet: the summary waits for it, as Snakemake makes it wait (checkpoint_pending).
+    try:
+        rounds = rounds_upto()
+    except IncompleteCheckpointException as exc:
+        return checkpoint_pending(exc)
+    schedule = ROUND_WALK.schedule(rounds)
     return sw.summary_inputs(schedule, name, PLAN_KEYS) | sw.baseline_inputs(config, name, PLAN_KEYS)
+
+
+def checkpoint_pending(exc):
+    # What Snakemake makes of an input function stopped by a checkpoint not yet written: the checkpoint's
+    # output as the only input, flagged as its target, so that the job is evaluated again once it is written
+    # (snakemake 9.27.1 rules.py:702-704 apply_input_function, rules.py:881-884, dag.py:2235-2263
+    # update_checkpoint_dependencies). Returned rather than raised: Snakemake also re-evaluates, in a second
+    # pass over the whole DAG, every job whose input function raised it (dag.py:1899-1911 and 1984-1993, meant
+    # for group ids): for 500 summaries, about 30 % of a nothing-built `snakemake -n`, for the same inputs.
+    return [exc.targetfile]
 
 
 def report_round_files(wildcards):
@@ -280,6 +295,9 @@ def jobs_start():
 
 def closing_summary():
     """onsuccess: what to deploy, the controls and verdicts, the report's paths (from report.json)."""
+    # Imported here: the report's modules cost about 0.2 s, at every start, for a summary said once a run succeeded.
+    from specsweep.workflow.closing import print_closing
+
     print_closing(Path("results"), STARTED_AT, BEST_EXPORTS, sys.stderr)
 
 

@@ -205,6 +205,14 @@ class Plan:
         return self.points or (Point(default_name, self.workload, self.prompts),)
 
 
+def typed_plan(typed: Mapping[str, Plan] | None, name: str, plan: Mapping[str, Any]) -> Plan:
+    """Configuration ``name``'s typed plan: the one in ``typed`` (``plan.resolve.resolve_sweep_typed``: one per
+    plan for every check at a start, not a deep copy per check), else ``plan`` typed afresh."""
+    if typed is not None and name in typed:
+        return typed[name]
+    return Plan.from_dict(plan)
+
+
 def setting(plan: Mapping[str, Any], path: str) -> Any:
     """The value of a plan's setting named as a grid axis names it (``env.<VAR>``, ``server_args.<flag>``),
     None when unset: how a reader finds the setting a fact names (``simulated_accept_length_setting``)."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.contracts.acceptance import SIMULATE_ACC_LEN, acc_len_problem
-from specsweep.contracts.plan import Plan
+from specsweep.contracts.plan import Plan, typed_plan
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
 from specsweep.plan.datasets import prompts_needed
@@ -74,7 +74,8 @@ def prompt_findings(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]
     return errors, warnings
 
 
-def context_findings(plans: Mapping[str, Mapping], base: Path) -> list[str]:
+def context_findings(plans: Mapping[str, Mapping], base: Path, typed: Mapping[str, Plan] | None = None
+                     ) -> list[str]:
     """Each plan's (and point's) ``input_len + output_len`` within what its engine lets one request ask for
     (``Engine.context_limit``: the model's config or ``--context-length``); beyond it every request would be
     refused at warmup. Plans whose limit cannot be known here (no model config on this host) pass."""
@@ -82,7 +83,7 @@ def context_findings(plans: Mapping[str, Mapping], base: Path) -> list[str]:
     for name, plan in plans.items():
         if is_external(plan):
             continue
-        limit = get_engine(plan["engine"]).context_limit(Plan.from_dict(plan), base)
+        limit = get_engine(plan["engine"]).context_limit(typed_plan(typed, name, plan), base)
         if limit is None:
             continue
         for i, point in enumerate(plan_points(plan)):
@@ -128,27 +129,29 @@ def acceptance_problems(plans: Mapping[str, Mapping]) -> list[str]:
     return problems
 
 
-def in_process_preflight(plans: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
+def in_process_preflight(plans: Mapping[str, Mapping], typed: Mapping[str, Plan] | None = None
+                         ) -> tuple[list[str], list[str]]:
     """Each plan of an engine that needs no parser environment, through its engine's own parser."""
     errors: list[str] = []
     warnings: list[str] = []
-    for plan in plans.values():
+    for name, plan in plans.items():
         engine = get_engine(plan["engine"])
         if not engine.needs_parser_env and not is_external(plan):  # external: no argv (its preflight job's rule)
-            result = engine.preflight(Plan.from_dict(plan))
+            result = engine.preflight(typed_plan(typed, name, plan))
             errors += result.errors
             warnings += result.warnings
     return errors, warnings
 
 
-def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping],
-                   labels: Mapping[str, Mapping]) -> tuple[list[str], list[str]]:
-    """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow."""
+def start_findings(config: Mapping[str, Any], plans: Mapping[str, Mapping], labels: Mapping[str, Mapping],
+                   typed: Mapping[str, Plan] | None = None) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of every check above and ``resolve.plan_problems``; errors stop the workflow.
+    ``typed``: the plans typed already (``resolve.resolve_sweep_typed``), else each check types its own."""
     errors = (plan_problems(plans) + baseline_problems(plans, config.get("baseline")) + acceptance_problems(plans)
-              + context_findings(plans, Path.cwd()) + unvaried_settings(config, plans))
+              + context_findings(plans, Path.cwd(), typed) + unvaried_settings(config, plans))
     warnings: list[str] = []
-    for found in (label_findings(plans, labels, config.get("images")), prompt_findings(plans),
-                  in_process_preflight(plans)):
+    for found in (label_findings(plans, labels, config.get("images"), typed), prompt_findings(plans),
+                  in_process_preflight(plans, typed)):
         errors += found[0]
         warnings += found[1]
     return errors, warnings

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from specsweep import HARNESS_VERSION
-from specsweep.contracts.plan import PLAN_FORMAT_VERSION, Plan
+from specsweep.contracts.plan import PLAN_FORMAT_VERSION, Plan, typed_plan
 from specsweep.contracts.vocabulary import Expect
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
@@ -180,14 +180,24 @@ def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool =
     control of an engine without the step-slowdown fault are one
     ``ConfigError`` naming ``source`` and every problem.
     """
+    plans, launches, _ = resolve_sweep_typed(config, source, write_prompts)
+    return plans, launches
+
+
+def resolve_sweep_typed(config: Mapping, source: str = "config", write_prompts: bool = False
+                        ) -> tuple[dict[str, dict], dict[str, int], dict[str, Plan]]:
+    """``resolve_sweep``, and every plan typed (``contracts.plan.Plan``, a copy apart from the plan's object):
+    what the checks at a start read (``plan.checks.start_findings``, ``plan.design``), typed once."""
     merger = _Merger(config)
     plans: dict[str, dict] = {}
+    typed: dict[str, Plan] = {}
     launches: dict[str, int] = {}
     problems: list[str] = []
     for name in sorted(config["configurations"]):
         entry = merger.entry(name)
         try:
-            plans[name] = plan_from_entry(name, entry, write_prompts)
+            typed[name] = resolve_plan(name, entry, write_prompts)
+            plans[name] = typed[name].to_dict()  # plan_from_entry
         except (DatasetError, TokenizerError) as exc:
             problems.append(f"configurations.{name}.workload.dataset: {exc}")
             continue
@@ -198,7 +208,7 @@ def resolve_sweep(config: Mapping, source: str = "config", write_prompts: bool =
     problems += control_problems(config, plans)
     if problems:
         raise ConfigError(source, problems)
-    return plans, launches
+    return plans, launches, typed
 
 
 def build_labels(config: Mapping, name: str, defaults: Mapping | None = None) -> dict:
@@ -227,10 +237,12 @@ def resolve_labels(config: Mapping) -> dict[str, dict]:
 
 
 def label_findings(
-    plans: Mapping[str, Mapping], labels: Mapping[str, Mapping], images: Mapping[str, Any] | None = None
+    plans: Mapping[str, Mapping], labels: Mapping[str, Mapping], images: Mapping[str, Any] | None = None,
+    typed: Mapping[str, Plan] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(errors, warnings) of each engine's static checks of the labels (an unknown variant, a variant
-    the flags disable); cheap, so they run when the workflow starts, before any job."""
+    the flags disable); cheap, so they run when the workflow starts, before any job. ``typed``: the plans
+    typed already (``resolve_sweep_typed``)."""
     errors: list[str] = []
     warnings: list[str] = []
     for name, plan in plans.items():
@@ -239,7 +251,7 @@ def label_findings(
             errors.append(f"configurations.{name}.variant: runtime '{EXTERNAL_RUNTIME}' has no server log to prove "
                           f"a variant with; remove variant")
             continue
-        result = get_engine(plan["engine"]).check_labels(Plan.from_dict(plan), labels[name], images)
+        result = get_engine(plan["engine"]).check_labels(typed_plan(typed, name, plan), labels[name], images)
         errors += result.errors
         warnings += result.warnings
     return errors + own_baseline_problems(plans, labels), warnings

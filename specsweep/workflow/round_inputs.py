@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -23,7 +24,7 @@ from specsweep.plan.design import DesignError, choose_design
 from specsweep.plan.rounds import RoundSettings
 from specsweep.plan.screen import ScreenSettings, bench_settings, group_key, groups
 from specsweep.workflow import rounds as rounds_mod
-from specsweep.workflow.inputs import plan_key, server_inputs
+from specsweep.workflow.inputs import plan_key, schedule_of_rounds, server_inputs
 
 # ------------------------------------------------------------------ rounds (plan.rounds, workflow.rounds)
 
@@ -151,6 +152,59 @@ def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgemen
                                   bool(config.get("aa_control", True)), judgement_of, upto, extra)
 
 
+class RoundWalk:
+    """``walk_rounds`` for one Snakemake start, where every launch, summary and judgement job asks for the
+    rounds: a walk must not cost a pass over every configuration, or N jobs cost N x N. The planned rounds'
+    members are computed once (per set of configurations a race's screen set aside), a judgement is read
+    once per path, size and mtime (one written again is read again), and a walk's launch ids per
+    configuration (``schedule``) once per distinct walk. Same answers as ``walk_rounds``."""
+
+    def __init__(self, launches: Mapping[str, int], config: Mapping[str, Any]):
+        self.launches = dict(launches)
+        self.config = config
+        #: Every configuration, by name (``rules/common.smk``'s CONFIGS: the plans' names, as ``launches``').
+        self.names = sorted(self.launches)
+        self._screen = ScreenSettings.from_config(config).enabled
+        self._extra = RoundSettings.from_config(config).max_launches is not None
+        self._planned: dict[frozenset[str] | None, tuple[dict[str, int], dict[int, list[tuple[str, str]]]]] = {}
+        self._judgements: dict[tuple[str, int, int], dict] = {}
+        self._schedules: dict[tuple, dict[str, list[str]]] = {}
+
+    def walk(self, judgement_of: Any, upto: int | None = None, screened: Any = None) -> list[list[tuple[str, str]]]:
+        """``walk_rounds(launches, config, judgement_of, upto, screened)``."""
+        aside = frozenset(screened()) if screened is not None and self._screen else None
+        if aside not in self._planned:
+            kept = kept_launches(self.launches, self.config, None if aside is None else (lambda: aside))
+            self._planned[aside] = (kept, {})
+        kept, planned = self._planned[aside]
+        baseline, aa = self.config.get("baseline"), bool(self.config.get("aa_control", True))
+
+        def planned_of(round_no: int) -> list[tuple[str, str]]:
+            if round_no not in planned:
+                planned[round_no] = plan_rounds.planned_members(kept, baseline, aa, round_no)
+            return list(planned[round_no])  # a copy (of references): a caller's change cannot reach the memo
+
+        return rounds_mod.walk_rounds(kept, baseline, aa, judgement_of, upto, self._extra, planned_of,
+                                      self._judgement)
+
+    def _judgement(self, path: str) -> dict:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return read_json(path)  # its own error, as walk_rounds reads it
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key not in self._judgements:
+            self._judgements[key] = read_json(path)
+        return self._judgements[key]
+
+    def schedule(self, rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, list[str]]:
+        """``workflow.inputs.schedule_of_rounds(rounds, names)``, once per distinct ``rounds`` (do not change it)."""
+        key = tuple(tuple(members) for members in rounds)
+        if key not in self._schedules:
+            self._schedules[key] = schedule_of_rounds(rounds, self.names)
+        return self._schedules[key]
+
+
 def kept_launches(launches: Mapping[str, int], config: Mapping[str, Any], screened: Any = None) -> dict[str, int]:
     """The planned launches of every configuration the screen kept (all of them without ``screen.enabled``);
     with ``screen.check``, each one it set aside is launched once anyway: launch 1, in round 1, so never a
@@ -172,12 +226,12 @@ def previous_judgement(round_no: int) -> list[str]:
     return [] if round_no <= 1 else [round_path(round_no - 1, "judgement.json")]
 
 
-def measurement_design(config: Mapping[str, Any], plans: Mapping[str, dict], source: str = "config",
+def measurement_design(config: Mapping[str, Any], plans: Mapping[str, Any], source: str = "config",
                        job_slots: int | None = None) -> tuple[str, str]:
     """(design, why) of every round: ``rounds.design``, ``auto`` decided by what fits on the host at once
     (``plan.design.choose_design``); a side-by-side request that cannot be is a ``ConfigError``.
     ``job_slots``: the jobs Snakemake runs at once (``plan.design.local_job_slots``; 0 under a cluster
-    executor), which a round's launches side by side must not outnumber."""
+    executor), which a round's launches side by side must not outnumber. ``plans``: plan objects or typed plans."""
     asked = RoundSettings.from_config(config).design
     aa = bool(config.get("aa_control", True)) and config.get("baseline") in plans
     try:

@@ -76,27 +76,34 @@ def round_path(round_no: int | str, leaf: str) -> str:
 
 def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
                 judgement_of: Callable[[int], str], upto: int | None = None,
-                extra_rounds: bool = True) -> list[list[tuple[str, str]]]:
+                extra_rounds: bool = True, planned: Callable[[int], list[tuple[str, str]]] | None = None,
+                read: Callable[[str], dict] = read_json) -> list[list[tuple[str, str]]]:
     """The members of every round, round 1 first: the planned rounds, then the rounds the judgements
     asked for; with ``upto``, only rounds 1..upto (fewer when the sweep ended before). ``judgement_of(r)``
     is the path of round r's judgement (in a Snakefile: ``checkpoints.judge_round.get(round=r).output[0]``,
     which stops the DAG where a judgement is missing and schedules the job that writes it). Without
     ``extra_rounds`` (no budget for them) the planned rounds are all there is and no judgement is read,
-    so that ``-n`` sees every job exactly, with no checkpoint in the way."""
+    so that ``-n`` sees every job exactly, with no checkpoint in the way. ``planned(r)`` (planned round r's
+    members, ``planned_members`` of these launches) and ``read`` (a judgement's object) may be given memoised
+    (``workflow.round_inputs.RoundWalk``)."""
+    if planned is None:
+        def planned(round_no: int) -> list[tuple[str, str]]:
+            return planned_members(launches, baseline, aa_control, round_no)
     rounds: list[list[tuple[str, str]]] = []
     r = 1
-    members = planned_members(launches, baseline, aa_control, 1)
+    last_planned = planned_rounds(launches)
+    members = planned(1)
     while members:
         rounds.append(members)
         if upto is not None and len(rounds) >= upto:
             break
-        if r < planned_rounds(launches):
+        if r < last_planned:
             r += 1
-            members = planned_members(launches, baseline, aa_control, r)
+            members = planned(r)
             continue
         if not extra_rounds:
             break
-        judgement = read_json(judgement_of(r))
+        judgement = read(judgement_of(r))
         if not judgement.get("continue"):
             break
         r += 1

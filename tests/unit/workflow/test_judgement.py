@@ -76,3 +76,35 @@ def test_without_extra_rounds_no_judgement_is_read():
         raise AssertionError(f"judgement {r} read")
     rounds = walk_rounds({"base": 2, "a": 2}, "base", True, never, extra_rounds=False)
     assert [len(r) for r in rounds] == [3, 2]
+
+
+def test_a_start_s_memoised_walk_answers_as_the_walk_and_reads_a_judgement_written_again(tmp_path):
+    """``RoundWalk`` (every launch, summary and judgement job of a start walks the rounds): the same rounds and
+    schedule as ``walk_rounds``; a judgement written again is read again; a caller's change to a walk's rounds
+    reaches no later walk."""
+    import os
+
+    from specsweep.workflow.inputs import schedule_of_rounds
+    from specsweep.workflow.round_inputs import RoundWalk
+    from specsweep.workflow.round_inputs import walk_rounds as config_walk
+
+    config = {"baseline": "base", "rounds": {"max_launches": 4}, "configurations": {}}
+    launches = {"base": 2, "a": 2, "b": 1}
+    paths = {r: tmp_path / f"j{r}.json" for r in (2, 3)}
+    paths[2].write_text(json.dumps({"continue": True, "next": [["a", "3"], ["base", "3"]]}))
+    paths[3].write_text(json.dumps({"continue": False, "next": None}))
+    walk = RoundWalk(launches, config)
+
+    def judgement_of(r):
+        return str(paths[r])
+
+    for upto in (1, 2, None):
+        assert walk.walk(judgement_of, upto) == config_walk(launches, config, judgement_of, upto)
+    rounds = walk.walk(judgement_of)
+    assert [len(r) for r in rounds] == [4, 2, 2]
+    assert walk.schedule(rounds) == schedule_of_rounds(rounds, ["a", "b", "base"])
+    rounds[0].append(("c", "1"))
+    assert ("c", "1") not in walk.walk(judgement_of)[0]
+    paths[2].write_text(json.dumps({"continue": False, "next": None}))
+    os.utime(paths[2], ns=(1, 1))  # another mtime, whatever the clock's resolution
+    assert [len(r) for r in walk.walk(judgement_of)] == [4, 2]
