@@ -1,6 +1,7 @@
 # Validation, the resolved plans, and every named input function the rules use.
 # Keep it short: each function is one line that calls specsweep.workflow with
 # this workflow's plans or config, given explicitly.
+import os
 import sys
 import time
 from pathlib import Path
@@ -251,7 +252,13 @@ def checkpoint_pending(exc):
     # update_checkpoint_dependencies). Returned rather than raised: Snakemake also re-evaluates, in a second
     # pass over the whole DAG, every job whose input function raised it (dag.py:1899-1911 and 1984-1993, meant
     # for group ids): for 500 summaries, about 30 % of a nothing-built `snakemake -n`, for the same inputs.
-    return [exc.targetfile]
+    # A judgement not on disk (a round a larger budget continues, after the last one judged) is returned
+    # unflagged: Snakemake skips every rerun check of a job with a checkpoint target among its inputs
+    # (dag.py:1518-1560, "reevaluated in a second pass"), and reruns a job only from a job that must run
+    # (dag.py:1632-1668), so an existing summary would never wait for the new round, nor its launches run.
+    # Unflagged, the changed set of inputs reruns the summary, and the round's jobs with it.
+    target = exc.targetfile
+    return [target if os.path.exists(target) else str(target)]
 
 
 def report_round_files(wildcards):

@@ -14,6 +14,7 @@ from specsweep.workflow.rounds import write_round_plan  # noqa: E402
 
 with job_log(snakemake.log[0]) as log:  # noqa: F821 - injected by Snakemake
     p = json.loads(snakemake.params.plan)  # noqa: F821
-    plan = write_round_plan(p["round"], p["members"], p["design"], p["why"], RoundSettings(**p["settings"]),
-                            snakemake.output[0])  # noqa: F821
+    # the budget from the loaded config, not a param: raising it reruns no round (RoundSettings.tracked)
+    settings = RoundSettings(**p["settings"], **RoundSettings.from_config(snakemake.config).budget())  # noqa: F821
+    plan = write_round_plan(p["round"], p["members"], p["design"], p["why"], settings, snakemake.output[0])  # noqa: F821
     print(f"round {plan['round']} ({plan['design']}): " + ", ".join("/".join(i) for i in plan["order"]), file=log)

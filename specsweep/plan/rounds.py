@@ -83,8 +83,17 @@ class RoundSettings:
         return self.mode == RACE
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "design": self.design, "max_launches": self.max_launches,
-                "max_minutes": self.max_minutes, "mode": self.mode}
+        return {"seed": self.seed, "design": self.design, **self.budget(), "mode": self.mode}
+
+    def budget(self) -> dict[str, Any]:
+        """The budget of extra rounds (``max_launches``, ``max_minutes``)."""
+        return {"max_launches": self.max_launches, "max_minutes": self.max_minutes}
+
+    def tracked(self) -> dict[str, Any]:
+        """The settings a round's jobs take as Snakemake params (a change reruns them): all but the budget,
+        which their scripts read from the loaded config. A larger budget must rerun no round already judged:
+        the walk continues the last one instead (``workflow.rounds.continues``)."""
+        return {k: v for k, v in self.as_dict().items() if k not in self.budget()}
 
 
 def planned_rounds(launches: Mapping[str, int]) -> int:

@@ -32,14 +32,15 @@ from specsweep.workflow.inputs import plan_key, schedule_of_rounds, server_input
 def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches: Mapping[str, int],
                  keys: Mapping[str, str]) -> str:
     """What every round's judgement reads besides the launches: the baseline, the controls, the
-    effect to resolve, the planned launches, the rounds' settings, each configuration's labels and
-    the key of its current plan (whose launches it judges)."""
+    effect to resolve, the planned launches, the rounds' settings but the budget (``RoundSettings.tracked``:
+    the script reads it from the config), each configuration's labels and the key of its current plan (whose
+    launches it judges)."""
     effect = config.get("smallest_effect")
     return canonical_json({
         "baseline": config.get("baseline"), "aa_control": bool(config.get("aa_control", True)),
         "positive_control": control_params(config),
         "smallest_effect": effect if effect is not None else schema_default("smallest_effect"),
-        "launches": dict(launches), "rounds": RoundSettings.from_config(config).as_dict(),
+        "launches": dict(launches), "rounds": RoundSettings.from_config(config).tracked(),
         "labels": {name: {k: own[k] for k in ("variant", "expect", "expect_signature")}
                    for name, own in labels.items()},
         "expects": {name: own["expect"] for name, own in labels.items()},
@@ -50,12 +51,12 @@ def round_params(config: Mapping[str, Any], labels: Mapping[str, dict], launches
 def round_plan_params(config: Mapping[str, Any], rounds: Sequence[Sequence[tuple[str, str]]], round_no: int,
                       design: tuple[str, str]) -> str:
     """plan_round's params: the round's members (``rounds``: ``workflow.rounds.walk_rounds`` up to it),
-    the design and the settings (its seed)."""
+    the design and the settings but the budget (its seed; ``RoundSettings.tracked``)."""
     members = rounds_mod.members_of_round(rounds, round_no)
     if not members:
         raise ValueError(f"round {round_no} is not part of this sweep: it has {len(rounds)} rounds so far")
     return canonical_json({"round": round_no, "members": [list(m) for m in members], "design": design[0],
-                           "why": design[1], "settings": RoundSettings.from_config(config).as_dict()})
+                           "why": design[1], "settings": RoundSettings.from_config(config).tracked()})
 
 
 def round_of_launch(launches: Mapping[str, int], launch: str, config: Mapping[str, Any] | None = None,
@@ -147,9 +148,10 @@ def walk_rounds(launches: Mapping[str, int], config: Mapping[str, Any], judgemen
     """``workflow.rounds.walk_rounds`` with this config's baseline and A/A control, and without the
     configurations a race's screen set aside (``screened()``: their names, once the screen is written; in a
     Snakefile it reads the checkpoint ``screen_grid``, so the DAG stops there until the screen is done)."""
-    extra = RoundSettings.from_config(config).max_launches is not None
+    settings = RoundSettings.from_config(config)
     return rounds_mod.walk_rounds(kept_launches(launches, config, screened), config.get("baseline"),
-                                  bool(config.get("aa_control", True)), judgement_of, upto, extra)
+                                  bool(config.get("aa_control", True)), judgement_of, upto,
+                                  settings.max_launches is not None, settings=settings)
 
 
 class RoundWalk:
@@ -165,7 +167,8 @@ class RoundWalk:
         #: Every configuration, by name (``rules/common.smk``'s CONFIGS: the plans' names, as ``launches``').
         self.names = sorted(self.launches)
         self._screen = ScreenSettings.from_config(config).enabled
-        self._extra = RoundSettings.from_config(config).max_launches is not None
+        self._settings = RoundSettings.from_config(config)
+        self._extra = self._settings.max_launches is not None
         self._planned: dict[frozenset[str] | None, tuple[dict[str, int], dict[int, list[tuple[str, str]]]]] = {}
         self._judgements: dict[tuple[str, int, int], dict] = {}
         self._schedules: dict[tuple, dict[str, list[str]]] = {}
@@ -185,7 +188,7 @@ class RoundWalk:
             return list(planned[round_no])  # a copy (of references): a caller's change cannot reach the memo
 
         return rounds_mod.walk_rounds(kept, baseline, aa, judgement_of, upto, self._extra, planned_of,
-                                      self._judgement)
+                                      self._judgement, self._settings)
 
     def _judgement(self, path: str) -> dict:
         try:

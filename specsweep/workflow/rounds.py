@@ -11,8 +11,8 @@ report computes them (``analysis.rows.config_rows``), and the decision:
 * every comparison is either called or can already see ``smallest_effect``
   (80 % power): the question is answered, stop (``resolved``);
 * the budget is spent (``rounds.max_launches`` launches per configuration,
-  or ``rounds.max_minutes`` from the first launch's start to the last one's
-  end): stop (``budget``);
+  or ``rounds.max_minutes`` of measuring: each round from its first launch's
+  start to its last one's end, summed): stop (``budget``);
 * no extra rounds were asked for (``rounds.max_launches`` unset): stop
   (``planned rounds``);
 * every configuration failed or was measured beside another server: stop
@@ -37,12 +37,23 @@ Snakemake sees the next round only once the judgement exists (a checkpoint),
 so ``-n`` after a round shows that round's jobs and nothing already measured;
 a launch once measured is never rerun by a later round.
 
+A judgement that stopped for want of budget (``budget``, ``planned rounds``)
+also names the round it would have run (``next_with_budget``). A later
+invocation with a larger budget continues there (``walk_rounds``): the walk
+decides again, under the loaded budget, whether that round may run, and
+nothing already measured or judged runs again. (Rerunning the last judgement
+instead would not do: Snakemake 9 does not rerun a checkpoint behind another
+one for its params alone.)
+
 Format history of results/rounds/round-<r>/judgement.json:
   1  round, continue, ended_by (null while going on), why, next (the next round's members, or null),
      comparisons (each: config, against, verdict, ratio, detectable, open), launches, elapsed_min,
      burn_in (the burn-in record before round 1, round 1 only; else null).
   2  mode (sweep or race), race (a race's standings after the round, ``analysis.race.standings``; null in a
      sweep).
+  3  next_with_budget (the round a larger budget runs next, when the budget or the planned rounds ended the
+     sweep; else null); elapsed_min is the rounds' measuring time summed (was from the first launch's start to
+     the last one's end, which counted the time between two invocations).
 """
 
 from __future__ import annotations
@@ -59,7 +70,7 @@ from specsweep.contracts.vocabulary import CALLED, Status
 from specsweep.files import read_json, write_json_atomic
 from specsweep.plan.rounds import RoundSettings, planned_members, planned_rounds, round_order, round_plan
 
-JUDGEMENT_FORMAT_VERSION = 2
+JUDGEMENT_FORMAT_VERSION = 3
 
 #: Why a sweep's rounds ended (``judgement["ended_by"]``).
 RESOLVED = "resolved"
@@ -77,7 +88,8 @@ def round_path(round_no: int | str, leaf: str) -> str:
 def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
                 judgement_of: Callable[[int], str], upto: int | None = None,
                 extra_rounds: bool = True, planned: Callable[[int], list[tuple[str, str]]] | None = None,
-                read: Callable[[str], dict] = read_json) -> list[list[tuple[str, str]]]:
+                read: Callable[[str], dict] = read_json, settings: RoundSettings | None = None
+                ) -> list[list[tuple[str, str]]]:
     """The members of every round, round 1 first: the planned rounds, then the rounds the judgements
     asked for; with ``upto``, only rounds 1..upto (fewer when the sweep ended before). ``judgement_of(r)``
     is the path of round r's judgement (in a Snakefile: ``checkpoints.judge_round.get(round=r).output[0]``,
@@ -104,11 +116,25 @@ def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: b
         if not extra_rounds:
             break
         judgement = read(judgement_of(r))
-        if not judgement.get("continue"):
+        if judgement.get("continue"):
+            nxt = judgement["next"]
+        elif settings is not None and continues(judgement, settings):
+            nxt = judgement["next_with_budget"]
+        else:
             break
         r += 1
-        members = [(c, lid) for c, lid in judgement["next"]]
+        members = [(c, lid) for c, lid in nxt]
     return rounds
+
+
+def continues(judgement: Mapping[str, Any], settings: RoundSettings) -> bool:
+    """Whether a judgement that stopped for want of budget (``budget``, ``planned rounds``) is continued under
+    ``settings``: a budget that allows another round after it (``_budget_spent`` decides, as the judgement did).
+    A judgement of format 2 names no next round, and ends there."""
+    if judgement.get("ended_by") not in (BUDGET, PLANNED) or not judgement.get("next_with_budget"):
+        return False
+    return settings.max_launches is not None and \
+        _budget_spent(int(judgement["round"]), settings, judgement.get("elapsed_min"), "") is None
 
 
 def members_of_round(rounds: Sequence[Sequence[tuple[str, str]]], round_no: int) -> list[tuple[str, str]]:
@@ -191,13 +217,14 @@ def decide_race(round_no: int, settings: RoundSettings, race: Mapping[str, Any],
     if race.get("tied"):
         return {"continue": False, "ended_by": TIE,
                 "why": f"{', '.join(left)} are within {effect:.0%} of {best} (a tie) after round {round_no}{dropped}"}
+    nxt = [[name, str(round_no + 1)] for name in sorted(left)]
     spent = _budget_spent(round_no, settings, elapsed_min, f"still racing: {', '.join(left)} (best so far: {best})")
     if spent is not None:
-        return {**spent, "why": spent["why"] + dropped}
+        return {**spent, "why": spent["why"] + dropped, "next_with_budget": nxt}
     return {"continue": True, "ended_by": None,
             "why": f"still racing: {', '.join(left)} (best so far: {best}){dropped}; round {round_no + 1} of at "
                    f"most {settings.max_launches}",
-            "next": [[name, str(round_no + 1)] for name in sorted(left)]}
+            "next": nxt}
 
 
 def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared: Sequence[Mapping[str, Any]],
@@ -223,35 +250,43 @@ def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared
                 "why": f"every comparison is called or sees {effect:.0%} (80 % power) after {round_no} rounds"
                        + left_out}
     names = ", ".join(c["config"] for c in still)
-    if settings.max_launches is None:
-        return {"continue": False, "ended_by": PLANNED,
-                "why": f"the {rounds_planned} planned rounds ran and no extra rounds were asked for "
-                       f"(rounds.max_launches); still open at {effect:.0%}: {names}"}
-    spent = _budget_spent(round_no, settings, elapsed_min, f"still open at {effect:.0%}: {names}")
-    if spent is not None:
-        return spent
     wanted = {baseline} | {c["config"] for c in still}
     if control and control.get("name") in wanted:
         wanted.add(control.get("of"))
     nxt = [[name, str(round_no + 1)] for name in sorted(n for n in wanted if n)]
+    if settings.max_launches is None:
+        return {"continue": False, "ended_by": PLANNED,
+                "why": f"the {rounds_planned} planned rounds ran and no extra rounds were asked for "
+                       f"(rounds.max_launches); still open at {effect:.0%}: {names}", "next_with_budget": nxt}
+    spent = _budget_spent(round_no, settings, elapsed_min, f"still open at {effect:.0%}: {names}")
+    if spent is not None:
+        return {**spent, "next_with_budget": nxt}
     return {"continue": True, "ended_by": None,
             "why": f"still open at {effect:.0%}: {names}; round {round_no + 1} of at most {settings.max_launches}",
             "next": nxt}
 
 
 def elapsed_minutes(summaries: Sequence[ConfigSummary]) -> float | None:
-    """Minutes from the first launch's start to the last launch's end, over every summary."""
-    starts = [e.started_at for s in summaries for e in s.launches if e.started_at]
-    ends = [e.ended_at for s in summaries for e in s.launches if e.ended_at]
-    return (max(ends) - min(starts)) / 60 if starts and ends else None
+    """The rounds' measuring time in minutes: each round (a launch id; the A/A control's is round 1) from its
+    first launch's start to its last one's end, summed; so a sweep continued another day (``next_with_budget``)
+    does not count the time between its invocations."""
+    spans: dict[str, list[float]] = {}
+    for s in summaries:
+        for e in s.launches:
+            if e.started_at and e.ended_at:
+                span = spans.setdefault("1" if e.launch == CONTROL else e.launch, [e.started_at, e.ended_at])
+                span[0], span[1] = min(span[0], e.started_at), max(span[1], e.ended_at)
+    return sum(end - start for start, end in spans.values()) / 60 if spans else None
 
 
 def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], params: Mapping[str, Any],
-                out_path: str, log: TextIO, burn_in_path: str | None = None) -> dict[str, Any]:
+                out_path: str, log: TextIO, burn_in_path: str | None = None,
+                budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """judge_round: the verdicts after ``round_no`` and whether another round runs (module docstring).
 
     ``rounds``: the members of rounds 1..round_no (``walk_rounds``); ``params``: ``workflow.round_inputs.round_params``
-    (``plans``: each configuration's current plan key, whose launches are judged).
+    (``plans``: each configuration's current plan key, whose launches are judged); ``budget``: the loaded
+    config's (``RoundSettings.budget``; not in ``params``, so that raising it reruns no judgement).
     Each configuration's summary is built in memory from its launches so far, exactly as
     summarize_config builds it, and judged exactly as the report judges it.
     """
@@ -260,7 +295,7 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     from specsweep.workflow.inputs import schedule_of_rounds, summary_inputs  # summarize_config's own inputs
     from specsweep.workflow.jobs import summary_of_files
 
-    settings = RoundSettings(**params["rounds"])
+    settings = RoundSettings(**{**params["rounds"], **(budget or {})})
     launches_of = schedule_of_rounds(rounds[:round_no], sorted({c for r in rounds[:round_no] for c, _ in r}))
     summaries = []
     quiet = io.StringIO()
@@ -284,7 +319,8 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
     decision = decide(round_no, rounds_planned, settings, compared, baseline, control, elapsed,
                       next_planned, effect, race)
     judgement = {"format_version": JUDGEMENT_FORMAT_VERSION, "round": round_no, "mode": settings.mode, **decision,
-                 "next": decision.get("next"), "race": race, "comparisons": compared,
+                 "next": decision.get("next"), "next_with_budget": decision.get("next_with_budget"),
+                 "race": race, "comparisons": compared,
                  "launches": {c: ids for c, ids in sorted(launches_of.items())},
                  "elapsed_min": elapsed,
                  "burn_in": read_json(burn_in_path) if burn_in_path else None}

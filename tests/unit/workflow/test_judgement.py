@@ -108,3 +108,39 @@ def test_a_start_s_memoised_walk_answers_as_the_walk_and_reads_a_judgement_writt
     paths[2].write_text(json.dumps({"continue": False, "next": None}))
     os.utime(paths[2], ns=(1, 1))  # another mtime, whatever the clock's resolution
     assert [len(r) for r in walk.walk(judgement_of)] == [4, 2]
+
+
+def test_a_judgement_ended_by_its_budget_names_the_round_a_larger_budget_runs():
+    got = decide(3, 2, RoundSettings(max_launches=3), [_c("a", "no significant difference", 0.3, True)], "base",
+                 None, 1.0, [], 0.1)
+    assert got["ended_by"] == BUDGET and got["next_with_budget"] == [["a", "4"], ["base", "4"]]
+    got = decide(2, 2, RoundSettings(), [_c("a", "no significant difference", 0.3, True)], "base", None, 1.0, [], 0.1)
+    assert got["ended_by"] == PLANNED and got["next_with_budget"] == [["a", "3"], ["base", "3"]]
+    compared = [_c("a", "faster", 0.3, False)]
+    assert "next_with_budget" not in decide(2, 2, RoundSettings(max_launches=3), compared, "base", None, 1.0, [], 0.1)
+
+
+@pytest.mark.parametrize("ended,settings,walked", [
+    # the budget that ended it, again: the walk ends where the judgement did
+    ({"ended_by": BUDGET}, RoundSettings(max_launches=2), 2),
+    # a larger one: round 3 of the named members, whose judgement is then read (and stops it)
+    ({"ended_by": BUDGET}, RoundSettings(max_launches=3), 3),
+    # the planned rounds only, then a budget: the same
+    ({"ended_by": PLANNED}, RoundSettings(max_launches=5), 3),
+    # a time budget spent still (2.5 min measured, 2 allowed): no more rounds, whatever max_launches says
+    ({"ended_by": BUDGET}, RoundSettings(max_launches=5, max_minutes=2), 2),
+    # an answer is not continued by any budget
+    ({"ended_by": RESOLVED}, RoundSettings(max_launches=9), 2),
+    # a judgement of format 2 names no next round: it ends there
+    ({"ended_by": BUDGET, "next_with_budget": None}, RoundSettings(max_launches=9), 2),
+])
+def test_a_larger_budget_continues_a_walk_where_the_last_judgement_stopped(tmp_path, ended, settings, walked):
+    launches = {"base": 2, "a": 2}
+    paths = {r: tmp_path / f"j{r}.json" for r in (2, 3)}
+    paths[2].write_text(json.dumps({"round": 2, "continue": False, "next": None, "elapsed_min": 2.5,
+                                    "next_with_budget": [["a", "3"], ["base", "3"]], **ended}))
+    paths[3].write_text(json.dumps({"round": 3, "continue": False, "ended_by": RESOLVED, "next": None}))
+    rounds = walk_rounds(launches, "base", True, lambda r: str(paths[r]), settings=settings)
+    assert len(rounds) == walked
+    if walked == 3:
+        assert rounds[2] == [("a", "3"), ("base", "3")]
