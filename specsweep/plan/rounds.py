@@ -21,7 +21,7 @@ land on no configuration in particular:
   and either plans the next round or ends the sweep: when every comparison
   is either called or can see ``smallest_effect`` (resolved), or when the
   budget (``rounds.max_launches`` launches per configuration, or
-  ``rounds.max_minutes`` from the first launch's start) is spent. The
+  ``rounds.max_minutes`` of measuring) is spent. The
   planned launches (``launches``) are the minimum; extra rounds hold the
   configurations whose comparisons are still open, and the baseline.
 
@@ -125,7 +125,7 @@ def round_plan(round_no: int, order: Sequence[tuple[str, str]], design: str, why
     """The plan of one round, as results/rounds/round-<r>/plan.json holds it (``contracts.rounds.RoundPlan``)."""
     return RoundPlan(round=round_no, design=Design(design), why=why, seed=settings.seed,
                      order=tuple((str(c), str(lid)) for c, lid in order),
-                     budget={"max_launches": settings.max_launches, "max_minutes": settings.max_minutes}).to_dict()
+                     budget=settings.budget()).to_dict()
 
 
 def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control: bool, seed: int

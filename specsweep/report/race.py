@@ -51,9 +51,8 @@ def _headline(race: Mapping[str, Any]) -> str:
         return f"**Winner: {winner}** ({race['why']}).\n\n"
     return (f"**No winner yet**: the race ended by **{race['ended_by']}** after round {last} with "
             f"{', '.join(race['rounds'][-1]['survivors'])} still racing; the best so far is **{winner}** "
-            f"({race['why']}). A larger budget (rounds.max_launches) does not yet continue it: a rerun "
-            "re-judges round 1 only, so the race must be run again from a fresh results/ with the budget it needs."
-            "\n\n")
+            f"({race['why']}). Run again with a larger budget (rounds.max_launches, rounds.max_minutes), it "
+            "continues where it stopped; nothing measured is run again.\n\n")
 
 
 def screen_lines(screen: Mapping[str, Any] | None) -> str:
