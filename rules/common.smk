@@ -173,7 +173,10 @@ def screen_input(wildcards):
 
 
 def report_summaries(wildcards):
-    return sr.report_summaries(CONFIGS, SWEEP.config, screened_out)
+    try:
+        return sr.report_summaries(CONFIGS, SWEEP.config, screened_out)
+    except IncompleteCheckpointException as exc:  # the screen not written yet (checkpoint_pending)
+        return checkpoint_pending(exc)
 
 
 def judge_params(wildcards):
@@ -219,7 +222,11 @@ def round_plan_params(wildcards):
 
 def judge_inputs(wildcards):
     r = int(wildcards.round)
-    return sr.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None, PLAN_KEYS)
+    try:
+        rounds = rounds_upto(r)
+    except IncompleteCheckpointException as exc:  # the screen or a judgement not written yet (checkpoint_pending)
+        return {"pending": checkpoint_pending(exc)}
+    return sr.judge_inputs(rounds, r, BURN_IN_CONFIG is not None, PLAN_KEYS)
 
 
 def round_members_params(wildcards):
@@ -246,6 +253,7 @@ def summary_inputs(wildcards):
 
 
 def checkpoint_pending(exc):
+    # Every input function that walks the rounds or reads the screen returns this when a checkpoint stops it.
     # What Snakemake makes of an input function stopped by a checkpoint not yet written: the checkpoint's
     # output as the only input, flagged as its target, so that the job is evaluated again once it is written
     # (snakemake 9.27.1 rules.py:702-704 apply_input_function, rules.py:881-884, dag.py:2235-2263
@@ -262,7 +270,10 @@ def checkpoint_pending(exc):
 
 
 def report_round_files(wildcards):
-    return sr.round_files(rounds_upto())
+    try:
+        return sr.round_files(rounds_upto())
+    except IncompleteCheckpointException as exc:  # (checkpoint_pending)
+        return {"pending": checkpoint_pending(exc)}
 
 
 def summary_labels(wildcards):
