@@ -61,10 +61,10 @@ rule moved_launch_file:
 # One summary per configuration: every launch, every point (a section each).
 rule summarize_config:
     input:
-        # the current plan (results/{config}/plan.json), then per file kind of a launch one path per launch
-        # of that plan, in run order (nccl_logs: directories)
-        # and the baseline's plan and requests, which the output-agreement check compares with
-        # (none for the baseline itself)
+        # the current plan (results/{config}/plan.json), then the outcome.json of each launch of that plan, in
+        # run order: written last by its launch, it stands for the launch's files, which the script reads
+        # (specsweep.workflow.inputs.summary_edges); and the baseline's plan and first launch (its requests),
+        # which the output-agreement check compares with (none for the baseline itself)
         unpack(summary_inputs),
     output:
         "results/{config}/summary.json",

@@ -249,7 +249,7 @@ def summary_inputs(wildcards):
     except IncompleteCheckpointException as exc:
         return checkpoint_pending(exc)
     schedule = ROUND_WALK.schedule(rounds)
-    return sw.summary_inputs(schedule, name, PLAN_KEYS) | sw.baseline_inputs(config, name, PLAN_KEYS)
+    return sw.summary_edges(schedule, name, PLAN_KEYS) | sw.baseline_edges(config, name, PLAN_KEYS)
 
 
 def checkpoint_pending(exc):

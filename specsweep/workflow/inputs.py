@@ -143,6 +143,47 @@ def summary_inputs(schedule: Mapping[str, Sequence[str]], config_name: str, keys
     return out
 
 
+#: The file of a launch that stands for all of its files as a later job's input: ``benchmark_server`` writes it
+#: last, after every other file of the launch (``serve.job``: ``_write_job_files``), and a measured launch is
+#: never run again, so it is newer than a summary or judgement exactly when the launch wrote its files after them.
+LAUNCH_EDGE = "outcome"
+
+
+def summary_edges(schedule: Mapping[str, Sequence[str]], config_name: str, keys: Mapping[str, str]
+                  ) -> dict[str, list[str]]:
+    """summarize_config's declared inputs: the current plan and each launch's ``outcome.json`` (``LAUNCH_EDGE``),
+    not its 8 files (``summary_inputs``, which ``launch_read_set`` gives back). Each declared file costs
+    Snakemake a producer lookup and, at a no-op start, a metadata read: 8 per launch were about 23,000 files for
+    500 configurations. A hand edit of a launch's other files reruns nothing until its outcome.json is touched."""
+    files = summary_inputs(schedule, config_name, keys)
+    return {"plan": files["plan"], LAUNCH_EDGE: files[LAUNCH_EDGE]}
+
+
+def baseline_edges(config: Mapping[str, Any], config_name: str, keys: Mapping[str, str]) -> dict[str, str]:
+    """``baseline_inputs`` as declared inputs: the baseline's plan and the outcome.json of its first launch."""
+    files = baseline_inputs(config, config_name, keys)
+    if not files:
+        return {}
+    return {"baseline_plan": files["baseline_plan"],
+            "baseline_outcome": f"{Path(files['baseline_requests']).parent}/{LAUNCH_FILES[LAUNCH_EDGE]}"}
+
+
+def launch_read_set(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """What summarize_config reads, from what it declares (``summary_edges`` | ``baseline_edges``; a str or a
+    list of paths each, as Snakemake passes them): ``summary_inputs`` | ``baseline_inputs`` of the same launches,
+    every file of each launch from the directory of its outcome.json."""
+    def paths(value: Any) -> list[str]:
+        return [value] if isinstance(value, str) else [str(v) for v in value]
+
+    dirs = [str(Path(p).parent) for p in paths(declared[LAUNCH_EDGE])]
+    out: dict[str, Any] = {"plan": paths(declared["plan"])}
+    out.update({key: [f"{d}/{leaf}" for d in dirs] for key, leaf in LAUNCH_FILES.items()})
+    if "baseline_outcome" in declared.keys():
+        out["baseline_plan"] = paths(declared["baseline_plan"])[0]
+        out["baseline_requests"] = f"{Path(paths(declared['baseline_outcome'])[0]).parent}/{LAUNCH_FILES['requests']}"
+    return out
+
+
 def plan_params(plans: Mapping[str, dict], config_name: str) -> str:
     """The resolved plan as canonical JSON: the plan job reruns exactly when it changes."""
     return canonical_json(plans[config_name])

@@ -261,6 +261,12 @@ def read_launch(paths: Mapping[str, str],
     summary (``SystemExit`` saying which file came from which run, and how to
     rerun that launch).
     """
+    where = Path(paths["outcome"]).parent
+    # Declared as a later job's input is the outcome.json alone (workflow.inputs.summary_edges): a file of the launch
+    # deleted since is named here, not a traceback (Snakemake reran the launch for it only while it was an input).
+    if lacking := [Path(paths[k]).name for k in LAUNCH_FILES if paths.get(k) and not Path(paths[k]).exists()]:
+        raise SystemExit(f"{where} lacks {', '.join(lacking)}: not summarising it. Measure this launch again: "
+                         f"snakemake --cores 1 all -R {paths['outcome']}")
     outcome = read_json(paths["outcome"])
     launch_id = outcome.get("launch") or launch_id_of(str(Path(paths["outcome"]).parent))
     record = read_json(paths["launch"])
@@ -272,7 +278,6 @@ def read_launch(paths: Mapping[str, str],
         others = profile_run_ids(*profile_files, profile_json) if profile_files else None
         run_id = one_run_id(record, outcome, server_log, warmup, measured, others)
     except MixedRunsError as exc:
-        where = Path(paths["outcome"]).parent
         raise SystemExit(f"{where}: {exc}; not summarising them. Rerun this launch's server job: "
                          f"snakemake --cores 1 all -R {paths['outcome']}") from None
     # NCCL writes to its per-process NCCL_DEBUG_FILEs (contracts.layout.NCCL_LOG_DIR), not to server.log.

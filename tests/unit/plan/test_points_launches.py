@@ -230,6 +230,29 @@ def test_summary_inputs_name_every_file_of_every_launch_the_nccl_directories_inc
     assert inputs.baseline_inputs(config, "nospec", keys) == {}
 
 
+def test_a_summary_declares_each_launchs_outcome_and_reads_every_file_of_it():
+    """summarize_config declares the plan and each launch's outcome.json (written last by the launch), and reads
+    back from them exactly the files summary_inputs names, the baseline's plan and requests included."""
+    config = _config()
+    config["configurations"]["eagle3-shm"]["launches"] = 2
+    plans, launches = resolve_sweep(check_config(config, "x"))
+    keys = inputs.plan_keys(plans)
+    schedule = inputs.schedule_of(inputs.launch_order(config, launches), sorted(launches))
+    shm_dir = f"results/eagle3-shm/plans/{keys['eagle3-shm']}"
+    declared = inputs.summary_edges(schedule, "eagle3-shm", keys) | inputs.baseline_edges(config, "eagle3-shm", keys)
+    assert declared == {"plan": ["results/eagle3-shm/plan.json"],
+                        "outcome": [f"{shm_dir}/launch-1/outcome.json", f"{shm_dir}/launch-2/outcome.json"],
+                        "baseline_plan": "results/nospec/plan.json",
+                        "baseline_outcome": f"results/nospec/plans/{keys['nospec']}/launch-1/outcome.json"}
+    for name in sorted(plans):
+        declared = inputs.summary_edges(schedule, name, keys) | inputs.baseline_edges(config, name, keys)
+        read = inputs.summary_inputs(schedule, name, keys) | inputs.baseline_inputs(config, name, keys)
+        assert inputs.launch_read_set(declared) == read
+    # one launch: Snakemake passes a str, not a list of one
+    one = inputs.launch_read_set({"plan": "results/x/plan.json", "outcome": "results/x/plans/k/launch-1/outcome.json"})
+    assert one["requests"] == ["results/x/plans/k/launch-1/requests.jsonl"] and one["plan"] == ["results/x/plan.json"]
+
+
 def test_labels_and_launches_stay_out_of_the_plan_of_a_grid_member():
     config = _config()
     config["configurations"]["eagle3-shm"].update(launches=2, expect="failure", description="d",
@@ -251,6 +274,8 @@ def test_a_rounds_judgement_reads_the_burn_in_as_one_path():
     keys = {"a": "k1", "base": "k2"}
     assert round_inputs.judge_inputs(rounds, 1, True, keys)["burn_in"] == round_inputs.BURN_IN_RECORD_PATH
     assert "burn_in" not in round_inputs.judge_inputs(rounds, 1, False, keys)
-    # and the files of the current plans' launches
-    assert round_inputs.judge_inputs(rounds, 1, False, keys)["outcome"] == [
+    # and the current plans' launches, each by its outcome.json (written last: it stands for the launch's files)
+    declared = round_inputs.judge_inputs(rounds, 1, False, keys)
+    assert declared["outcome"] == [
         "results/a/plans/k1/launch-1/outcome.json", "results/base/plans/k2/launch-1/outcome.json"]
+    assert set(declared) == {"plans", "outcome"}

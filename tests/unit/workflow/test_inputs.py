@@ -89,6 +89,24 @@ def test_summarize_reads_the_nccl_debug_files_and_judges_a_known_failure(tmp_pat
     assert summary.points[0].expected_failure["expected"] is False  # a surprise failure
 
 
+def test_a_launch_file_deleted_since_stops_its_summary_with_one_line_naming_the_rerun(tmp_path):
+    """A summary declares each launch's outcome.json only (inputs.summary_edges): a launch file deleted since is
+    no missing input Snakemake would rerun the launch for, so the summary names it and the command, no traceback."""
+    import pytest
+
+    from specsweep.workflow.jobs import read_launch
+
+    launch = tmp_path / "launch-1"
+    launch.mkdir()
+    (launch / "outcome.json").write_text("{}")
+    paths = {k: str(launch / leaf) for k, leaf in inputs.LAUNCH_FILES.items()}
+    with pytest.raises(SystemExit) as stop:
+        read_launch(paths)
+    assert str(stop.value) == (f"{launch} lacks launch.json, server.log, warmup.jsonl, requests.jsonl, nccl, "
+                               f"profile.json, allreduce_bench.json: not summarising it. Measure this launch again: "
+                               f"snakemake --cores 1 all -R {launch}/outcome.json")
+
+
 def test_a_configuration_name_the_plans_hold_passes_and_another_stops_naming_the_files_that_define_it(tmp_path):
     plans = {"nospec": {}, "eagle3-shm": {}}
     assert inputs.configuration_name(plans, "nospec", [str(REPO / "config.yaml")], REPO) == "nospec"
