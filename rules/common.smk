@@ -198,12 +198,16 @@ def launch_priority(wildcards):
 
 def launch_inputs(wildcards):
     # One input function per launch job, not three (Snakemake's cost is per function and job): the image's
-    # manifest and the selected prompts (lists, maybe empty); the burn-in before a planned round, ancient(): a
-    # burn-in run again for other launches reruns no launch measured already (burn_in_for); side by side
-    # only, the round's plan, ancient() (specsweep.workflow.round_inputs.round_plan_input says why).
+    # manifest and the selected prompts (lists, maybe empty); the burn-in before a planned round, ancient() once
+    # the launch is measured: a burn-in run again for other launches reruns no launch measured already
+    # (burn_in_for); side by side only, the round's plan, ancient() (round_inputs.round_plan_input says why).
     r = launch_round(wildcards)
-    waits = sr.burn_in_input(BURN_IN_CONFIG, r, LAUNCHES) | sr.round_plan_input(DESIGN, r)
-    return sw.server_inputs(PLANS, configuration(wildcards)) | {k: ancient(v) for k, v in waits.items()}
+    name = configuration(wildcards)
+    burn_in = sr.burn_in_input(BURN_IN_CONFIG, r, LAUNCHES)
+    if sr.launch_measured(name, wildcards.plan, wildcards.launch):
+        burn_in = {k: ancient(v) for k, v in burn_in.items()}
+    waits = {k: ancient(v) for k, v in sr.round_plan_input(DESIGN, r).items()}
+    return sw.server_inputs(PLANS, name) | burn_in | waits
 
 
 # A launch's threads and `server` slots: one value per start (its design), not a function per job.
