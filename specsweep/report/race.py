@@ -162,6 +162,28 @@ def race_section(ctx: Context) -> str:
     return out.getvalue()
 
 
+def _label_ends(ax: Any, labels: list[tuple[float, float, str, str]]) -> None:
+    """Each line's name beside its last point, moved apart vertically where names ending in the same round would
+    overlap (at least 3.2 % of the y-range apart), with a thin leader line to the point when moved."""
+    lo, hi = ax.get_ylim()
+    gap = 0.032 * (hi - lo)
+    shift = 0.012 * (ax.get_xlim()[1] - ax.get_xlim()[0])  # the name's distance right of its point
+    by_round: dict[int, list[tuple[float, float, str, str]]] = {}
+    for x, y, name, color in labels:
+        by_round.setdefault(round(x), []).append((x, y, name, color))
+    lowest = lo
+    for group in by_round.values():
+        placed: list[float] = []
+        for x, y, name, color in sorted(group, key=lambda g: -g[1]):  # top down
+            at = min(y, placed[-1] - gap) if placed else y
+            placed.append(at)
+            lowest = min(lowest, at - gap)
+            ax.annotate(name, (x, y), xytext=(x + shift, at), textcoords="data", fontsize=8, va="center",
+                        color=color, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.5, "alpha": 0.6}
+                        if abs(at - y) > gap / 4 else None)
+    ax.set_ylim(lowest, hi)  # room for names moved below the lowest point
+
+
 def plot_race(report: Linked, path: Path) -> str | None:
     """Each configuration's decode rate relative to the best of each round (1 / ``ratio``, with its Holm-step
     interval, cut at 1.5) against the round; a dropped configuration's line ends with an x in the round it was
@@ -177,6 +199,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
                label=f"within {_pct(effect)} of the best\n(survivors all in it: a tie)")
     ax.axhline(1.0, color="black", lw=0.8)
     lowest, highest = 1.0, 1.0
+    labels: list[tuple[float, float, str, str]] = []  # (x, y, name, color) of each line's end
     for k, config in enumerate(sorted(outcome)):
         pts, los, his = [], [], []
         for s in race["rounds"]:
@@ -210,8 +233,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
         lowest = min(lowest, min(p[1] for p in pts))
         if outcome[config] == DROPPED:
             ax.plot([last[0] + dx], [last[1]], "x", color=color, ms=10, mew=2)
-        ax.annotate(config, (last[0] + dx, last[1]), xytext=(9, 0), textcoords="offset points", fontsize=8,
-                    va="center", color=color)
+        labels.append((last[0] + dx, last[1], config, color))
     keys = [(f"{WON} / {LEADING}", OUTCOME_COLORS[WON]), (TIED, OUTCOME_COLORS[TIED]),
             (f"{DROPPED} (x: the round)", OUTCOME_COLORS[DROPPED]), (RACING, OUTCOME_COLORS[RACING])]
     if FAILED in outcome.values():  # a launch that failed: out of the race, drawn up to its last comparison
@@ -221,6 +243,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
     ax.set_xticks(xs)
     ax.set_xlim(min(xs) - 0.4, max(xs) + 0.9)
     ax.set_ylim(max(0.0, lowest - 0.08), min(highest, 1.5) + 0.04)
+    _label_ends(ax, labels)
     ax.set_xlabel("round (judged after it)")
     ax.set_ylabel("decode rate / the round's best")
     ax.set_title(f"Race: {race['winner']} {'won' if race['decided'] else 'leads'} "
