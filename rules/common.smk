@@ -22,7 +22,7 @@ from specsweep.workflow import inputs as sw
 from specsweep.workflow import round_inputs as sr
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.profiles import check_profiles
-from specsweep.workflow.stored import burn_in_for, launch_moved, stale_launch_lines
+from specsweep.workflow.stored import burn_in_for, launch_measured, launch_moved, stale_launch_lines
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -173,10 +173,7 @@ def screen_input(wildcards):
 
 
 def report_summaries(wildcards):
-    try:
-        return sr.report_summaries(CONFIGS, SWEEP.config, screened_out)
-    except IncompleteCheckpointException as exc:  # the screen not written yet (checkpoint_pending)
-        return checkpoint_pending(exc)
+    return unless_pending(lambda: sr.report_summaries(CONFIGS, SWEEP.config, screened_out))
 
 
 def judge_params(wildcards):
@@ -204,7 +201,7 @@ def launch_inputs(wildcards):
     r = launch_round(wildcards)
     name = configuration(wildcards)
     burn_in = sr.burn_in_input(BURN_IN_CONFIG, r, LAUNCHES)
-    if sr.launch_measured(name, wildcards.plan, wildcards.launch):
+    if burn_in and launch_measured(name, wildcards.plan, wildcards.launch):
         burn_in = {k: ancient(v) for k, v in burn_in.items()}
     waits = {k: ancient(v) for k, v in sr.round_plan_input(DESIGN, r).items()}
     return sw.server_inputs(PLANS, name) | burn_in | waits
@@ -226,11 +223,8 @@ def round_plan_params(wildcards):
 
 def judge_inputs(wildcards):
     r = int(wildcards.round)
-    try:
-        rounds = rounds_upto(r)
-    except IncompleteCheckpointException as exc:  # the screen or a judgement not written yet (checkpoint_pending)
-        return {"pending": checkpoint_pending(exc)}
-    return sr.judge_inputs(rounds, r, BURN_IN_CONFIG is not None, PLAN_KEYS)
+    return unless_pending(lambda: sr.judge_inputs(rounds_upto(r), r, BURN_IN_CONFIG is not None, PLAN_KEYS),
+                          named=True)
 
 
 def round_members_params(wildcards):
@@ -248,16 +242,21 @@ def burn_in_gpus(wildcards):
 def summary_inputs(wildcards):
     name = configuration(wildcards)
     # A judgement not written yet: the summary waits for it, as Snakemake makes it wait (checkpoint_pending).
+    return unless_pending(lambda: sw.summary_edges(ROUND_WALK.schedule(rounds_upto()), name, PLAN_KEYS)
+                          | sw.baseline_edges(config, name, PLAN_KEYS))
+
+
+def unless_pending(inputs, named=False):
+    # An input function's ``inputs()``, or, when a checkpoint not yet written stops it (the screen, a
+    # judgement), checkpoint_pending's input (as {"pending": ...} for a function given to unpack()).
     try:
-        rounds = rounds_upto()
+        return inputs()
     except IncompleteCheckpointException as exc:
-        return checkpoint_pending(exc)
-    schedule = ROUND_WALK.schedule(rounds)
-    return sw.summary_edges(schedule, name, PLAN_KEYS) | sw.baseline_edges(config, name, PLAN_KEYS)
+        return {"pending": checkpoint_pending(exc)} if named else checkpoint_pending(exc)
 
 
 def checkpoint_pending(exc):
-    # Every input function that walks the rounds or reads the screen returns this when a checkpoint stops it.
+    # What every input function that walks the rounds or reads the screen returns when a checkpoint stops it.
     # What Snakemake makes of an input function stopped by a checkpoint not yet written: the checkpoint's
     # output as the only input, flagged as its target, so that the job is evaluated again once it is written
     # (snakemake 9.27.1 rules.py:702-704 apply_input_function, rules.py:881-884, dag.py:2235-2263
@@ -274,10 +273,7 @@ def checkpoint_pending(exc):
 
 
 def report_round_files(wildcards):
-    try:
-        return sr.round_files(rounds_upto())
-    except IncompleteCheckpointException as exc:  # (checkpoint_pending)
-        return {"pending": checkpoint_pending(exc)}
+    return unless_pending(lambda: sr.round_files(rounds_upto()), named=True)
 
 
 def summary_labels(wildcards):

@@ -288,16 +288,6 @@ def burn_in_input(burn_in_config_name: str | None, round_no: int, launches: Mapp
     return {"burn_in": BURN_IN_PATH} if burn_in_config_name is not None and round_no <= planned else {}
 
 
-def launch_measured(config_name: str, key: str, launch: str) -> bool:
-    """Whether a launch has its outcome (measured, or failed: a result either way). Its edge from the burn-in is
-    ancient() then, and only then (rules/common.smk, launch_inputs): a burn-in run again reruns no launch measured;
-    and an unmeasured one must be reached through a plain edge, since Snakemake 9.27.1 masks every job below a
-    job that must run (the burn-in, whose params changed) and then walks down from it skipping ancient edges
-    (dag.py:1632-1668): a planned launch due only because its round is new (``launches`` raised, a race run in
-    the results of a sweep, an outcome deleted to measure it again) then never ran, with the burn-in alone."""
-    return os.path.exists(layout.launch_file(config_name, key, launch, "outcome"))
-
-
 def burn_in_inputs(plans: Mapping[str, dict], name: str | None) -> dict[str, Any]:
     """The burn-in launches this configuration's server: its plan, preflight and server inputs."""
     if name is None:

@@ -96,11 +96,21 @@ def launch_moved(keys: Mapping[str, str], config_name: str, launch: str, leaf: s
                      f"{now} for `{config_name}`'s current plan ({layout.plan_path(config_name)})")
 
 
+def launch_measured(config_name: str, key: str, launch: str, results: Path | str = layout.RESULTS) -> bool:
+    """Whether a launch has its outcome (measured, or failed: a result either way). Its edge from the burn-in is
+    ancient() then, and only then (rules/common.smk, launch_inputs): a burn-in run again reruns no launch measured;
+    and an unmeasured one must be reached through a plain edge, since Snakemake 9.27.1 masks every job below a
+    job that must run (the burn-in, whose params changed) and then walks down from it skipping ancient edges
+    (dag.py:1632-1668): a planned launch due only because its round is new (``launches`` raised, a race run in
+    the results of a sweep, an outcome deleted to measure it again) then never ran, with the burn-in alone."""
+    return Path(layout.launch_file(config_name, key, launch, "outcome", str(results))).exists()
+
+
 def unmeasured(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]]) -> list[str]:
     """The planned launches of the current plans that have no outcome yet (``<config> launch-<id>``): what a
     run would measure now."""
-    return [f"{name} launch-{launch}" for name, launch in planned if name in keys
-            and not Path(layout.launch_file(name, keys[name], launch, "outcome", str(results))).exists()]
+    return [f"{name} launch-{launch}" for name, launch in planned
+            if name in keys and not launch_measured(name, keys[name], launch, results)]
 
 
 def burn_in_for(results: Path | str, keys: Mapping[str, str], planned: Iterable[tuple[str, str]],

@@ -6,7 +6,7 @@ same directory. The race's plans are the sweep's, so it launches only the new ro
 last judgements are its own, and the report gives the race. Two earlier faults: the sweep's judgements were
 taken as the race's and render_report stopped on missing best-configuration files (a job waiting for a
 checkpoint not on disk skipped Snakemake's rerun checks: rules/common.smk, checkpoint_pending); and with the
-burn-in run again, a launch due only because its round is new never ran (round_inputs.launch_measured).
+burn-in run again, a launch due only because its round is new never ran (workflow.stored.launch_measured).
 """
 
 from __future__ import annotations
