@@ -21,7 +21,8 @@ from specsweep.report.markdown import f, table_head, table_row
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from specsweep.report.plots import _nothing, _save  # noqa: E402
+from specsweep.report import plots  # noqa: E402
+from specsweep.report.plots import _nothing  # noqa: E402
 
 OUTCOME_COLORS = {WON: "#2ca02c", LEADING: "#2ca02c", TIED: "#1f77b4", RACING: "#7f7f7f", DROPPED: "#d62728",
                   FAILED: "#000000", SCREENED: "#ff7f0e"}
@@ -186,8 +187,10 @@ def _label_ends(ax: Any, labels: list[tuple[float, float, str, str]]) -> None:
 
 def plot_race(report: Linked, path: Path) -> str | None:
     """Each configuration's decode rate relative to the best of each round (1 / ``ratio``, with its Holm-step
-    interval, cut at 1.5) against the round; a dropped configuration's line ends with an x in the round it was
-    dropped; the tie band [1 / (1 + e), 1] shaded. A round with no best (nothing comparable yet) has no points."""
+    interval, cut at 1.5, in the rounds whose judgement drops) against the round; a dropped configuration's line
+    ends with an x in the round it was dropped; the tie band [1 / (1 + e), 1] shaded. A round with no best (nothing
+    comparable yet) has no points; a planned round before the last one has points only: its judgement drops
+    nothing, and its intervals (one launch a configuration, no round blocks yet) would span the figure."""
     race = report.data.get("race")
     if not race or not race["rounds"]:
         return _nothing(path, "no race ran (rounds.mode: sweep)")
@@ -213,7 +216,7 @@ def plot_race(report: Linked, path: Path) -> str | None:
             if r is None:
                 continue
             pts.append((s["round"], r))
-            if ci:
+            if ci and s.get("dropping", True):  # a planned round before the last one judges nothing: point only
                 los.append((s["round"], r - ci[0]))
                 his.append((s["round"], ci[1] - r))
                 highest = max(highest, ci[1])
@@ -252,5 +255,5 @@ def plot_race(report: Linked, path: Path) -> str | None:
                     if race["launches"]["full_design"] else ""), fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    plots._save(fig, path)  # through the module: one place saves every figure (and tests keep them)
     return None

@@ -77,3 +77,27 @@ def test_no_empty_residual_line_when_no_row_was_modelled():
     text = model_section(rows)
     assert "| eagle3 | n/a (no engine timing) |" in text
     assert "Residual parts" not in text
+
+
+def test_race_draws_intervals_only_for_rounds_that_drop(drawn, tmp_path):
+    """Round 1 of two planned rounds drops nothing and its intervals (one launch a configuration) are wide: the
+    figure draws its points without them, and round 2's with them."""
+    from types import SimpleNamespace
+
+    from specsweep.report.race import plot_race
+
+    def against(ratio, ci):
+        return {"config": "b", "ratio": ratio, "ratio_ci": ci}
+
+    rounds = [{"round": 1, "best": "a", "dropping": False, "against": [against(1.1, [0.5, 3.0])]},
+              {"round": 2, "best": "a", "dropping": True, "against": [against(1.2, [1.1, 1.3])]}]
+    race = {"rounds": rounds, "smallest_effect": 0.05, "winner": "a", "decided": True, "ended_by": "one left",
+            "launches": {"spent": 4, "full_design": 9},
+            "history": [{"config": "a", "outcome": "won"}, {"config": "b", "outcome": "dropped"}]}
+    plot_race(SimpleNamespace(data={"race": race}), tmp_path / "unused.png")
+    [fig] = drawn
+    ax = fig.axes[0]
+    ends = [seg for coll in ax.collections if hasattr(coll, "get_segments") for seg in coll.get_segments()]
+    xs = {round(float(seg[0][0])) for seg in ends if len(seg) == 2 and seg[0][0] == seg[1][0]}
+    assert xs == {2}, f"error bars drawn at rounds {xs}"
+    assert ax.get_ylim()[1] < 1.5, "round 1's interval (up to 1 / 0.5) no longer sets the y-range"
