@@ -90,9 +90,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("race", "race.png", race.plot_race,
            "The race (rounds.mode: race): after each judged round, every configuration still racing as its decode "
            "rate relative to the best of that round (the verdicts' model, the round a block), with its Holm-step "
-           "95 % interval from the first round that drops (a planned round before it has its point only); a configuration called slower than the best is dropped (its line ends with an x in that "
-           "round). The shaded band is within smallest_effect of the best: survivors all inside it tie. Green: the "
-           "winner (or the best so far when the budget ended the race)."),
+           "95 % interval from the first round that drops (a planned round before it has its point only); a "
+           "configuration called slower than the best is dropped (its line ends with an x in that round). The "
+           "shaded band is within smallest_effect of the best: survivors all inside it tie. Green: the winner (or "
+           "the best so far when the budget ended the race)."),
 )
 
 #: File names under ``plots_dir`` by figure key (the Snakefile declares the directory).
