@@ -33,7 +33,7 @@ rule benchmark_server:
     priority: launch_priority
     threads: LAUNCH_THREADS
     resources:
-        gpu=launch_gpus,
+        gpu=LAUNCH_GPUS,
         server=SERVER_SLOTS,
     conda:
         "../envs/specsweep.yaml"

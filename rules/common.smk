@@ -210,6 +210,13 @@ def launch_inputs(wildcards):
 # A launch's threads and `server` slots: one value per start (its design), not a function per job.
 LAUNCH_THREADS = sr.launch_threads(DESIGN)
 SERVER_SLOTS = sr.server_slots(DESIGN)
+# A launch's `gpu` slots and a preflight's parser and image: per configuration, a value where every
+# configuration has the same (a grid's members mostly do), not a function per job (sw.same_for_all).
+LAUNCH_GPUS = sw.same_for_all({n: sr.launch_gpus(DESIGN, sw.gpus_of(PLANS, n)) for n in CONFIGS}, launch_gpus)
+PREFLIGHT_PARSER = sw.same_for_all({n: sw.preflight_parser_input(PLANS, config, n) for n in CONFIGS},
+                                   preflight_parser_input)
+PREFLIGHT_IMAGE = sw.same_for_all({n: sw.config_image_spec_json(PLANS, config, n) for n in CONFIGS},
+                                  config_image_spec_json)
 
 
 def previous_judgement(wildcards):

@@ -16,11 +16,11 @@ rule make_parser_env:
 rule preflight_config:
     input:
         plan="results/{config}/plans/{plan}/plan.json",
-        parser=preflight_parser_input,
+        parser=PREFLIGHT_PARSER,
     output:
         "results/{config}/plans/{plan}/preflight.json",
     params:
-        image=config_image_spec_json,
+        image=PREFLIGHT_IMAGE,
     log:
         "results/{config}/plans/{plan}/logs/preflight_config.log",
     # Before any image build or launch: a typo must not cost a build or a GPU hour

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import copy
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -51,8 +53,21 @@ def _parse_once(argv: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
     errors = check_args(list(argv))
     if errors:
         return tuple(errors), None
-    ns = resolved_flags(list(argv))  # the parser built once (refengine.cli), not once a plan
+    ns = _flags_once(argv)
     return (), ns.all_reduce_backend if ns is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _flags_once(argv: tuple[str, ...]) -> argparse.Namespace | None:
+    """``resolved_flags`` once per distinct argv in a process (the parser is built once, refengine.cli): a
+    start resolves every plan's facts and context limit, and a grid's members often share one argv."""
+    return resolved_flags(list(argv))
+
+
+def _flags(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``argv``'s resolved flags (``_flags_once``), as the caller's own copy of the namespace."""
+    ns = _flags_once(tuple(argv))
+    return copy.copy(ns) if ns is not None else None
 
 
 class ReferenceEngine:
@@ -90,7 +105,7 @@ class ReferenceEngine:
         """The largest input + output a request may ask for: the engine's own ``request_token_limit`` of its
         context (``--context-length``, at most the config's ``max_position_embeddings``); None when the
         flags or the config cannot be read (preflight names why)."""
-        ns = resolved_flags(list(plan.argv[3:])) if not self._checked(plan)[0] else None
+        ns = _flags(plan.argv[3:]) if not self._checked(plan)[0] else None
         if ns is None:
             return None
         found = model_config(plan, ns.model_path, base)
@@ -113,7 +128,7 @@ class ReferenceEngine:
         """What the flags mean (``contracts.plan.FACT_KEYS``): the TP size and the all-reduce backend as the
         engine's own parser resolves them, from the flags alone (no file is read: a plan does not depend on
         the host that resolves it); the backend None when the flags do not parse (preflight names them)."""
-        ns = resolved_flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
+        ns = _flags([*args_to_argv(server_args), *self.address_args("127.0.0.1", self.container_port)])
         if ns is not None:
             return {**common_facts(server_args, env), "tp_size": ns.tp_size,
                     "all_reduce_backend": ns.all_reduce_backend}

@@ -9,7 +9,8 @@ are ``workflow.round_inputs``'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +276,30 @@ def agreement_params(config: Mapping[str, Any]) -> str:
 
 def gpus_of(plans: Mapping[str, dict], config_name: str) -> int:
     return int(plans[config_name].get("gpus", 0))
+
+
+def same_for_all(values: Mapping[str, Any], per_job: Callable[..., Any]) -> Any:
+    """A rule's input, param or resource whose value is per configuration (``values``, by name): the one value
+    when every configuration has the same, so that Snakemake takes a constant rather than calling ``per_job``
+    for every job (about 0.3 ms a call and job at a start, in Snakemake's own argument handling:
+    snakemake 9.27.1 rules.py:659-690 apply_input_function, common/__init__.py:372-399); else ``per_job``.
+    The same value either way: what a job reruns for does not change. Not for a string that Snakemake would
+    read as a wildcard pattern (it formats a constant param's ``{name}``, never the value of a param function:
+    rules.py:937-946 concretize_param)."""
+    distinct = list(values.values())
+    if distinct and all(value == distinct[0] for value in distinct[1:]) and not _braced(distinct[0]):
+        return distinct[0]
+    return per_job
+
+
+# What Snakemake takes for a wildcard in a string: ``{`` then a name (snakemake_interface_storage_plugins 4.4.1
+# io.py:10-22 WILDCARD_REGEX; canonical JSON's ``{"`` is none).
+_WILDCARD_START = re.compile(r"\{\s*[.\w]")
+
+
+def _braced(value: Any) -> bool:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return any(isinstance(item, str) and _WILDCARD_START.search(item) for item in items)
 
 
 def summary_labels(labels: Mapping[str, dict], config_name: str) -> str:

@@ -71,6 +71,10 @@ def test_a_plan_is_frozen_and_hands_out_copies():
     out["env"]["A"] = "2"
     out["volumes"].append("c:/d")
     assert plan.env == {"A": "1"} and plan.volumes == ["a:/b"]
+    given = plan_dict(env={"A": "1"}, volumes=["a:/b"], workload={"concurrency": 1, "nested": {"k": [1]}})
+    typed = Plan.from_dict(given)  # the mapping it was read from, changed after, changes nothing of it
+    given["env"]["A"], given["volumes"][0], given["workload"]["nested"]["k"][0] = "2", "x:/y", 2
+    assert (typed.env, typed.volumes, typed.workload["nested"]) == ({"A": "1"}, ["a:/b"], {"k": [1]})
     changed = plan.replace(env={"A": "3"}, volumes=["e:/f"])
     assert (changed.env, changed.volumes, plan.env, plan.volumes) == ({"A": "3"}, ["e:/f"], {"A": "1"}, ["a:/b"])
 

@@ -140,3 +140,17 @@ def test_an_image_name_the_config_does_not_define_stops_naming_the_whole_sweep_b
     assert message == ("specsweep: no image `sglang-mscclpp` in config.yaml, which defines reference; "
                        "`sglang-mscclpp` is in config/kimi-k25-8gpu.yaml, config/kimi-k25-8gpu-local-base.yaml: "
                        "add `--configfile config/kimi-k25-8gpu.yaml` (or another of them)")
+
+
+def test_a_value_every_configuration_shares_is_given_as_a_constant_else_the_function():
+    def per_job(wildcards):  # what Snakemake would call for every job
+        return None
+
+    assert inputs.same_for_all({"a": 1, "b": 1}, per_job) == 1
+    assert inputs.same_for_all({"a": [], "b": []}, per_job) == []
+    assert inputs.same_for_all({"a": '{"x":1}', "b": '{"x":1}'}, per_job) == '{"x":1}'  # canonical JSON
+    assert inputs.same_for_all({"a": 1, "b": 0}, per_job) is per_job
+    assert inputs.same_for_all({}, per_job) is per_job
+    # Snakemake would format {x} in a constant param as a wildcard: the function keeps the value as it is
+    assert inputs.same_for_all({"a": '{"v":"{x}"}', "b": '{"v":"{x}"}'}, per_job) is per_job
+    assert inputs.same_for_all({"a": ["p/{ x}"], "b": ["p/{ x}"]}, per_job) is per_job
