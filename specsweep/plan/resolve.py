@@ -27,7 +27,7 @@ from specsweep.contracts.plan import PLAN_FORMAT_VERSION, Plan, typed_plan
 from specsweep.contracts.vocabulary import Expect
 from specsweep.engines.argv import speculative_algorithm
 from specsweep.engines.registry import get_engine
-from specsweep.plan.config import ConfigError, as_list, deep_merge, json_copy, load_schema
+from specsweep.plan.config import ConfigError, as_list, deep_merge, load_schema
 from specsweep.plan.controls import control_problems
 from specsweep.plan.datasets import DatasetError, resolve_prompts
 from specsweep.plan.envcheck import env_string
@@ -105,8 +105,7 @@ class _Merger:
         """``entry(name)`` of ``keys`` only: a key of the entry is taken over the defaults, as ``deep_merge``
         takes it (merged where both are mappings), without merging the rest of a configuration."""
         own = self.own(name)
-        return {key: deep_merge({key: self.base[key]} if key in self.base else {}, {key: own[key]})[key]
-                if key in own else json_copy(self.base[key]) for key in keys if key in own or key in self.base}
+        return deep_merge({k: self.base[k] for k in keys if k in self.base}, {k: own[k] for k in keys if k in own})
 
 
 def _env_strings(env: Mapping[str, Any]) -> dict[str, str]:
