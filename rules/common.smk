@@ -105,7 +105,7 @@ AGREEMENT = sw.agreement_params(config)
 wildcard_constraints:
     config="[a-z0-9_-]+",
     image="[a-z0-9_-]+",
-    launch="[1-9][0-9]*|aa",
+    launch=layout.LAUNCH_ID_RE,
     plan=layout.PLAN_KEY_RE,
 
 

@@ -18,7 +18,11 @@ model (``BLOCKED_METHOD``)::
 * rounds: from the launch entries (``launch_rounds``): an entry's ``round``
   (the report and the rounds' judgement fill it from the rounds' plans,
   ``rounds_of_plans``); else its launch id (``"1"`` is round 1); the control
-  in the last round of its configuration's regular launches.
+  in the last round of its configuration's regular launches. The baseline's
+  further launches of round 1 (``"1b"``, ``"1c"``, ...: ``rounds.first_round_baseline``)
+  are launches of its own level in round 1: replicates within a round, they
+  give the model degrees of freedom before there is a second round (then the
+  one-way model judges round 1 alone, its variance pooled from them).
 * Unbalanced data are allowed (missing cells, a configuration launched in some
   rounds only). Least squares by ``numpy.linalg.lstsq`` (SVD) on a dummy-coded
   design (intercept, the levels and the rounds but the first of each);
@@ -54,7 +58,7 @@ from scipy import special as _special
 
 from specsweep.analysis import stats as S
 from specsweep.analysis.stats import MIN_SAMPLES, POWER, VERDICT_LEVEL, Noise, Sample
-from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.layout import CONTROL, launch_round
 from specsweep.contracts.vocabulary import Verdict
 
 #: The model that judged a result (``model`` of every contrast).
@@ -94,17 +98,21 @@ def rounds_of_plans(plans: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str],
 
 
 def launch_rounds(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """The round of each launch id of one configuration: the entry's ``round``, else the integer launch id;
-    the control (``CONTROL``) in the last round of the regular launches. A launch with neither is left out."""
-    regular = [int(e["round"]) if e.get("round") is not None else int(e["launch"]) for e in entries
-               if str(e["launch"]) != CONTROL and (e.get("round") is not None or str(e["launch"]).isdigit())]
+    """The round of each launch id of one configuration: the entry's ``round``, else the round its launch id
+    names (``contracts.layout.launch_round``: ``r``, or 1 for the baseline's ``1b``, ``1c``, ...); the control
+    (``CONTROL``) in the last round of the regular launches. A launch with neither is left out."""
+    def named(lid: str) -> int | None:
+        return None if lid == CONTROL else launch_round(lid)
+
+    regular = [int(e["round"]) if e.get("round") is not None else named(str(e["launch"])) for e in entries
+               if str(e["launch"]) != CONTROL and (e.get("round") is not None or named(str(e["launch"])))]
     out: dict[str, int] = {}
     for e in entries:
         lid = str(e["launch"])
         if e.get("round") is not None:
             out[lid] = int(e["round"])
-        elif lid.isdigit():
-            out[lid] = int(lid)
+        elif named(lid):
+            out[lid] = named(lid)
         elif lid == CONTROL and regular:
             out[lid] = max(regular)
     return out

@@ -18,7 +18,10 @@ measured at the point, the dropped ones included) judges the survivors
 The race ends (``workflow.rounds.decide``) when one survivor is left, when
 every other survivor ties with the best (the tie is reported as one answer),
 or when the budget is spent. The planned rounds (``launches``) run for every
-configuration; drops start with the judgement of the last planned round.
+configuration; drops start with the judgement of the last planned round. With
+``launches: 1`` that is round 1, which the blocked model cannot judge alone: the
+baseline's further launches in it (``rounds.first_round_baseline``: ``1b``,
+``1c``, ...) give the one-way model a launch variance to judge it by.
 
 The answer (``race_record``, report.json's ``race``) is read from the final
 rows, with the same model: the winner (the best of the last survivors), its
@@ -28,8 +31,10 @@ tied, won, still racing when the budget ended it, failed; screened out when
 the cost model set it aside before any launch, ``analysis.screen``), and the launches
 spent against what the full design would spend: every configuration
 measured in the launches that resolve ``smallest_effect`` at this run's
-launch variance (``stats.launches_needed``, 80 % power, at the level of the
-best against each other configuration: ``family_level``).
+launch variance (``stats.launches_needed_in``, 80 % power, at the level of the
+best against each other configuration: ``family_level``), the t quantiles at
+the degrees of freedom that design itself would have (``full_design_df``),
+not at this run's fewer.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 from specsweep.analysis.blocks import BlockFit, contrast
 from specsweep.analysis.metrics import PRIMARY_VERDICT
 from specsweep.analysis.screen import check_record
-from specsweep.analysis.stats import MIN_SAMPLES, POWER, VERDICT_LEVEL, holm_family, launches_needed
+from specsweep.analysis.stats import MIN_SAMPLES, POWER, VERDICT_LEVEL, holm_family, launches_needed_in
 from specsweep.contracts.layout import CONTROL
 from specsweep.contracts.rounds import RACE_ANSWERED, TIE
 from specsweep.contracts.vocabulary import Status, Verdict
@@ -77,9 +82,12 @@ RACE_METHOD = (
     "comparisons one Holm family; one called slower than the best is dropped, one whose Holm-step interval of "
     "best / it lies within [1 / (1 + e), 1 + e] (e = smallest_effect) ties with the best. The race ends when one "
     "is left, every other survivor ties with the best, or the budget (rounds.max_launches, rounds.max_minutes) "
-    "is spent. The full design it is set against: every configuration in the launches that see e with "
+    "is spent. Round 1 alone (launches: 1) is judged by the one-way model, its launch variance from the "
+    "baseline's launches of round 1 (rounds.first_round_baseline). The full design it is set against: every "
+    "configuration in the launches that see e with "
     f"{POWER:.0%} power at this run's launch variance (the verdicts' power calculation at the level of the best "
-    "against each other configuration, Bonferroni over those comparisons), plus the A/A control"
+    "against each other configuration, Bonferroni over those comparisons, the t quantiles at that design's own "
+    "degrees of freedom, (C - 1)(n - 1) for C configurations in n rounds), plus the A/A control"
 )
 
 
@@ -182,6 +190,13 @@ def family_level(configurations: int) -> float:
     return 1 - (1 - VERDICT_LEVEL) / max(1, configurations - 1)
 
 
+def full_design_df(configurations: int, launches: int) -> int:
+    """The residual degrees of freedom of the full design under the verdicts' blocked model: ``configurations``
+    in ``launches`` rounds (C n launches, rank C + n - 1) and the A/A control (one launch, a level of its own:
+    no degree of freedom): (C - 1)(n - 1)."""
+    return (configurations - 1) * (launches - 1)
+
+
 def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_planned: bool,
                 planned: int | None, screened_out: Sequence[str] = ()) -> dict[str, Any]:
     """Launches the race spent (every launch at the first point of a configuration that raced, the A/A control's
@@ -196,8 +211,10 @@ def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_plan
     per = {c: n for c, n in launched.items() if c not in checked}
     spent = sum(per.values())
     fit = _fit(at)
-    level = family_level(len(per) + len(aside))
-    needed = launches_needed(fit.noise, effect, level) if fit is not None and effect else None
+    grid = len(per) + len(aside)
+    level = family_level(grid)
+    needed = (launches_needed_in(fit.noise.var, effect, lambda n: full_design_df(grid, n), level)
+              if fit is not None and effect else None)
     out: dict[str, Any] = {"spent": spent, "per_configuration": per, "launches_needed": needed, "level": level,
                            "full_design": None, "why": None, "smallest_effect": effect, "screened_out": aside,
                            "checked": checked, "check_spent": sum(checked.values())}
@@ -205,7 +222,7 @@ def cost_record(rows: Sequence[Mapping[str, Any]], effect: float | None, aa_plan
         out["why"] = "no launch variance to compute the launches needed from" if effect else "no smallest_effect"
         return out
     aa = 1 if aa_planned and any(e.get("launch") == CONTROL for r in at for e in r.get("launch_entries") or []) else 0
-    out["full_design"] = (len(per) + len(aside)) * max(needed, planned or 1) + aa
+    out["full_design"] = grid * max(needed, planned or 1) + aa
     return out
 
 

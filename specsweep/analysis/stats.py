@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -279,6 +279,22 @@ def launches_needed(noise: Noise, effect: float, level: float = VERDICT_LEVEL, p
         return None
     k = 2 * noise.var * ((_t(noise.df, 1 - (1 - level) / 2) + _t(noise.df, power)) / math.log1p(effect)) ** 2
     return max(1, math.ceil(k))
+
+
+def launches_needed_in(var: float | None, effect: float, df_of: Callable[[int], int], level: float = VERDICT_LEVEL,
+                       power: float = POWER, most: int = 100_000) -> int | None:
+    """Launches per side that see a relative ``effect`` with ``power`` (``POWER_METHOD``) in a design whose
+    residual degrees of freedom with n launches a side are ``df_of(n)``: the smallest n with a degree of
+    freedom and n >= 2 x var x ((t(1 - a/2, df(n)) + t(power, df(n))) / log(1 + E))^2. Unlike
+    ``launches_needed`` (this run's degrees of freedom), the t quantiles are those of the design asked about.
+    None without a variance, or beyond ``most``."""
+    if var is None or effect <= 0:
+        return None
+    for n in range(1, most + 1):
+        df = df_of(n)
+        if df >= 1 and n >= 2 * var * ((_t(df, 1 - (1 - level) / 2) + _t(df, power)) / math.log1p(effect)) ** 2:
+            return n
+    return None
 
 
 def estimate_interval(estimate: float, units: int, noise: Noise, level: float = VERDICT_LEVEL

@@ -83,7 +83,12 @@ from specsweep.files import write_text_atomic
 #      (later, within 3, added only: launches.side_by_side.busiest_limit and the entries' side_by_side
 #      partner_cpu_share_busiest and partner_cpu_share_busiest_limit: one partner's CPU share, which marks a launch
 #      contaminated on its own; partner_cpu_share_limit, all partners', now scales with the host's free cores.)
-REPORT_FORMAT_VERSION = 3
+#   4  race.launches.launches_needed (and so full_design) at the degrees of freedom of the full design itself,
+#      (C - 1)(n - 1) for C configurations in n rounds (``analysis.race.full_design_df``); in 3 at this run's,
+#      which are fewer and made the full design look larger than it is. rounds.first_round_baseline in
+#      design.rounds where set (the baseline's launches 1b, 1c, ... in round 1: launches.entries and
+#      race.launches.per_configuration count them). Every other field is as in 3.
+REPORT_FORMAT_VERSION = 4
 
 #: Row keys that stay in analysis: the summary it came from, its samples (objects), the plan and the
 #: links to other rows (report.json names them as ``[config, point]``), and what has a section of its own.

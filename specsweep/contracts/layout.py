@@ -8,7 +8,7 @@ one function at a time:
     results/<config>/plan.json, preflight.json           the current plan (copies of its stored files)
     results/<config>/summary.json, logs/<rule>.log       from the current plan's launches
     results/<config>/plans/<plan>/plan.json, preflight.json, logs/<rule>.log   one plan (<plan> = plan_key)
-    results/<config>/plans/<plan>/launch-<launch>/<LAUNCH_FILES>   one launch (<launch> = 1, 2, ..., or CONTROL)
+    results/<config>/plans/<plan>/launch-<launch>/<LAUNCH_FILES>   one launch (<launch>: LAUNCH_ID_RE)
     results/<config>/plans/<plan>/launch-<launch>/nccl/nccl.<host>.<pid>.log
     results/<config>/plans/<plan>/launch-<launch>/profile/*-TP-<rank>*.trace.json.gz  (TRACE_NAME_RE)
     results/images/<image>.json
@@ -35,6 +35,37 @@ RESULTS = "results"
 
 #: The launch id of the A/A control: the baseline launched once more, after every other launch.
 CONTROL = "aa"
+#: Launch ids (the rules' ``{launch}``): launch r of a configuration runs in round r (``1``, ``2``, ...); the
+#: baseline's further launches in round 1 (``rounds.first_round_baseline``) are ``1b``, ``1c``, ... (at most
+#: ``MAX_FIRST_ROUND_BASELINE`` in all); the A/A control is ``CONTROL``.
+LAUNCH_ID_RE = "[1-9][0-9]*|1[b-z]|" + CONTROL
+_COPY_LETTERS = "bcdefghijklmnopqrstuvwxyz"
+MAX_FIRST_ROUND_BASELINE = 1 + len(_COPY_LETTERS)
+
+
+def first_round_copy(k: int) -> str:
+    """The launch id of the baseline's ``k``-th launch in round 1 (k >= 2): ``1b``, ``1c``, ..."""
+    if not 2 <= k <= MAX_FIRST_ROUND_BASELINE:
+        raise ValueError(f"the baseline's launch {k} of round 1: allowed 2..{MAX_FIRST_ROUND_BASELINE}")
+    return "1" + _COPY_LETTERS[k - 2]
+
+
+def launch_round(launch: str) -> int | None:
+    """The round of a launch id by its name: ``r`` for ``r``, 1 for ``1b``, ``1c``, ... and for the A/A control
+    (which joins round 1); None for anything else."""
+    launch = str(launch)
+    if launch.isdigit():
+        return int(launch)
+    if launch == CONTROL or (len(launch) == 2 and launch[0] == "1" and launch[1] in _COPY_LETTERS):
+        return 1
+    return None
+
+
+def launch_sort_key(launch: str) -> tuple[bool, int, str]:
+    """A configuration's launch ids in order: by round (``1``, ``1b``, ..., ``2``, ...), the A/A control last."""
+    launch = str(launch)
+    return (launch == CONTROL, launch_round(launch) or 0, launch)
+
 
 #: The files of one launch, by the name of benchmark_server's output.
 LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",

@@ -192,6 +192,10 @@ def semantic_problems(config: Mapping) -> list[str]:
     if rounds.get("mode") == "race" and rounds.get("max_launches") is None:
         problems.append("rounds.max_launches: a race (rounds.mode: race) needs a budget of launches per "
                         "configuration; allowed: an integer >= the planned `launches`")
+    if (rounds.get("first_round_baseline") or 1) > 1 and baseline is None:
+        problems.append(f"rounds.first_round_baseline: {rounds['first_round_baseline']} launches of the baseline in "
+                        f"round 1, and no baseline is set; allowed: baseline: one of {known}, or "
+                        "rounds.first_round_baseline: 1")
     screen = config.get("screen") or {}
     if screen.get("enabled"):
         if rounds.get("mode") != "race":

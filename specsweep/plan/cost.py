@@ -104,7 +104,7 @@ def config_cost(config: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]
     """``sweep_cost`` of a checked config: its planned rounds, its extra rounds' budget, its burn-in."""
     baseline, aa = config.get("baseline"), bool(config.get("aa_control", True))
     settings = RoundSettings.from_config(config)
-    order = planned_order(launches, baseline, aa, settings.seed)
+    order = planned_order(launches, baseline, aa, settings.seed, settings.first_round_baseline)
     extra = [name for name in sorted(launches) for _ in range(max(0, (settings.max_launches or 0) - launches[name]))]
     own = {**schema_default("burn_in"), **(config.get("burn_in") or {})}
     first = baseline if baseline in plans else min(plans, default=None)

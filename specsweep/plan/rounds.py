@@ -2,7 +2,11 @@
 
 A round holds one launch of every configuration taking part (round ``r`` is
 launch id ``r``); the A/A control (launch ``aa``, the baseline launched once
-more) joins round 1 (every sweep has it: raising ``launches`` never moves it). Three rules make a slow spell of the host
+more) joins round 1 (every sweep has it: raising ``launches`` never moves it).
+With ``rounds.first_round_baseline: k`` the baseline runs k times in round 1
+(launches ``1``, ``1b``, ``1c``, ...: ``contracts.layout.first_round_copy``), so
+that round 1 has a launch variance of its own and a race with ``launches: 1``
+can drop configurations after its first round (``analysis.race``). Three rules make a slow spell of the host
 land on no configuration in particular:
 
 * **a seeded random order within each round** (``round_order``): the
@@ -38,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.layout import CONTROL, first_round_copy, launch_round
 from specsweep.contracts.rounds import ROUND_FORMAT_VERSION, Design, RoundPlan
 from specsweep.plan.launches import PRIORITY_CEILING
 
@@ -63,27 +67,32 @@ MODES = (SWEEP, RACE)
 @dataclass(frozen=True)
 class RoundSettings:
     """``rounds:`` of the config (schemas/config.schema.yaml): the order's seed, the design asked for,
-    the budget of extra rounds (None: the planned launches only) and what they are for (``mode``)."""
+    the budget of extra rounds (None: the planned launches only), what they are for (``mode``) and the
+    baseline's launches in round 1 (``first_round_baseline``)."""
 
     seed: int = 0
     design: str = SEQUENTIAL
     max_launches: int | None = None
     max_minutes: float | None = None
     mode: str = SWEEP
+    first_round_baseline: int = 1
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RoundSettings":
         own = dict(config.get("rounds") or {})
         return cls(seed=int(own.get("seed", 0)), design=str(own.get("design", SEQUENTIAL)),
                    max_launches=own.get("max_launches"), max_minutes=own.get("max_minutes"),
-                   mode=str(own.get("mode", SWEEP)))
+                   mode=str(own.get("mode", SWEEP)), first_round_baseline=int(own.get("first_round_baseline", 1)))
 
     @property
     def race(self) -> bool:
         return self.mode == RACE
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "design": self.design, **self.budget(), "mode": self.mode}
+        out = {"seed": self.seed, "design": self.design, **self.budget(), "mode": self.mode}
+        if self.first_round_baseline != 1:  # absent at its default: the params of sweeps before it are unchanged
+            out["first_round_baseline"] = self.first_round_baseline
+        return out
 
     def budget(self) -> dict[str, Any]:
         """The budget of extra rounds (``max_launches``, ``max_minutes``)."""
@@ -102,12 +111,15 @@ def planned_rounds(launches: Mapping[str, int]) -> int:
 
 
 def planned_members(launches: Mapping[str, int], baseline: str | None, aa_control: bool,
-                    round_no: int) -> list[tuple[str, str]]:
+                    round_no: int, first_round_baseline: int = 1) -> list[tuple[str, str]]:
     """(configuration, launch) of planned round ``round_no``, by name: every configuration planning at
-    least that many launches, and the A/A control in round 1."""
+    least that many launches; in round 1 also the baseline's further launches (``first_round_baseline`` in
+    all: ``1b``, ``1c``, ...) and the A/A control."""
     members = [(name, str(round_no)) for name in sorted(launches) if launches[name] >= round_no]
-    if aa_control and baseline in launches and round_no == 1:
-        members.append((baseline, CONTROL))
+    if baseline in launches and round_no == 1:
+        members += [(baseline, first_round_copy(k)) for k in range(2, first_round_baseline + 1)]
+        if aa_control:
+            members.append((baseline, CONTROL))
     return members
 
 
@@ -128,17 +140,22 @@ def round_plan(round_no: int, order: Sequence[tuple[str, str]], design: str, why
                      budget=settings.budget()).to_dict()
 
 
-def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control: bool, seed: int
-                  ) -> list[tuple[str, str]]:
+def planned_order(launches: Mapping[str, int], baseline: str | None, aa_control: bool, seed: int,
+                  first_round_baseline: int = 1) -> list[tuple[str, str]]:
     """Every planned (configuration, launch) in run order: round 1's order, round 2's, ..."""
     return [item for r in range(1, planned_rounds(launches) + 1)
-            for item in round_order(planned_members(launches, baseline, aa_control, r), seed, r)]
+            for item in round_order(planned_members(launches, baseline, aa_control, r, first_round_baseline),
+                                    seed, r)]
 
 
 def round_of(launch: str, rounds_planned: int) -> int:
-    """The round a launch id runs in: its number, and the A/A control in round 1 (which every sweep has, so
-    that raising ``launches`` never moves, and so never reruns, a measured A/A control)."""
-    return 1 if launch == CONTROL else int(launch)
+    """The round a launch id runs in (``contracts.layout.launch_round``): its number, the baseline's ``1b``,
+    ``1c``, ... in round 1, and the A/A control in round 1 (which every sweep has, so that raising ``launches``
+    never moves, and so never reruns, a measured A/A control)."""
+    r = launch_round(launch)
+    if r is None:
+        raise ValueError(f"launch {launch!r}: not a launch id (1, 2, ..., 1b, 1c, ..., or {CONTROL})")
+    return r
 
 
 def round_priorities(order: Sequence[Sequence[str]], round_no: int = 1) -> dict[tuple[str, str], float]:

@@ -124,8 +124,9 @@ def _relative(path: Path, root: Path) -> str:
 def launch_order(config: Mapping[str, Any], launches: Mapping[str, int]) -> list[tuple[str, str]]:
     """Every planned (configuration, launch) in run order: each planned round in its seeded order
     (``plan.rounds.planned_order``); extra rounds come from the judgements."""
+    settings = RoundSettings.from_config(config)
     return plan_rounds.planned_order(launches, config.get("baseline"), bool(config.get("aa_control", True)),
-                                     RoundSettings.from_config(config).seed)
+                                     settings.seed, settings.first_round_baseline)
 
 
 def schedule_of(order: Sequence[tuple[str, str]], names: Sequence[str]) -> dict[str, list[str]]:
@@ -373,11 +374,12 @@ def best_exports(grids: Mapping[str, Grid]) -> list[str]:
 
 
 def schedule_of_rounds(rounds: Sequence[Sequence[tuple[str, str]]], names: Sequence[str]) -> dict[str, list[str]]:
-    """Launch ids of each configuration, round by round (the A/A control after the regular launches)."""
+    """Launch ids of each configuration, round by round (the A/A control after the regular launches:
+    ``contracts.layout.launch_sort_key``)."""
     out: dict[str, list[str]] = {name: [] for name in names}
     for members in rounds:
         for name, launch in members:
             if name in out:
                 out[name].append(launch)
-    return {name: sorted(ids, key=lambda lid: (lid == layout.CONTROL, int(lid) if lid.isdigit() else 0))
+    return {name: sorted(ids, key=layout.launch_sort_key)
             for name, ids in out.items()}

@@ -189,7 +189,8 @@ class RoundWalk:
 
         def planned_of(round_no: int) -> list[tuple[str, str]]:
             if round_no not in planned:
-                planned[round_no] = plan_rounds.planned_members(kept, baseline, aa, round_no)
+                planned[round_no] = plan_rounds.planned_members(kept, baseline, aa, round_no,
+                                                                self._settings.first_round_baseline)
             return list(planned[round_no])  # a copy (of references): a caller's change cannot reach the memo
 
         return rounds_mod.walk_rounds(kept, baseline, aa, judgement_of, upto, self._extra, planned_of,

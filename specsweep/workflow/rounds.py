@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from specsweep.contracts import rounds as rounds_words
-from specsweep.contracts.layout import CONTROL
+from specsweep.contracts.layout import CONTROL, launch_round
 from specsweep.contracts.summary import ConfigSummary
 from specsweep.contracts.vocabulary import CALLED, Status
 from specsweep.files import read_json, write_json_atomic
@@ -100,7 +100,8 @@ def walk_rounds(launches: Mapping[str, int], baseline: str | None, aa_control: b
     (``workflow.round_inputs.RoundWalk``)."""
     if planned is None:
         def planned(round_no: int) -> list[tuple[str, str]]:
-            return planned_members(launches, baseline, aa_control, round_no)
+            return planned_members(launches, baseline, aa_control, round_no,
+                                   settings.first_round_baseline if settings is not None else 1)
     rounds: list[list[tuple[str, str]]] = []
     r = 1
     last_planned = planned_rounds(launches)
@@ -267,14 +268,15 @@ def decide(round_no: int, rounds_planned: int, settings: RoundSettings, compared
 
 
 def elapsed_minutes(summaries: Sequence[ConfigSummary]) -> float | None:
-    """The rounds' measuring time in minutes: each round (a launch id; the A/A control's is round 1) from its
-    first launch's start to its last one's end, summed; so a sweep continued another day (``next_with_budget``)
-    does not count the time between its invocations."""
+    """The rounds' measuring time in minutes: each round (``contracts.layout.launch_round`` of a launch id: the
+    A/A control and the baseline's 1b, 1c, ... are round 1) from its first launch's start to its last one's end,
+    summed; so a sweep continued another day (``next_with_budget``) does not count the time between its
+    invocations."""
     spans: dict[str, list[float]] = {}
     for s in summaries:
         for e in s.launches:
             if e.started_at and e.ended_at:
-                span = spans.setdefault("1" if e.launch == CONTROL else e.launch, [e.started_at, e.ended_at])
+                span = spans.setdefault(str(launch_round(e.launch)), [e.started_at, e.ended_at])
                 span[0], span[1] = min(span[0], e.started_at), max(span[1], e.ended_at)
     return sum(end - start for start, end in spans.values()) / 60 if spans else None
 
@@ -309,7 +311,8 @@ def judge_round(round_no: int, rounds: Sequence[Sequence[tuple[str, str]]], para
                           {(c, lid): k for k, members in enumerate(rounds[:round_no], 1) for c, lid in members})
     compared = comparisons(rows, baseline, control, effect, compare_primary)
     elapsed = elapsed_minutes(summaries)
-    next_planned = planned_members(params["launches"], baseline, bool(params.get("aa_control")), round_no + 1)
+    next_planned = planned_members(params["launches"], baseline, bool(params.get("aa_control")), round_no + 1,
+                                   settings.first_round_baseline)
     rounds_planned = planned_rounds(params["launches"])
     race = None
     if settings.race:

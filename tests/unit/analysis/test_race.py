@@ -387,3 +387,51 @@ def test_a_configuration_launched_to_check_the_screen_never_races(monkeypatch, t
     assert "fast" not in first["race"]["survivors"] + first["race"]["unmeasured"], first["race"]
     params.pop("outside_race")
     assert "fast" in judge_round(1, rounds, params, str(tmp_path / "j.json"), io.StringIO())["race"]["survivors"]
+
+
+def test_with_the_baseline_launched_4_times_in_round_one_the_race_drops_after_round_one():
+    """``launches: 1`` and ``rounds.first_round_baseline: 4``: round 1 holds a (the baseline) as launches 1, 1b,
+    1c, 1d and its A/A control, b and slow once. The one-way model judges round 1 on the variance of a's 5
+    launches (4 degrees of freedom) and drops slow (40 % slower); b (within 1 %) races on."""
+    from specsweep.analysis.metrics import PRIMARY_VERDICT
+    from specsweep.analysis.race import family_level, full_design_df
+    from specsweep.analysis.stats import launches_needed, launches_needed_in
+
+    rng = np.random.default_rng(3)
+    factor = {"a": 1.0, "b": 1.01, "slow": 1.4}
+    launches = {"a": ["1", "1b", "1c", "1d", "aa"], "b": ["1"], "slow": ["1"]}
+    order = rng.permutation([(n, lid) for n, ids in launches.items() for lid in ids])
+    starts = {n: {} for n in launches}
+    for minute, (name, lid) in enumerate(order):
+        starts[name][lid] = (minute, factor[name] * math.exp(rng.normal(0, 0.01)))
+    summaries = [launches_summary(n, 12.0, s, 100 + 7 * len(n)) for n, s in starts.items()]
+    rows, _ = config_rows(explode_points(summaries), "a", 0.05)
+    standing = judge_rows(rows, ["a", "b", "slow"], 0.05, 1, dropping=True)
+    assert standing["model"] == "one-way" and standing["dropped"] == ["slow"], standing
+    assert set(standing["survivors"]) == {"a", "b"} and standing["best"] in ("a", "b")
+    settings = RoundSettings(max_launches=4, mode=RACE, first_round_baseline=4)
+    decision = decide(1, 1, settings, [], "a", None, 1.0, [], 0.05, standing)
+    assert decision["continue"] and decision["next"] == [["a", "2"], ["b", "2"]], decision
+    record = race_record(rows, [{"round": 1, "race": standing, **decision}], 0.05, True)
+    assert {h["config"]: (h["outcome"], h["round"]) for h in record["history"]}["slow"] == (DROPPED, 1)
+    cost = record["launches"]
+    assert cost["spent"] == 7 and cost["per_configuration"] == {"a": 5, "b": 1, "slow": 1}
+    # the full design: every configuration in the launches that see 5 % at the t quantiles of that design's own
+    # degrees of freedom ((3 - 1)(n - 1)), not of this run's 4
+    fit = rows[0]["blocks"][PRIMARY_VERDICT]
+    level = family_level(3)
+    needed = launches_needed_in(fit.noise.var, 0.05, lambda n: full_design_df(3, n), level)
+    assert cost["launches_needed"] == needed and cost["full_design"] == 3 * max(needed, 1) + 1
+    assert full_design_df(3, needed) >= 2 and needed >= 2
+    assert needed <= launches_needed(fit.noise, 0.05, level), "this run's fewer degrees of freedom ask for more"
+
+
+def test_the_launches_a_design_needs_come_from_its_own_degrees_of_freedom():
+    from specsweep.analysis.stats import launches_needed_in
+
+    # 2 x var x ((t(0.975, df) + t(0.8, df)) / log(1.05))^2 at var = 0.02^2: about 2.7 at large df, so 3 launches
+    # a side where the design with n launches has 100 (n - 1) degrees of freedom ...
+    assert launches_needed_in(0.02 ** 2, 0.05, lambda n: 100 * (n - 1)) == 3
+    # ... and more where it has n - 1 (t(0.975, 2) = 4.3: 2 x 4e-4 x ((4.3 + 1.06) / 0.0488)^2 = 9.6 > 3)
+    assert launches_needed_in(0.02 ** 2, 0.05, lambda n: n - 1) > 3
+    assert launches_needed_in(None, 0.05, lambda n: n) is None and launches_needed_in(1e-4, 0.0, lambda n: n) is None

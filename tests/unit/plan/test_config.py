@@ -23,7 +23,8 @@ OVERLAYS = {"kimi-k25-8gpu-local-base.yaml": ["kimi-k25-8gpu.yaml"],
             "refengine-gpu-launches.yaml": ["refengine-gpu.yaml"],
             "llama31-8b-eagle3-pcie.yaml": ["llama31-8b-eagle3.yaml"],
             "screen-check-cpu.yaml": ["screen-cpu.yaml"],
-            "race-gpu-effect1.yaml": ["race-gpu.yaml"]}
+            "race-gpu-effect1.yaml": ["race-gpu.yaml"],
+            "race-first-round.yaml": ["race-gpu.yaml", "race-gpu-effect1.yaml"]}
 
 
 def test_shipped_configs_are_valid():

@@ -62,3 +62,34 @@ def test_settings_from_config():
     assert RoundSettings.from_config({}) == RoundSettings()
     got = RoundSettings.from_config({"rounds": {"seed": 5, "max_launches": 6, "design": "sequential"}})
     assert (got.seed, got.max_launches, got.design, got.max_minutes) == (5, 6, "sequential", None)
+
+
+def test_the_baseline_runs_first_round_baseline_times_in_round_one_and_once_a_round_after():
+    import pytest
+
+    from specsweep.contracts import layout
+    from specsweep.plan.config import load_schema
+
+    launches = {"a": 1, "b": 1, "c": 2}
+    round1 = planned_members(launches, "a", True, 1, first_round_baseline=4)
+    assert round1 == [("a", "1"), ("b", "1"), ("c", "1"), ("a", "1b"), ("a", "1c"), ("a", "1d"), ("a", "aa")]
+    assert planned_members(launches, "a", True, 2, first_round_baseline=4) == [("c", "2")]
+    assert planned_members(launches, "a", False, 1, 2) == [("a", "1"), ("b", "1"), ("c", "1"), ("a", "1b")]
+    assert planned_members(launches, None, True, 1, 4) == [("a", "1"), ("b", "1"), ("c", "1")], "no baseline, none"
+    assert [round_of(lid, 1) for _, lid in round1] == [1] * 7 and round_of("12", 1) == 12
+    with pytest.raises(ValueError, match="not a launch id"):
+        round_of("1bb", 1)
+    # the launch ids the rules accept (their {launch} wildcard) are these, and at most as many as the schema allows
+    import re
+
+    pattern = re.compile(f"^(?:{layout.LAUNCH_ID_RE})$")
+    assert all(pattern.match(lid) for lid in ["1", "2", "17", "1b", "1z", "aa"])
+    assert not any(pattern.match(lid) for lid in ["0", "1a", "2b", "1bb", "a", "b"])
+    most = load_schema()["properties"]["rounds"]["properties"]["first_round_baseline"]["maximum"]
+    assert most == layout.MAX_FIRST_ROUND_BASELINE and layout.first_round_copy(most) == "1z"
+    with pytest.raises(ValueError, match="allowed 2..26"):
+        layout.first_round_copy(most + 1)
+    assert sorted(["aa", "2", "1c", "1", "1b"], key=layout.launch_sort_key) == ["1", "1b", "1c", "2", "aa"]
+    settings = RoundSettings.from_config({"rounds": {"first_round_baseline": 4, "mode": "race"}})
+    assert settings.first_round_baseline == 4 and settings.as_dict()["first_round_baseline"] == 4
+    assert "first_round_baseline" not in RoundSettings.from_config({}).as_dict(), "absent at 1: params unchanged"

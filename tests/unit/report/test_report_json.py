@@ -120,22 +120,24 @@ def test_another_format_is_refused_with_the_file_named(tmp_path):
         load_report(path)
 
 
-def test_a_report_of_format_2_is_refused_and_3_has_what_came_beside_it(results, tmp_path):
+def test_a_report_of_an_older_format_is_refused_and_3_has_what_came_beside_it(results, tmp_path):
     """Format 2 had no launch host_wait_s, its launches.server_s counted the waits and its rows had no
-    simulated_accept: those came without a version of their own, now 3."""
+    simulated_accept: those came without a version of their own in 3. Format 3's race counted the full design
+    at the race's own degrees of freedom: 4 at the design's; a report of 2 or 3 is refused."""
     path = tmp_path / "report.json"
     write_report(path, analyze_sweep([launches_summary("nospec", 12.0, {"1": (0, 1.0), "2": (1, 1.0)}, 101)],
                                      "nospec"))
     report = load_report(path)
-    assert report["format_version"] == REPORT_FORMAT_VERSION == 3
+    assert report["format_version"] == REPORT_FORMAT_VERSION == 4  # 4: a race's full design at its own df
     assert {"host_wait_s", "median_server_s"} <= set(report["launches"])
     entries = report["launches"]["entries"]
     assert len(entries) == 2 and all({"host_wait_s", "server_s"} <= set(e) for e in entries)
     assert [r["simulated_accept"] for r in load_report(results / "report.json")["rows"]] == [None] * 3
-    old = tmp_path / "report-2.json"
-    old.write_text(json.dumps({**report, "format_version": 2}))
-    with pytest.raises(ValueError, match="format_version 2, this specsweep reads 3; rerun the analyze_sweep rule"):
-        load_report(old)
+    for version in (2, 3):
+        old = tmp_path / f"report-{version}.json"
+        old.write_text(json.dumps({**report, "format_version": version}))
+        with pytest.raises(ValueError, match=f"format_version {version}, this specsweep reads 4; rerun"):
+            load_report(old)
 
 
 #: What a view must not do: judge, pool, test or model (analysis/ does, once, for report.json).
