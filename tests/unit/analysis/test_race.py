@@ -224,10 +224,10 @@ def test_over_many_races_the_winner_is_rarely_worse_than_the_best_by_more_than_t
         ends[ended] = ends.get(ended, 0) + 1
     assert wrong / races <= 0.05 + 2.33 * math.sqrt(0.05 * 0.95 / races), (wrong, ends)
     # the full design: 16 configurations in the launches that see 5 % at 80 % power with this variance, at the
-    # level of the best against each of the 15 others
-    from specsweep.analysis.race import family_level
-    from specsweep.analysis.stats import Noise, launches_needed
-    needed = launches_needed(Noise(0.02 ** 2, 60, None, "launch", 16, 64), 0.05, family_level(16))
+    # level of the best against each of the 15 others, at that design's own degrees of freedom
+    from specsweep.analysis.race import family_level, full_design_df
+    from specsweep.analysis.stats import launches_needed_in
+    needed = launches_needed_in(0.02 ** 2, 0.05, lambda n: full_design_df(16, n), family_level(16))
     print(f"races: {ends}; wrong winners {wrong}/{races}; launches {statistics.mean(spent_all):.1f} on average "
           f"against {16 * needed} for the full design ({needed} each)")
     assert statistics.mean(spent_all) < 16 * needed, (statistics.mean(spent_all), needed, ends)
