@@ -7,7 +7,8 @@
 # entry, or per combination of a grid's axes) has one plan, stored under the
 # plan's key (<plan>: 12 hex digits of the sha256 of its canonical JSON); it runs
 # in one or more launches (<launch> = 1, 2, ..., or aa: the A/A control, the
-# baseline launched again in the last planned round); launch r runs in round r;
+# baseline launched again in round 1; with rounds.first_round_baseline, also the
+# baseline's 1b, 1c, ... in round 1); launch r runs in round r;
 # a launch measures every workload point (<point>) of the plan against one server.
 # A launch belongs to its plan: a config file that gives a configuration of the
 # same name another plan stores that plan beside it, and switching back finds
