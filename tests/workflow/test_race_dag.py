@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from specsweep.files import canonical_json
@@ -57,7 +58,7 @@ def test_the_rounds_and_the_report_read_the_screens_set_aside_list():
     assert judged["launches"] == {"a": 2, "b": 1, "c": 2} and judged["outside_race"] == ["b"]
 
 
-def test_the_ground_truth_grids_race_16_known_slowdowns_and_plan_their_two_rounds(tmp_path):
+def test_the_ground_truth_grids_race_16_known_slowdowns_and_plan_their_first_rounds(tmp_path):
     # steps wider than smallest_effect on the CPU (its launch SD), 2 % on a GPU (config/race-gpu.yaml)
     for name, step in (("race-cpu", 0.06), ("race-gpu", 0.02)):
         config = load_config(REPO / f"config/{name}.yaml")
@@ -76,13 +77,22 @@ def test_the_ground_truth_grids_race_16_known_slowdowns_and_plan_their_two_round
     # from the judgement of round 2 (a checkpoint)
     assert counts["benchmark_server"] == 33 and counts["burn_in_host"] == 1 and counts["judge_round"] == 1, counts
     assert "bench_setting" not in counts and "screen_grid" not in counts, "no screen asked for"
+    # judged after round 1 (config/race-first-round.yaml): every configuration once, the baseline 4 times and
+    # its A/A control, then round 1's judgement; nothing of round 2 before it
+    first = run(SNAKEMAKE + ["-n", "all", "--configfile", "config/race-cpu.yaml", "config/race-first-round.yaml"],
+                work)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    counts = job_counts(first.stdout)
+    assert counts["benchmark_server"] == 20 and counts["judge_round"] == 1, counts
+    launches = set(re.findall(r"results/([a-z0-9-]+)/plans/[0-9a-f]+/launch-(\w+)/outcome\.json", first.stdout))
+    assert {lid for c, lid in launches if c == "race-slow00"} == {"1", "1b", "1c", "1d", "aa"}, launches
+    assert {lid for c, lid in launches if c != "race-slow00"} == {"1"}
 
 
 def test_a_check_run_launches_the_set_aside_configuration_once_in_round_1_and_never_after(tmp_path):
     """``screen.check`` through Snakemake: once the screen has set nospec-gloo aside (its record written, every
     file before it present), ``-n`` plans nospec-gloo's launch 1 in round 1 and no launch 2; without the check,
     none of it."""
-    import re
 
     import yaml
 
