@@ -26,6 +26,7 @@
 #   <L>/warmup.jsonl                                  raw records of warmup requests, every point (record.point)
 #   <L>/requests.jsonl                                raw records of measured requests, every point
 #   <L>/outcome.json                                  how the launch ended, per point (ok, or failed: stage, reason, log tail)
+#                                                     written last: benchmark_server declares it alone, writes the rest
 #   <L>/logs/benchmark_server.{log,tsv}
 #   <L>/allreduce_bench.json                          all-reduce micro-benchmark before the launch ({"enabled": false} unless profile.enabled)
 #   <L>/profile.json                                  profiling stage after the launch's points (same rule)

@@ -24,7 +24,8 @@ on its load; CPU time (user + sys of the snakemake process) is printed too.
 The no-op case needs every output present. Running 500 real benchmarks for a
 timing of Snakemake itself would take days, so every output the dry run
 lists is created (empty; a JSON file an empty object, a configuration's plan
-the plan it resolves to: the workflow's start reads them) and recorded with
+the plan it resolves to: the workflow's start reads them; beside a launch's
+outcome.json its other files, as a real launch leaves them) and recorded with
 `snakemake --touch`. `--touch`
 records no params metadata for resolve_plan and preflight_config (Snakemake
 then says so and skips their params check, which makes the no-op cheaper than
@@ -52,6 +53,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from specsweep.contracts import layout  # noqa: E402
 from specsweep.files import canonical_json  # noqa: E402
 from specsweep.plan.config import check_sweep  # noqa: E402
 from specsweep.plan.resolve import resolve_sweep  # noqa: E402
@@ -199,6 +201,20 @@ def touched_content(path: str, plans: dict[str, dict]) -> str:
     return "{}" if path.endswith(".json") else ""
 
 
+def launch_files(work: Path, path: str) -> None:
+    """Beside a launch's outcome.json in the workflow's results (benchmark_server's one declared output), the
+    launch's other files (``layout.LAUNCH_FILES``), empty, as a real launch leaves them: the start checks each
+    summarized launch for them (``workflow.stored``)."""
+    if not (path.startswith(f"{layout.RESULTS}/") and path.endswith(f"/{layout.LAUNCH_FILES['outcome']}")):
+        return
+    for leaf in layout.LAUNCH_FILES.values():
+        target = work / Path(path).parent / leaf
+        if leaf == layout.NCCL_LOG_DIR:
+            target.mkdir(exist_ok=True)
+        elif not target.exists():
+            target.write_text("")
+
+
 def resolved_plans(work: Path) -> dict[str, dict]:
     """The plans the workflow in ``work`` resolves (its config.yaml), by configuration; {} without one."""
     if not (work / "config.yaml").exists():
@@ -230,6 +246,7 @@ def dry_and_noop(work: Path, rounds: int, real_plans: bool = False) -> tuple[lis
             continue
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(touched_content(path, plans))
+        launch_files(work, path)
     timed(SNAKEMAKE + ["--touch", "all"], work)
     noop = []
     for _ in range(rounds):

@@ -2,6 +2,7 @@
 # Keep it short: each function is one line that calls specsweep.workflow with
 # this workflow's plans or config, given explicitly.
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,13 @@ from specsweep.workflow import inputs as sw
 from specsweep.workflow import round_inputs as sr
 from specsweep.workflow.console import quiet_console
 from specsweep.workflow.profiles import check_profiles
-from specsweep.workflow.stored import burn_in_for, launch_measured, launch_moved, stale_launch_lines
+from specsweep.workflow.stored import (
+    burn_in_for,
+    launch_file_asked,
+    launch_measured,
+    launch_moved,
+    stale_launch_lines,
+)
 from specsweep.plan.config import ConfigError, check_files_strict, check_sweep, target_as_configfile
 from specsweep.plan.checks import start_findings
 from specsweep.plan.cost import config_cost, cost_lines as sweep_cost_lines
@@ -100,6 +107,8 @@ if workflow.is_main_process:
         print(f"specsweep: warning: {_line}", file=sys.stderr)
 # The same for every summary: a value, not a function Snakemake calls per job.
 AGREEMENT = sw.agreement_params(config)
+# A launch's files that benchmark_server writes beside its declared outcome.json (rule launch_file).
+LAUNCH_OTHER_FILES = "|".join(re.escape(leaf) for kind, leaf in layout.LAUNCH_FILES.items() if kind != sw.LAUNCH_EDGE)
 
 
 wildcard_constraints:
@@ -186,6 +195,10 @@ def launch_round(wildcards):
 
 def moved_launch_input(wildcards):
     return launch_moved(PLAN_KEYS, configuration(wildcards), wildcards.launch, wildcards.leaf)
+
+
+def launch_file_input(wildcards):
+    return launch_file_asked(configuration(wildcards), wildcards.plan, wildcards.launch, wildcards.leaf)
 
 
 def launch_priority(wildcards):

@@ -15,5 +15,6 @@ with job_log(snakemake.log[0], buffering=1) as log:  # noqa: F821 - injected by 
     # config, not a param, so that moving the registry reruns no benchmark.
     registry = snakemake.config.get("registry")  # noqa: F821
     # The round's plan (contracts.rounds), when the rule gives one: which design, position and partners.
-    benchmark_server(inp.plan, paths_of(inp.image), dict(snakemake.output.items()), log, registry,  # noqa: F821
+    # Its one declared output, outcome.json: the launch's other files go beside it (contracts.layout.LAUNCH_FILES).
+    benchmark_server(inp.plan, paths_of(inp.image), snakemake.output.outcome, log, registry,  # noqa: F821
                      launch=snakemake.wildcards.launch, round_plan=inp.get("round_plan"))  # noqa: F821

@@ -67,7 +67,9 @@ def launch_sort_key(launch: str) -> tuple[bool, int, str]:
     return (launch == CONTROL, launch_round(launch) or 0, launch)
 
 
-#: The files of one launch, by the name of benchmark_server's output.
+#: The files of one launch, by kind (``nccl_logs`` a directory). benchmark_server writes them all and declares
+#: ``outcome.json`` alone, which it writes last (``workflow.jobs.benchmark_server`` removes the others before a
+#: launch runs and checks them after it, as Snakemake does for declared outputs).
 LAUNCH_FILES = {"launch": "launch.json", "server_log": "server.log", "warmup": "warmup.jsonl",
                 "requests": "requests.jsonl", "outcome": "outcome.json", "nccl_logs": "nccl",
                 "profile": "profile.json", "allreduce_bench": "allreduce_bench.json"}
@@ -150,6 +152,11 @@ def launch_dir(config: str, key: str, launch: str, root: str = RESULTS) -> str:
 def launch_file(config: str, key: str, launch: str, kind: str, root: str = RESULTS) -> str:
     """One file of a launch, by its kind (a key of ``LAUNCH_FILES``)."""
     return f"{launch_dir(config, key, launch, root)}/{LAUNCH_FILES[kind]}"
+
+
+def launch_paths(launch_directory: str) -> dict[str, str]:
+    """Every file of the launch in ``launch_directory``, by kind (``LAUNCH_FILES``)."""
+    return {kind: f"{launch_directory}/{leaf}" for kind, leaf in LAUNCH_FILES.items()}
 
 
 def launch_id_of(launch_directory: str) -> str:

@@ -413,7 +413,7 @@ class _Runner:
                 phases.join_point_records(job)
             if self.owns_files or not self.interrupted:
                 profiling.finish(job.plan, job.paths.profile, job.paths.allreduce_bench, job.run_id)
-                _write_job_files(job.paths, self.launch, outcome, job.run_id, job.plan.name)
+                _write_job_files(job.paths, self.launch, outcome, job.run_id, job.plan.name, job.nccl_dir)
             if late.names:
                 print(f"{late.said()} during the teardown: the server was ended at once; "
                       + ("the job stops as interrupted" if self.interrupted else "the outcome stands"),
@@ -466,9 +466,10 @@ class _Runner:
         return out
 
 
-def _write_job_files(paths: JobPaths, launch: dict, outcome: dict, run_id: str, config: str) -> None:
-    """Every output of the job exists at its end, and none holds another run's data; launch.json again, with
-    what the job learnt after readiness (a side-by-side round's windows)."""
+def _write_job_files(paths: JobPaths, launch: dict, outcome: dict, run_id: str, config: str, nccl_dir: Path) -> None:
+    """Every file of the job exists at its end (NCCL's directory empty when no server ran), and none holds another
+    run's data; launch.json again, with what the job learnt after readiness (a side-by-side round's windows)."""
+    nccl_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(paths.launch, launch)
     for path in (paths.warmup, paths.requests):
         if path.exists() and path.stat().st_size and _first_json_run_id(path) != run_id:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,7 +22,7 @@ from specsweep.analysis.launches import LaunchFiles, build_config_summary
 from specsweep.analysis.profiling import profile_section
 from specsweep.analysis.summary import BaselineRun
 from specsweep.analysis.sweep import analyze_sweep, load_report, write_report
-from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of
+from specsweep.contracts.layout import LAUNCH_FILES, launch_id_of, launch_paths
 from specsweep.contracts.plan import Plan
 from specsweep.contracts.rounds import RoundPlanError
 from specsweep.contracts.summary import ConfigSummary, SummaryError
@@ -44,6 +45,7 @@ from specsweep.records import EXTERNAL_RUNTIME, MixedRunsError, check_one_run, r
 from specsweep.report.render import HtmlPages, render_report
 from specsweep.serve.job import JobHost, JobPaths, run_config
 from specsweep.serve.launch import nccl_logs
+from specsweep.workflow.stored import missing_files
 
 
 @contextlib.contextmanager
@@ -199,11 +201,16 @@ def push_images(manifest_paths: Sequence[str], registry: str, out_path: str, log
     return out
 
 
-def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Mapping[str, str], log: TextIO,
+def benchmark_server(plan_path: str, image_manifest: Sequence[str], outcome_path: str, log: TextIO,
                      registry: Mapping[str, Any] | None = None, launch: str = "1",
                      round_plan: str | None = None) -> dict:
     """benchmark_server: one launch of one configuration's server, from launch to teardown (``serve.job``).
 
+    ``outcome_path``: the rule's one declared output, the launch's ``outcome.json``; the launch's other files
+    (``contracts.layout.LAUNCH_FILES``) go beside it. What Snakemake does for a declared output, this does for
+    them: an earlier attempt's are removed before the launch (``clear_launch``), and each must exist after it
+    (``missing_files``), or the job fails naming them, its outcome.json removed so that the next run measures
+    the launch again.
     ``registry`` is where a container runtime pulls an image this host lacks.
     ``launch``: the launch id (``1``, ``2``, ... or ``aa``; ``plan.launches``).
     The host settings (lock directory and wait, guard interval) come from this
@@ -211,17 +218,46 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outputs: Map
     working directory, which Snakemake sets to the workflow's. ``round_plan``: the round's file
     (``contracts.rounds``; None: no round); one that cannot be used ends the job with its one-line reason.
     """
-    paths = JobPaths(*(Path(outputs[k]) for k in ("launch", "server_log", "warmup", "requests", "outcome")),
-                     nccl_logs=Path(outputs["nccl_logs"]) if outputs.get("nccl_logs") else None,
-                     profile=Path(outputs["profile"]), allreduce_bench=Path(outputs["allreduce_bench"]))
+    where = Path(outcome_path).parent
+    files = {kind: Path(path) for kind, path in launch_paths(str(where)).items()}
+    if removed := clear_launch(files.values()):
+        print(f"removed an earlier attempt's {', '.join(removed)} from {where}", file=log)
+    paths = JobPaths(*(files[k] for k in ("launch", "server_log", "warmup", "requests", "outcome")),
+                     nccl_logs=files["nccl_logs"], profile=files["profile"], allreduce_bench=files["allreduce_bench"])
     manifest = read_json(image_manifest[0]) if image_manifest else None
     # A job waiting for the host says so on the terminal too (the script sends its stderr to the log).
     host = JobHost.from_environ(os.environ, Path.cwd(), notice=sys.__stderr__)
     try:
-        return run_config(Plan.load(plan_path), paths, manifest, log, registry, host=host, launch_id=launch,
-                          round_plan=round_plan)
+        outcome = run_config(Plan.load(plan_path), paths, manifest, log, registry, host=host, launch_id=launch,
+                             round_plan=round_plan)
     except RoundPlanError as exc:
         raise SystemExit(f"benchmark_server: {exc}") from None
+    if lacking := missing_files(where):
+        files["outcome"].unlink(missing_ok=True)
+        raise SystemExit(f"benchmark_server: {where} lacks {', '.join(lacking)} after the launch; its outcome.json "
+                         f"is removed, so that the next run measures this launch again")
+    return outcome
+
+
+def clear_launch(paths: Iterable[Path]) -> list[str]:
+    """Remove ``paths`` (one launch's files: an earlier attempt's), by name those that were there.
+
+    What Snakemake does to a job's declared outputs before it runs (snakemake 9.27.1 jobs.py:797-809,
+    ``remove_existing_output``, called by ``prepare`` at 835-836; a ``directory()`` output with its content:
+    io/__init__.py:858-860), for the files benchmark_server writes beside its one declared output. The job's log and
+    benchmark (``logs/``), and every other launch's files, are not in ``paths``; the rest of a launch directory
+    (its points' part files, profile traces) the job resets itself once it owns its files (``serve.phases.own_files``).
+    """
+    removed = []
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(path.name)
+    return removed
 
 
 def one_run_id(launch: dict, outcome: dict, server_log: str, warmup: list[dict], measured: list[dict],

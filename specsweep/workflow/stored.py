@@ -96,6 +96,15 @@ def launch_moved(keys: Mapping[str, str], config_name: str, launch: str, leaf: s
                      f"{now} for `{config_name}`'s current plan ({layout.plan_path(config_name)})")
 
 
+def launch_file_asked(config_name: str, key: str, launch: str, leaf: str) -> NoReturn:
+    """Stop with one line for a launch's file other than its outcome.json asked for as a target: benchmark_server
+    declares the outcome.json alone, written after every other file of the launch (rules/benchmark.smk), so that
+    is the target that measures the launch (and names it measured once it exists)."""
+    outcome = layout.launch_file(config_name, key, launch, "outcome")
+    raise SystemExit(f"specsweep: {layout.launch_dir(config_name, key, launch)}/{leaf} is written by its launch's "
+                     f"job with {outcome}, the one file the job declares: ask for {outcome}")
+
+
 def launch_measured(config_name: str, key: str, launch: str, results: Path | str = layout.RESULTS) -> bool:
     """Whether a launch has its outcome (measured, or failed: a result either way). Its edge from the burn-in is
     ancient() then, and only then (rules/common.smk, launch_inputs): a burn-in run again reruns no launch measured;

@@ -247,6 +247,19 @@ def test_a_launch_the_plan_does_not_have_is_one_line(tmp_path):
     assert line.startswith(expected), line
 
 
+def test_a_launch_file_other_than_its_outcome_names_the_target_that_measures_it(tmp_path):
+    """benchmark_server declares the launch's outcome.json alone: its other files asked for as targets stop the run
+    with one line naming that target, not Snakemake's MissingRuleException."""
+    work = copy_workflow(tmp_path)
+    launch = f"results/nospec/plans/{plan_key_in(work, 'nospec')}/launch-1"
+    result = run(SNAKEMAKE + ["-n", f"{launch}/requests.jsonl", f"{launch}/nccl"], work)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in out and "Exception" not in out, out[-3000:]
+    assert (f"specsweep: {launch}/requests.jsonl is written by its launch's job with {launch}/outcome.json, the one "
+            f"file the job declares: ask for {launch}/outcome.json") in out.splitlines(), out[-3000:]
+
+
 def test_a_launch_path_of_the_layout_before_plan_keys_names_where_the_launch_is_now(tmp_path):
     """results/<config>/launch-<n>/... (launches were stored there before they belonged to their plan): one line
     naming the path under the current plan, not Snakemake's MissingRuleException."""
