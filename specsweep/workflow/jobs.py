@@ -212,7 +212,7 @@ def benchmark_server(plan_path: str, image_manifest: Sequence[str], outcome_path
     (``missing_files``), or the job fails naming them, its outcome.json removed so that the next run measures
     the launch again.
     ``registry`` is where a container runtime pulls an image this host lacks.
-    ``launch``: the launch id (``1``, ``2``, ... or ``aa``; ``plan.launches``).
+    ``launch``: the launch id (``1``, ``2``, ..., ``1b``, ``1c``, ... or ``aa``: ``contracts.layout.LAUNCH_ID_RE``).
     The host settings (lock directory and wait, guard interval) come from this
     process's environment (``JobHost.from_environ``); the checkout is the
     working directory, which Snakemake sets to the workflow's. ``round_plan``: the round's file
