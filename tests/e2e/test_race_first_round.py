@@ -20,10 +20,11 @@ from specsweep.testing.workflow import (
     planned_launches,
     run_pipeline,
 )
+from specsweep.workflow.rounds import round_path
 
 pytestmark = pytest.mark.slow
 
-JUDGEMENT = "results/rounds/round-{}/judgement.json"
+ROUND_1 = round_path(1, "judgement.json")
 
 
 def test_round_one_with_the_baseline_three_times_drops_the_slowed_configuration(tmp_path):
@@ -42,8 +43,8 @@ def test_round_one_with_the_baseline_three_times_drops_the_slowed_configuration(
     config["smallest_effect"] = 0.1
     config["burn_in"] = {"enabled": True}
     config["rounds"] = {"seed": 1, "max_launches": 2, "mode": "race", "first_round_baseline": 4}
-    run_pipeline(work, config, args=[JUDGEMENT.format(1)])
-    judged = json.loads((work / JUDGEMENT.format(1)).read_text())
+    run_pipeline(work, config, args=[ROUND_1])
+    judged = json.loads((work / ROUND_1).read_text())
     assert judged["race"]["dropping"] and judged["race"]["model"] == "one-way", judged["race"]
     assert judged["race"]["dropped"] == ["nospec-slow"], judged["race"]["against"]
     assert judged["launches"]["nospec"] == ["1", "1b", "1c", "1d", "aa"], judged["launches"]
