@@ -101,20 +101,16 @@ def launch_rounds(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """The round of each launch id of one configuration: the entry's ``round``, else the round its launch id
     names (``contracts.layout.launch_round``: ``r``, or 1 for the baseline's ``1b``, ``1c``, ...); the control
     (``CONTROL``) in the last round of the regular launches. A launch with neither is left out."""
-    def named(lid: str) -> int | None:
-        return None if lid == CONTROL else launch_round(lid)
-
-    regular = [int(e["round"]) if e.get("round") is not None else named(str(e["launch"])) for e in entries
-               if str(e["launch"]) != CONTROL and (e.get("round") is not None or named(str(e["launch"])))]
     out: dict[str, int] = {}
     for e in entries:
         lid = str(e["launch"])
         if e.get("round") is not None:
             out[lid] = int(e["round"])
-        elif named(lid):
-            out[lid] = named(lid)
-        elif lid == CONTROL and regular:
-            out[lid] = max(regular)
+        elif lid != CONTROL and launch_round(lid) is not None:
+            out[lid] = launch_round(lid)
+    regular = [r for lid, r in out.items() if lid != CONTROL]
+    if regular and CONTROL not in out and any(str(e["launch"]) == CONTROL for e in entries):
+        out[CONTROL] = max(regular)
     return out
 
 

@@ -277,8 +277,12 @@ def launches_needed(noise: Noise, effect: float, level: float = VERDICT_LEVEL, p
     current requests per launch and the current degrees of freedom (``POWER_METHOD``)."""
     if noise.var is None or effect <= 0:
         return None
-    k = 2 * noise.var * ((_t(noise.df, 1 - (1 - level) / 2) + _t(noise.df, power)) / math.log1p(effect)) ** 2
-    return max(1, math.ceil(k))
+    return max(1, math.ceil(_launches_for(noise.var, effect, noise.df, level, power)))
+
+
+def _launches_for(var: float, effect: float, df: int, level: float, power: float) -> float:
+    """``POWER_METHOD``'s launches per side: 2 x var x ((t(1 - a/2, df) + t(power, df)) / log(1 + E))^2."""
+    return 2 * var * ((_t(df, 1 - (1 - level) / 2) + _t(df, power)) / math.log1p(effect)) ** 2
 
 
 def launches_needed_in(var: float | None, effect: float, df_of: Callable[[int], int], level: float = VERDICT_LEVEL,
@@ -292,7 +296,7 @@ def launches_needed_in(var: float | None, effect: float, df_of: Callable[[int], 
         return None
     for n in range(1, most + 1):
         df = df_of(n)
-        if df >= 1 and n >= 2 * var * ((_t(df, 1 - (1 - level) / 2) + _t(df, power)) / math.log1p(effect)) ** 2:
+        if df >= 1 and n >= _launches_for(var, effect, df, level, power):
             return n
     return None
 

@@ -38,8 +38,9 @@ CONTROL = "aa"
 #: Launch ids (the rules' ``{launch}``): launch r of a configuration runs in round r (``1``, ``2``, ...); the
 #: baseline's further launches in round 1 (``rounds.first_round_baseline``) are ``1b``, ``1c``, ... (at most
 #: ``MAX_FIRST_ROUND_BASELINE`` in all); the A/A control is ``CONTROL``.
-LAUNCH_ID_RE = "[1-9][0-9]*|1[b-z]|" + CONTROL
 _COPY_LETTERS = "bcdefghijklmnopqrstuvwxyz"
+_COPY_RE = f"1[{_COPY_LETTERS[0]}-{_COPY_LETTERS[-1]}]"
+LAUNCH_ID_RE = f"[1-9][0-9]*|{_COPY_RE}|{CONTROL}"
 MAX_FIRST_ROUND_BASELINE = 1 + len(_COPY_LETTERS)
 
 
@@ -56,7 +57,7 @@ def launch_round(launch: str) -> int | None:
     launch = str(launch)
     if launch.isdigit():
         return int(launch)
-    if launch == CONTROL or (len(launch) == 2 and launch[0] == "1" and launch[1] in _COPY_LETTERS):
+    if launch == CONTROL or re.fullmatch(_COPY_RE, launch):
         return 1
     return None
 
